@@ -1,0 +1,41 @@
+// Package hash computes the Toeplitz hash that receive-side scaling (RSS)
+// uses to give every flow a 32-bit flowid.
+//
+// A NIC with several receive queues hashes each frame's addresses and ports
+// with a secret key and picks a queue from the result. FreeBSD does the same
+// in software when the NIC gave no hash (rss_hash_ip4_4tuple and friends in
+// sys/net/rss_config.c), and records the result in m->m_pkthdr.flowid with
+// an M_HASHTYPE_* value saying what was hashed. This package is that layer:
+//
+//   - [Toeplitz] hashes a byte string with a key of 8 to 64 bytes, using
+//     tables precomputed per key (and GFNI instructions where the CPU has
+//     them), so [Toeplitz.Sum] allocates nothing and is safe for concurrent use.
+//   - [Tuple] builds the exact byte strings FreeBSD feeds the hash: source
+//     address, destination address, source port, destination port, in
+//     network byte order (12 or 8 bytes for IPv4, 36 or 32 for IPv6).
+//   - [HashType] names what a flowid was computed from, with FreeBSD's
+//     M_HASHTYPE_* names and values.
+//
+// # Keys
+//
+// The library's default is a fresh random key per instance ([RandomKey]), as
+// Linux seeds its flow hash at boot: whoever knows the key can choose
+// addresses and ports that all land on one worker. [MicrosoftKey], the key
+// FreeBSD ships as its default rss_key and the one in Microsoft's
+// verification suite, gives reproducible output for tests and teaching.
+//
+// # Symmetric hashing
+//
+// Stream reassembly wants both directions of a connection (A->B and B->A) on
+// one worker. There are two ways to get that:
+//
+//   - [SymmetricKey]: the 16-bit pattern 0x6d5a repeated. Because the key
+//     repeats every 16 bits, swapping source and destination (a shift of 32
+//     or 128 bits) leaves the hash unchanged. A NIC can use it too, but it has
+//     only 16 bits of entropy (the upper and lower halves of every hash are
+//     equal) and, being public and fixed, cannot resist aiming.
+//   - Canonical order ([Tuple] built with [Canonical] or NewTuple4Sym): the two
+//     (address, port) endpoints are sorted before hashing, so any key,
+//     random included, is symmetric. This is the library's recommended mode;
+//     its only cost is that the hash no longer matches what a NIC computes.
+package hash

@@ -1,0 +1,70 @@
+package steer
+
+import (
+	"context"
+	"time"
+
+	"github.com/rpsgo/rps/hash"
+)
+
+// Frame is one received frame as a [Source] delivers it: the bytes from the
+// Ethernet header on, and what the source knows about them.
+type Frame struct {
+	// Data is the frame from its Ethernet header. It is a view into the
+	// source's buffer (a file read buffer, a ring block) and stays valid
+	// until the batch it came in is released.
+	Data []byte
+	// Timestamp is the capture time the source recorded (the pcap record
+	// time, the ring header's time). The dispatcher never reads the clock per
+	// frame.
+	Timestamp time.Time
+	// Length is the frame's length on the wire, which may exceed len(Data)
+	// when the capture was truncated to a snap length. Zero means len(Data).
+	Length int
+	// IfIndex is the ingress interface index (FreeBSD's m->m_pkthdr.rcvif),
+	// used by the SOURCE policy. Zero when unknown.
+	IfIndex int
+	// VLAN is an 802.1Q tag the source delivered out of band (Linux strips
+	// it into tp_vlan_tci); valid when HasVLAN is set.
+	VLAN    uint16
+	HasVLAN bool
+	// Hash and HashType carry a hash the source already computed, as a NIC
+	// or a kernel program would (m->m_pkthdr.flowid and M_HASHTYPE_*). With
+	// HashType NONE the dispatcher computes the software hash.
+	Hash     uint32
+	HashType hash.HashType
+}
+
+// WireLen returns Length, or len(Data) when Length is zero.
+func (f *Frame) WireLen() int {
+	if f.Length != 0 {
+		return f.Length
+	}
+	return len(f.Data)
+}
+
+// Batch is a group of frames that share a buffer, and the callback that
+// gives the buffer back.
+type Batch struct {
+	Frames []Frame
+	// Release, when not nil, is called exactly once after every frame of the
+	// batch has been handled or dropped, from whichever goroutine finished
+	// last. A source uses it to reuse a buffer or return a ring block to the
+	// kernel.
+	Release func()
+}
+
+// Source produces batches of frames. A capture file, an AF_PACKET ring and
+// an in-memory slice all implement it.
+type Source interface {
+	// ReadBatch fills b with the next frames. It returns io.EOF when the
+	// source is exhausted, and ctx's error when ctx ends while it waits. A
+	// batch with no frames and a nil error is allowed (a poll timeout).
+	// The dispatcher does not call ReadBatch again before it is done with b's
+	// Frames slice (it copies what it needs), but the frame bytes must stay
+	// valid until b.Release is called.
+	ReadBatch(ctx context.Context, b *Batch) error
+	// Close releases the source's resources. It is safe to call while
+	// another goroutine is blocked in ReadBatch, which then returns an error.
+	Close() error
+}
