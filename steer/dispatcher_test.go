@@ -1,0 +1,626 @@
+package steer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/affinity"
+	"go.uber.org/goleak"
+)
+
+// dtFrame builds a TCP/IPv4 frame of flow f whose TCP sequence number is seq.
+func dtFrame(f int, seq uint32) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], 50)
+	ip[8] = 64
+	ip[9] = 6
+	binary.BigEndian.PutUint32(ip[12:], 0x0a000000|uint32(f>>8))
+	binary.BigEndian.PutUint32(ip[16:], 0xc0a80000|uint32(f&0xff))
+	tcp := ip[20:]
+	binary.BigEndian.PutUint16(tcp[0:], uint16(1024+f%50000))
+	binary.BigEndian.PutUint16(tcp[2:], 80)
+	binary.BigEndian.PutUint32(tcp[4:], seq)
+	tcp[12] = 5 << 4
+	return b
+}
+
+func dtSeq(p *Packet) uint32 { return binary.BigEndian.Uint32(p.Data[14+20+4:]) }
+
+// dtTraffic returns n frames over flows, each flow's frames numbered 1, 2, ...
+// in order, interleaved at random.
+func dtTraffic(rng *rand.Rand, flows, n int) []Frame {
+	seq := make([]uint32, flows)
+	out := make([]Frame, n)
+	for i := range out {
+		f := rng.IntN(flows)
+		seq[f]++
+		out[i] = Frame{Data: dtFrame(f, seq[f]), IfIndex: 1}
+	}
+	return out
+}
+
+// orderChecker records, per flow, the last sequence number seen and the
+// workers that handled it.
+type orderChecker struct {
+	mu       sync.Mutex
+	last     map[FlowKey]uint32
+	workers  map[FlowKey]map[int]bool
+	errs     []string
+	handled  atomic.Uint64
+	wrongIdx atomic.Uint64
+}
+
+func newOrderChecker() *orderChecker {
+	return &orderChecker{last: map[FlowKey]uint32{}, workers: map[FlowKey]map[int]bool{}}
+}
+
+func (o *orderChecker) handle(p *Packet) {
+	o.handled.Add(1)
+	s := dtSeq(p)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := p.Key.Flow()
+	if s != o.last[k]+1 && len(o.errs) < 10 {
+		o.errs = append(o.errs, fmt.Sprintf("flow %v: seq %d after %d", k, s, o.last[k]))
+	}
+	o.last[k] = s
+	if o.workers[k] == nil {
+		o.workers[k] = map[int]bool{}
+	}
+	o.workers[k][p.Worker] = true
+}
+
+func checkAccounting(t *testing.T, d *Dispatcher, in uint64) Stats {
+	t.Helper()
+	st := d.Stats()
+	if st.Frames != in {
+		t.Errorf("Stats.Frames = %d, want %d frames handed in", st.Frames, in)
+	}
+	if got := st.Handled() + st.Dropped(); got != st.Frames {
+		t.Errorf("handled %d + dropped %d = %d, want Frames %d", st.Handled(), st.Dropped(), got, st.Frames)
+	}
+	for _, w := range st.Workstreams {
+		if w.Len != 0 {
+			t.Errorf("workstream %d: Len %d after Close", w.WSID, w.Len)
+		}
+		if w.Queued+w.Dispatched+w.HybridDispatched < w.Handled {
+			t.Errorf("workstream %d: handled %d more than queued %d + inline %d", w.WSID, w.Handled, w.Queued, w.Dispatched+w.HybridDispatched)
+		}
+	}
+	return st
+}
+
+func TestFlowsStayOnOneWorkerInOrder(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+		for _, pol := range []Policy{PolicyRSS, PolicyFlow, PolicySource} {
+			for _, workers := range []int{1, 3, 2 * runtime.NumCPU()} {
+				t.Run(fmt.Sprintf("%s/%s/%d", mode, pol, workers), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(workers), uint64(mode)))
+					frames := dtTraffic(rng, 500, 20000)
+					oc := newOrderChecker()
+					d, err := New(Config{Workers: workers, Policy: pol, Dispatch: mode, Block: true, Key: hash.MicrosoftKey[:]}, oc.handle)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := d.Run(context.Background(), &SliceSource{Frames: frames, BatchLen: 37}); err != nil {
+						t.Fatal(err)
+					}
+					if err := d.Close(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					st := checkAccounting(t, d, uint64(len(frames)))
+					if st.Dropped() != 0 {
+						t.Errorf("blocking mode dropped %d", st.Dropped())
+					}
+					if oc.handled.Load() != uint64(len(frames)) {
+						t.Errorf("handler ran %d times, want %d", oc.handled.Load(), len(frames))
+					}
+					for _, e := range oc.errs {
+						t.Error(e)
+					}
+					for k, ws := range oc.workers {
+						if len(ws) != 1 {
+							t.Errorf("flow %v handled by workers %v", k, ws)
+						}
+					}
+					if workers > 1 && pol != PolicySource && len(st.Workstreams) == workers {
+						busy := 0
+						for _, w := range st.Workstreams {
+							if w.Handled > 0 {
+								busy++
+							}
+						}
+						if busy < 2 {
+							t.Errorf("only %d workers handled frames", busy)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestSelectionMatchesPolicy(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	h, _ := hash.NewToeplitz(hash.MicrosoftKey[:])
+	cls, _ := NewClassifier(ClassifierConfig{Hasher: h})
+	for _, pol := range []Policy{PolicyRSS, PolicyFlow, PolicySource} {
+		var mu sync.Mutex
+		var bad []string
+		var seen int
+		const workers = 3
+		d, err := New(Config{Workers: workers, Policy: pol, Buckets: 64, Key: hash.MicrosoftKey[:], Block: true}, func(p *Packet) {
+			var c Classification
+			cls.Classify(p.Data, &c)
+			var want int
+			switch pol {
+			case PolicyRSS:
+				want = int(c.FlowID&63) % workers
+			case PolicyFlow:
+				want = int(c.FlowID % workers)
+			case PolicySource:
+				want = (p.Source + p.IfIndex) % workers
+			}
+			mu.Lock()
+			seen++
+			if p.Worker != want || p.FlowID != c.FlowID || p.HashType != c.HashType {
+				bad = append(bad, fmt.Sprintf("%s: worker %d flowid %x, want %d %x", pol, p.Worker, p.FlowID, want, c.FlowID))
+			}
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := dtTraffic(rand.New(rand.NewPCG(1, 2)), 300, 3000)
+		if err := d.Run(context.Background(), &SliceSource{Frames: frames}); err != nil {
+			t.Fatal(err)
+		}
+		d.Close(context.Background())
+		if seen != len(frames) || len(bad) > 0 {
+			t.Fatalf("%s: %d/%d seen, mismatches: %v", pol, seen, len(frames), bad[:min(len(bad), 5)])
+		}
+	}
+}
+
+func TestNonIPFallsBackToSource(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	arp := make([]byte, 42)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	var got sync.Map
+	d, err := New(Config{Workers: 4}, func(p *Packet) {
+		got.Store(p.IfIndex, p.Worker)
+		if p.HashType != hash.None || p.Reason != ReasonNonIP {
+			t.Errorf("ARP got %v %v", p.HashType, p.Reason)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.NewInput()
+	var frames []Frame
+	for ifi := 0; ifi < 8; ifi++ {
+		frames = append(frames, Frame{Data: arp, IfIndex: ifi})
+	}
+	if err := in.Dispatch(frames, nil); err != nil {
+		t.Fatal(err)
+	}
+	d.Close(context.Background())
+	for ifi := 0; ifi < 8; ifi++ {
+		w, _ := got.Load(ifi)
+		if w != (in.ID()+ifi)%4 {
+			t.Errorf("ifindex %d went to worker %v, want %d", ifi, w, (in.ID()+ifi)%4)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	h := func(*Packet) {}
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{CPUs: []int{9999}}, "steer: CPU 9999 is not online"},
+		{Config{QLimit: 20000}, "steer: qlimit 20000 exceeds maxqlimit 10240"},
+		{Config{Key: make([]byte, 5)}, "steer: key of 5 bytes"},
+		{Config{Buckets: 100}, "steer: 100 buckets"},
+		{Config{Workers: -1}, "steer: -1 workers"},
+		{Config{Policy: PolicyCPU}, "needs a CPUFunc"},
+		{Config{FlowTableSize: 1000}, "flow table size 1000"},
+		{Config{Rebalance: RebalanceConfig{Threshold: 0.5, Interval: time.Second}}, "threshold"},
+	}
+	if !affinity.Supported() {
+		cases = cases[1:]
+	}
+	for _, c := range cases {
+		d, err := New(c.cfg, h)
+		if err == nil {
+			d.Close(context.Background())
+			t.Errorf("%+v: no error", c.cfg)
+			continue
+		}
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %q: want ErrConfig containing %q", err, c.want)
+		}
+	}
+	if _, err := New(Config{}, nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("nil handler: %v", err)
+	}
+}
+
+func TestPinnedWorkersReadAffinityBack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if !affinity.Supported() {
+		t.Skip("no thread affinity on " + runtime.GOOS)
+	}
+	cpus, _ := affinity.Allowed()
+	var mu sync.Mutex
+	got := map[int][]int{}
+	// More workers than CPUs: they take the CPUs round-robin.
+	n := 2*len(cpus) + 1
+	d, err := New(Config{Workers: n, CPUs: cpus, OnInit: func(w *Worker) {
+		c, err := affinity.Current()
+		if err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		got[w.Index()] = c
+		mu.Unlock()
+	}}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close(context.Background())
+	for i := 0; i < n; i++ {
+		want := cpus[i%len(cpus)]
+		if len(got[i]) != 1 || got[i][0] != want {
+			t.Errorf("worker %d affinity %v, want [%d]", i, got[i], want)
+		}
+	}
+}
+
+func TestHooksRunInWorker(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	type state struct{ inits, ticks, closes, frames int }
+	states := make([]state, 3) // per worker, no locks: only the worker touches its own
+	d, err := New(Config{
+		Workers:      3,
+		OnInit:       func(w *Worker) { states[w.Index()].inits++ },
+		OnTick:       func(w *Worker, _ time.Time) { states[w.Index()].ticks++ },
+		TickInterval: time.Millisecond,
+		OnClose:      func(w *Worker) { states[w.Index()].closes++ },
+	}, func(p *Packet) { states[p.Worker].frames++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := dtTraffic(rand.New(rand.NewPCG(3, 4)), 100, 1000)
+	d.Run(context.Background(), &SliceSource{Frames: frames})
+	time.Sleep(20 * time.Millisecond)
+	d.Close(context.Background())
+	total := 0
+	for i, s := range states {
+		if s.inits != 1 || s.closes != 1 || s.ticks == 0 {
+			t.Errorf("worker %d: %+v", i, s)
+		}
+		total += s.frames
+	}
+	if total != len(frames) {
+		t.Errorf("frames %d, want %d", total, len(frames))
+	}
+}
+
+func TestOverflowPanicsAndAccounting(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var panics, released, calls atomic.Int64
+			d, err := New(Config{Workers: 2, QLimit: 16, Dispatch: mode, OnPanic: func(pi PanicInfo) {
+				panics.Add(1)
+				if pi.Summary == "" || pi.Value == nil {
+					t.Error("empty panic info")
+				}
+			}}, func(p *Packet) {
+				if calls.Add(1)%3 == 0 {
+					panic("boom")
+				}
+				time.Sleep(time.Microsecond)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames := dtTraffic(rand.New(rand.NewPCG(5, 6)), 50, 5000)
+			in := d.NewInput()
+			batches := 0
+			for i := 0; i < len(frames); i += 100 {
+				batches++
+				if err := in.Dispatch(frames[i:i+100], func() { released.Add(1) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := checkAccounting(t, d, uint64(len(frames)))
+			if released.Load() != int64(batches) {
+				t.Errorf("release called %d times, want %d", released.Load(), batches)
+			}
+			var p uint64
+			for _, w := range st.Workstreams {
+				p += w.Panics
+			}
+			if p == 0 || int64(p) != panics.Load() {
+				t.Errorf("panics counted %d, reported %d", p, panics.Load())
+			}
+			if mode == Deferred && st.Dropped() == 0 {
+				t.Errorf("qlimit 16 with a slow handler dropped nothing")
+			}
+			if err := in.Dispatch(frames[:1], nil); !errors.Is(err, ErrClosed) {
+				t.Errorf("dispatch after close: %v", err)
+			}
+		})
+	}
+}
+
+func TestRedispatch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	// A frame whose payload holds another frame: the handler "decapsulates"
+	// by re-dispatching the inner bytes, which alias the outer buffer.
+	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var inner, outer, released atomic.Int64
+			var d *Dispatcher
+			d, err := New(Config{Workers: 3, Dispatch: mode, QLimit: 64, Block: true}, func(p *Packet) {
+				if len(p.Data) > 64 {
+					outer.Add(1)
+					if err := p.Redispatch(p.Data[64:]); err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				// Queued inner frames come from the worker's own producer
+				// (source -1-worker); DIRECT handles them inline in the input.
+				if (mode == Direct) != (p.Source >= 0) {
+					t.Errorf("%s: inner frame from source %d", mode, p.Source)
+				}
+				inner.Add(1)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := d.NewInput()
+			var frames []Frame
+			for i := 0; i < 2000; i++ {
+				frames = append(frames, Frame{Data: append(dtFrame(i, 1), dtFrame(i+7, 1)...)})
+			}
+			for i := 0; i < len(frames); i += 50 {
+				in.Dispatch(frames[i:i+50], func() { released.Add(1) })
+			}
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := d.Stats()
+			if st.Frames != 4000 || st.Handled()+st.Dropped() != 4000 {
+				t.Errorf("frames %d handled %d dropped %d", st.Frames, st.Handled(), st.Dropped())
+			}
+			if outer.Load() != 2000 || inner.Load()+int64(st.Dropped()) != 2000 {
+				t.Errorf("outer %d inner %d dropped %d", outer.Load(), inner.Load(), st.Dropped())
+			}
+			if released.Load() != 40 {
+				t.Errorf("released %d batches, want 40", released.Load())
+			}
+		})
+	}
+}
+
+func TestReprogramNeverReorders(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	oc := newOrderChecker()
+	var moveOuts, moveIns atomic.Int64
+	d, err := New(Config{Workers: 4, Buckets: 16, Block: true,
+		MoveOut: func(w *Worker, m Move) any { moveOuts.Add(1); return m.Bucket },
+		MoveIn: func(w *Worker, m Move, s any) {
+			moveIns.Add(1)
+			if s.(int) != m.Bucket || w.Index() != m.To {
+				t.Errorf("MoveIn %+v got state %v in worker %d", m, s, w.Index())
+			}
+		},
+	}, func(p *Packet) {
+		oc.handle(p)
+		if p.FlowID%5 == 0 {
+			time.Sleep(2 * time.Microsecond)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(7, 8))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tab := d.Table()
+			tab[rng.IntN(len(tab))] = rng.IntN(4)
+			if err := d.SetTable(tab); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	frames := dtTraffic(rand.New(rand.NewPCG(9, 10)), 300, 100000)
+	if err := d.Run(context.Background(), &SliceSource{Frames: frames}); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := checkAccounting(t, d, uint64(len(frames)))
+	for _, e := range oc.errs {
+		t.Error(e)
+	}
+	if st.BucketMoves == 0 {
+		t.Error("no bucket moved")
+	}
+	if moveOuts.Load() != int64(st.BucketMoves) || moveIns.Load() != int64(st.BucketMoves) {
+		t.Errorf("moves %d, MoveOut %d, MoveIn %d", st.BucketMoves, moveOuts.Load(), moveIns.Load())
+	}
+	t.Logf("%d bucket moves", st.BucketMoves)
+}
+
+func TestSeveralInputsConcurrently(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	type key struct {
+		src  int
+		flow FlowKey
+	}
+	var mu sync.Mutex
+	last := map[key]uint32{}
+	var bad atomic.Int64
+	d, err := New(Config{Workers: 3, Block: true}, func(p *Packet) {
+		k := key{p.Source, p.Key.Flow()}
+		mu.Lock()
+		if dtSeq(p) != last[k]+1 {
+			bad.Add(1)
+		}
+		last[k] = dtSeq(p)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			frames := dtTraffic(rand.New(rand.NewPCG(uint64(g), 11)), 100, 10000)
+			if err := d.Run(context.Background(), &SliceSource{Frames: frames}); err != nil {
+				t.Error(err)
+			}
+		}(g)
+	}
+	wg.Wait()
+	d.Close(context.Background())
+	checkAccounting(t, d, 40000)
+	if bad.Load() != 0 {
+		t.Errorf("%d frames out of order within a source and flow", bad.Load())
+	}
+}
+
+func TestCloseTimeoutWithStalledHandler(t *testing.T) {
+	release := make(chan struct{})
+	d, err := New(Config{Workers: 2, QLimit: 32}, func(p *Packet) {
+		if p.Worker == 0 {
+			<-release
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := dtTraffic(rand.New(rand.NewPCG(12, 13)), 64, 2000)
+	d.Run(context.Background(), &SliceSource{Frames: frames})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = d.Close(ctx)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "left") {
+		t.Fatalf("Close = %v, want a deadline error saying what was left", err)
+	}
+	// The stalled worker 0 held the rest; worker 1 was not blocked.
+	st := d.Stats()
+	if st.Workstreams[1].Handled == 0 {
+		t.Error("worker 1 handled nothing: a stalled handler blocked another worker")
+	}
+	close(release)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, uint64(len(frames)))
+	goleak.VerifyNone(t)
+}
+
+func TestExpvarTwoDispatchers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a, err := New(Config{Workers: 1, Expvar: "steer_test_a"}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Workers: 1, Expvar: "steer_test_b"}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Workers: 1, Expvar: "steer_test_a"}, func(*Packet) {}); !errors.Is(err, ErrConfig) {
+		t.Errorf("duplicate expvar name: %v", err)
+	}
+	a.Close(context.Background())
+	// The name is free again once its dispatcher closed.
+	c, err := New(Config{Workers: 1, Expvar: "steer_test_a"}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close(context.Background())
+	b.Close(context.Background())
+}
+
+func TestReport(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d, err := New(Config{Workers: 2, KeyName: "microsoft", Key: hash.MicrosoftKey[:]}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := dtTraffic(rand.New(rand.NewPCG(1, 1)), 10, 100)
+	d.Run(context.Background(), &SliceSource{Frames: frames})
+	d.Close(context.Background())
+	st := d.Stats()
+	var b strings.Builder
+	if err := st.WriteReport(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"Configuration:", "Workstreams:", "WSID", "WMark", "Disp'd", "HDisp'd", "QDrops", "Queued", "Handled", "microsoft", "Frames: 100 in, 100 handled, 0 dropped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSourcesAllocateNothingInSteadyState(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	d, err := New(Config{Workers: 2, Block: true}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	frames := dtTraffic(rand.New(rand.NewPCG(1, 1)), 100, 256)
+	in := d.NewInput()
+	rel := func() {}
+	for i := 0; i < 100; i++ { // warm the pools
+		in.Dispatch(frames, rel)
+	}
+	allocs := testing.AllocsPerRun(200, func() { in.Dispatch(frames, rel) })
+	if allocs > 0.5 {
+		t.Errorf("%.2f allocations per 256-frame dispatch", allocs)
+	}
+}

@@ -1,0 +1,118 @@
+package steer
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpsgo/rps/flowtable"
+	"github.com/rpsgo/rps/hash"
+)
+
+// Packet is a classified frame as a handler receives it.
+//
+// The Packet and its Data are valid until the handler returns: the dispatcher
+// recycles both. A handler that keeps the bytes either copies them or calls
+// [Packet.Retain], which keeps the source's buffer (a file arena, a ring
+// block) until the returned [Ref] is released.
+type Packet struct {
+	Data      []byte    // the frame from its Ethernet header
+	Timestamp time.Time // capture time, from the source
+	Length    int       // length on the wire (>= len(Data))
+	IfIndex   int       // ingress interface index
+	Source    int       // the source id of the input that dispatched it
+
+	FlowID   uint32        // m_pkthdr.flowid: the Toeplitz hash, or the source's
+	HashType hash.HashType // M_HASHTYPE_* of FlowID
+	Key      FlowKey       // the classifier's flow key
+	Reason   Reason        // why classification stopped short, or ReasonOK
+	Worker   int           // the workstream handling the frame
+
+	ref    *batchRef
+	w      *Worker   // the workstream accounted for the handler
+	prod   *producer // where a re-dispatch from the handler goes
+	ent    *flowtable.Entry
+	bucket uint32
+	depth  uint8 // re-dispatch depth
+}
+
+// String summarises the frame in one line: addresses, ports, protocol,
+// flowid and hash type.
+func (p *Packet) String() string {
+	k := &p.Key
+	if !k.Src.IsValid() {
+		return fmt.Sprintf("len %d non-IP reason=%s", p.Length, p.Reason)
+	}
+	return fmt.Sprintf("%s:%d > %s:%d proto %d len %d flowid 0x%08x %s reason=%s",
+		k.Src, k.SrcPort, k.Dst, k.DstPort, k.Proto, p.Length, p.FlowID, p.HashType, p.Reason)
+}
+
+// Ref keeps a frame's buffer alive after its handler returned. Release it
+// exactly once.
+type Ref struct{ r *batchRef }
+
+// Retain keeps the buffer behind p.Data valid until the returned Ref is
+// released. The Packet itself is still recycled when the handler returns:
+// keep p.Data (or fields copied out), not p.
+func (p *Packet) Retain() Ref {
+	if p.ref != nil {
+		p.ref.n.Add(1)
+	}
+	return Ref{p.ref}
+}
+
+// Release gives the buffer back. Calling it twice breaks the source's buffer
+// accounting; the zero Ref is a no-op.
+func (r Ref) Release() {
+	if r.r != nil {
+		r.r.done(1)
+	}
+}
+
+// batchRef counts the frames of one source batch still in flight; the
+// source's release callback runs when it reaches zero.
+type batchRef struct {
+	n       atomic.Int32
+	release func()
+}
+
+var refPool = sync.Pool{New: func() any { return new(batchRef) }}
+
+func getRef() *batchRef { return refPool.Get().(*batchRef) }
+
+func (r *batchRef) done(k int32) {
+	if r.n.Add(-k) == 0 {
+		rel := r.release
+		r.release = nil
+		refPool.Put(r)
+		rel()
+	}
+}
+
+// MaxRedispatchDepth bounds how many times a frame's descendants may be
+// re-dispatched (a tunnel inside a tunnel ...); deeper ones are dropped.
+const MaxRedispatchDepth = 8
+
+// ErrRedispatchDepth is returned by Redispatch past MaxRedispatchDepth.
+var ErrRedispatchDepth = errors.New("steer: re-dispatch nested too deep")
+
+// Redispatch steers another frame from inside the handler, such as the inner
+// frame of a tunnel after decapsulation (netisr_dispatch of a decapsulated
+// packet). data usually aliases p.Data: the source's buffer is kept until the
+// new frame is handled. The frame keeps p's capture time, interface and
+// source. It never blocks, even in blocking mode: the frame is queued,
+// handled inline (DIRECT; HYBRID when the selected worker is this one and
+// its queue is empty), or dropped and counted as a re-dispatch drop.
+// Call it only from the handler, before it returns.
+func (p *Packet) Redispatch(data []byte) error {
+	if p.prod == nil {
+		return errors.New("steer: Redispatch outside a handler")
+	}
+	if p.ref != nil {
+		p.ref.n.Add(1)
+	}
+	f := Frame{Data: data, Timestamp: p.Timestamp, IfIndex: p.IfIndex}
+	return p.prod.redispatch(&f, p.ref, p.depth+1, p.w)
+}

@@ -1,0 +1,349 @@
+package steer
+
+import (
+	"sync"
+
+	"github.com/rpsgo/rps/flowtable"
+	"github.com/rpsgo/rps/hash"
+)
+
+// producer is the state of one feeder of the dispatcher: an Input, or a
+// worker re-dispatching from its handlers. It plays the part of one receive
+// queue in Linux's RPS: it has its own view of where each bucket (and, with
+// RFS, each flow) currently goes and of the queue position of its last frame
+// there (rps_dev_flow's cpu and last_qtail), so it can move them without
+// reordering. Only its goroutine changes it; mu lets Stats read it.
+type producer struct {
+	d    *Dispatcher
+	id   int
+	self *Worker // the worker that owns this producer, nil for an Input
+
+	mu      sync.Mutex
+	pending []*pbatch // per worker, not yet handed over
+	cls     Classification
+
+	// RSS view: bucket -> worker this producer sends it to, and the queue
+	// position of its last frame there.
+	bucketWorker []uint32
+	bucketTail   []uint64
+	bucketFrames []uint64
+
+	flows   *flowtable.Table // RFS, nil when off
+	rfsMiss bool             // a flow went without an entry since the last flush
+
+	frames      uint64
+	reasons     [NumReasons]uint64
+	bucketMoves uint64
+	flowMoves   uint64
+	direct      []uint64 // frames handled inline, per worker, since the last flush
+	batchCap    int
+	lockers     lockPair
+	held        bool // the owner holds the locks (set by lockers only)
+}
+
+// lockPair unlocks and relocks the producer (and its flow table) while it
+// waits for room in a queue.
+type lockPair struct{ p *producer }
+
+func (l lockPair) Lock() {
+	l.p.mu.Lock()
+	if l.p.flows != nil {
+		l.p.flows.Lock()
+	}
+	l.p.held = true
+}
+
+func (l lockPair) Unlock() {
+	l.p.held = false
+	if l.p.flows != nil {
+		l.p.flows.Unlock()
+	}
+	l.p.mu.Unlock()
+}
+
+func (d *Dispatcher) newProducer(id int) *producer {
+	n := len(d.workers)
+	if n == 0 {
+		n = d.cfg.Workers
+	}
+	p := &producer{
+		d:            d,
+		id:           id,
+		pending:      make([]*pbatch, n),
+		bucketWorker: make([]uint32, len(d.table.ents)),
+		bucketTail:   make([]uint64, len(d.table.ents)),
+		bucketFrames: make([]uint64, len(d.table.ents)),
+		direct:       make([]uint64, n),
+		batchCap:     min(BatchSize, d.cfg.QLimit),
+	}
+	p.lockers = lockPair{p}
+	for b := range p.bucketWorker {
+		p.bucketWorker[b] = d.table.ents[b].Load()
+	}
+	if d.cfg.RFS {
+		wk := d.workers
+		// A flow with frames still queued must keep its entry: losing its
+		// LastTail would let a move skip ahead of them.
+		p.flows, _ = flowtable.New(d.cfg.FlowTableSize, func(e *flowtable.Entry) bool {
+			return e.Current >= 0 && int(e.Current) < len(wk) && wk[e.Current].head.Load() < e.LastTail
+		})
+	}
+	d.mu.Lock()
+	d.producers = append(d.producers, p)
+	d.mu.Unlock()
+	return p
+}
+
+// dispatch steers one source batch. The caller holds d.intake shared.
+func (p *producer) dispatch(frames []Frame, release func()) {
+	var ref *batchRef
+	if release != nil {
+		ref = getRef()
+		ref.release = release
+		ref.n.Store(int32(len(frames)) + 1) // +1 until the loop is done
+	}
+	p.lockers.Lock()
+	for i := range frames {
+		p.steer(&frames[i], ref, 0)
+	}
+	p.flushAll()
+	p.lockers.Unlock()
+	if ref != nil {
+		ref.done(1)
+	}
+}
+
+// steer takes one frame through classify, hash, select and hand-off. The
+// producer's locks are held.
+func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
+	d := p.d
+	c := &p.cls
+	if f.HasVLAN {
+		d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
+	} else {
+		d.cls.Classify(f.Data, c)
+	}
+	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
+		c.FlowID, c.HashType = f.Hash, f.HashType
+	}
+	p.frames++
+	p.reasons[c.Reason]++
+	bucket := c.FlowID & d.table.mask
+	if c.HashType.IsHash() {
+		p.bucketFrames[bucket]++
+	}
+	var ent *flowtable.Entry
+	w := p.selectWorker(c, f, bucket, &ent)
+
+	mode := d.cfg.Dispatch
+	if mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches()) {
+		var pkt Packet
+		p.fill(&pkt, f, c, ref, w, bucket, depth)
+		ww := d.workers[w]
+		if p.self != nil {
+			ww = p.self
+		}
+		pkt.w = ww
+		pkt.prod = p
+		pkt.Worker = ww.index
+		ww.call(&pkt)
+		if mode == Direct {
+			ww.dispatched.Add(1)
+		} else {
+			ww.hdispatched.Add(1)
+		}
+		ww.handled.Add(1)
+		if ref != nil {
+			ref.done(1)
+		}
+		return
+	}
+
+	if d.cfg.FlowLimit && d.workers[w].overLimit(c.FlowID) {
+		d.workers[w].flowDrops.Add(1)
+		if ref != nil {
+			ref.done(1)
+		}
+		return
+	}
+	b := p.pending[w]
+	if b == nil {
+		b = getBatch()
+		p.pending[w] = b
+	}
+	p.fill(&b.pkts[b.n], f, c, ref, w, bucket, depth)
+	b.pkts[b.n].ent = ent
+	b.n++
+	if ent != nil {
+		ent.Packets++
+		ent.Bytes += uint64(f.WireLen())
+		ent.LastSeen = f.Timestamp.UnixNano()
+	}
+	if depth > 0 {
+		p.flush(w, false) // a re-dispatch never waits
+	} else if b.n == p.batchCap {
+		p.flush(w, p.d.cfg.Block)
+	}
+}
+
+func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, bucket uint32, depth uint8) {
+	*pkt = Packet{
+		Data:      f.Data,
+		Timestamp: f.Timestamp,
+		Length:    f.WireLen(),
+		IfIndex:   f.IfIndex,
+		Source:    p.id,
+		FlowID:    c.FlowID,
+		HashType:  c.HashType,
+		Key:       c.Key,
+		Reason:    c.Reason,
+		Worker:    w,
+		ref:       ref,
+		bucket:    bucket,
+		depth:     depth,
+	}
+}
+
+// selectWorker is netisr_select_cpuid: it picks the worker by policy, with
+// SOURCE for frames that have no hash, then lets RFS override it.
+func (p *producer) selectWorker(c *Classification, f *Frame, bucket uint32, ent **flowtable.Entry) int {
+	if !c.HashType.IsHash() {
+		return p.sourceWorker(f)
+	}
+	if p.flows != nil {
+		if w, ok := p.rfs(c, bucket, f, ent); ok {
+			return w
+		}
+	}
+	return p.policyWorker(c, f, bucket)
+}
+
+// policyWorker applies the configured policy to a hashed frame.
+func (p *producer) policyWorker(c *Classification, f *Frame, bucket uint32) int {
+	d := p.d
+	n := len(d.workers)
+	switch d.cfg.Policy {
+	case PolicyFlow:
+		return int(c.FlowID % uint32(n))
+	case PolicySource:
+		return p.sourceWorker(f)
+	case PolicyCPU:
+		if w, ok := d.cfg.CPUFunc(c.FlowID, c.HashType); ok && w >= 0 && w < n {
+			return w
+		}
+		return p.sourceWorker(f)
+	}
+	return p.rss(bucket)
+}
+
+// sourceWorker is NETISR_POLICY_SOURCE: (source id + ingress interface) %
+// workers. Workers re-dispatching use their own index as the source.
+func (p *producer) sourceWorker(f *Frame) int {
+	id := p.id
+	if p.self != nil {
+		id = p.self.index
+	}
+	s := id + f.IfIndex
+	if s < 0 {
+		s = -s
+	}
+	return s % len(p.d.workers)
+}
+
+// rss is rss_m2cpuid with the no-reorder rule: the bucket follows the
+// indirection table only once its old worker has handled this producer's
+// last frame of the bucket.
+func (p *producer) rss(bucket uint32) int {
+	cur := p.bucketWorker[bucket]
+	want := p.d.table.ents[bucket].Load()
+	if cur == want {
+		return int(cur)
+	}
+	if p.pending[cur] != nil && p.pending[cur].n > 0 {
+		p.flush(int(cur), p.d.cfg.Block) // its frames need queue positions before the check
+	}
+	old := p.d.workers[cur]
+	if old.head.Load() < p.bucketTail[bucket] {
+		return int(cur) // frames of this bucket still queued on the old worker
+	}
+	p.bucketWorker[bucket] = want
+	p.bucketMoves++
+	p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: int(cur), To: int(want)})
+	return int(want)
+}
+
+// moveHooks queues MoveOut on the old worker and MoveIn on the new one.
+func (p *producer) moveHooks(m Move) {
+	d := p.d
+	if d.cfg.MoveOut == nil && d.cfg.MoveIn == nil {
+		return
+	}
+	in := &control{m: m, ready: make(chan struct{})}
+	out := &control{m: m, out: true, peer: in}
+	bo, bi := getBatch(), getBatch()
+	bo.ctl, bi.ctl = out, in
+	d.workers[m.From].enqueue(bo, false, nil, nil)
+	d.workers[m.To].enqueue(bi, false, nil, nil)
+}
+
+// flush hands the pending batch for worker w over to its queue. With wait
+// (blocking mode) it waits for room; a worker's own producer never waits, so
+// workers cannot deadlock on each other's queues.
+func (p *producer) flush(w int, wait bool) {
+	b := p.pending[w]
+	if b == nil || b.n == 0 {
+		return
+	}
+	p.pending[w] = nil
+	wait = wait && p.self == nil
+	var unlock sync.Locker
+	if wait {
+		unlock = p.lockers
+	}
+	p.d.workers[w].enqueue(b, wait, unlock, p.setTails)
+}
+
+// setTails records, under the worker's queue lock, the queue position of
+// each queued frame for its bucket and flow.
+func (p *producer) setTails(b *pbatch, base uint64) {
+	for i := 0; i < b.n; i++ {
+		pos := base + uint64(i) + 1
+		pk := &b.pkts[i]
+		if pk.HashType.IsHash() {
+			p.bucketTail[pk.bucket] = pos
+		}
+	}
+	if p.flows != nil {
+		p.setFlowTails(b, base)
+	}
+}
+
+func (p *producer) flushAll() {
+	p.rfsMiss = false
+	for w := range p.pending {
+		if p.pending[w] != nil {
+			p.flush(w, p.d.cfg.Block)
+		}
+	}
+}
+
+// redispatch steers a frame a handler produced (a decapsulated inner
+// frame). It never blocks: the frame is queued, handled inline (HYBRID, same
+// worker, empty queue; or DIRECT), or dropped and counted.
+func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker) error {
+	if depth > MaxRedispatchDepth {
+		if ref != nil {
+			ref.done(1)
+		}
+		from.redispatchDrops.Add(1)
+		return ErrRedispatchDepth
+	}
+	if p.held { // called from a handler run inline by this producer
+		p.steer(f, ref, depth)
+		return nil
+	}
+	p.lockers.Lock()
+	p.steer(f, ref, depth)
+	p.lockers.Unlock()
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package steer
+
+const raceEnabled = true

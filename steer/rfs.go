@@ -1,0 +1,64 @@
+package steer
+
+import "github.com/rpsgo/rps/flowtable"
+
+// rfs is receive flow steering for one frame: Linux's get_rps_cpu with the
+// producer's flow table standing for rps_dev_flow_table and d.desired for
+// rps_sock_flow_table. It returns the flow's worker, or ok=false when the
+// flow has no entry (the table is full of flows with frames queued), in
+// which case the policy decides.
+func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtable.Entry) (int, bool) {
+	d := p.d
+	flowid := c.FlowID
+	e, inserted := p.flows.Lookup(flowid, f.Timestamp.UnixNano())
+	if e == nil {
+		p.rfsMiss = true
+		return 0, false
+	}
+	*ent = e
+	if inserted {
+		// The flow has no frame queued under an entry (an entry is never
+		// evicted while it has), but it may have frames queued through the
+		// policy path: take the policy's worker and, conservatively, that
+		// worker's whole queue as the flow's last position.
+		if p.rfsMiss {
+			p.flushAll()
+		}
+		cur := p.policyWorker(c, f, bucket)
+		e.Current = int32(cur)
+		e.Desired = -1
+		e.LastTail = d.workers[cur].tail.Load()
+	}
+	want, ok := d.desired.Get(flowid)
+	if ok && want < len(d.workers) {
+		e.Desired = int32(want)
+	} else {
+		e.Desired = -1
+		want = p.policyWorker(c, f, bucket)
+	}
+	cur := int(e.Current)
+	if cur == want {
+		return cur, true
+	}
+	// The last_qtail rule: leave the old worker only once its head has
+	// passed this flow's last enqueued frame.
+	if p.pending[cur] != nil && p.pending[cur].n > 0 {
+		p.flush(cur, d.cfg.Block)
+	}
+	if d.workers[cur].head.Load() < e.LastTail {
+		return cur, true
+	}
+	e.Current = int32(want)
+	p.flowMoves++
+	p.moveHooks(Move{Bucket: -1, Mask: d.table.mask, FlowID: flowid, From: cur, To: want})
+	return want, true
+}
+
+// setFlowTails records the queue position of each frame's flow entry.
+func (p *producer) setFlowTails(b *pbatch, base uint64) {
+	for i := 0; i < b.n; i++ {
+		if e := b.pkts[i].ent; e != nil {
+			e.LastTail = base + uint64(i) + 1
+		}
+	}
+}

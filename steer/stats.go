@@ -1,0 +1,295 @@
+package steer
+
+import (
+	"encoding/json"
+	"expvar"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+)
+
+// WorkstreamStats is one worker's row of `netstat -Q`, plus the drops netisr
+// has no column for.
+type WorkstreamStats struct {
+	WSID  int // workstream id (the worker index)
+	CPU   int // pinned CPU, -1 when unpinned
+	Len   int // frames queued now
+	WMark int // the most frames ever queued at once
+	// Disp'd: handled inline by DIRECT dispatch, HDisp'd: by HYBRID.
+	Dispatched, HybridDispatched uint64
+	QDrops                       uint64 // tail drops on a full queue
+	Queued                       uint64 // frames put on the queue
+	Handled                      uint64 // frames the handler ran for (inline or queued)
+	FlowLimitDrops               uint64 // dropped by the flow limit
+	RedispatchDrops              uint64 // re-dispatches dropped (too deep)
+	CloseDrops                   uint64 // dropped when Close ran out of time
+	Panics                       uint64 // handler panics recovered
+}
+
+// Drops is the sum of every kind of drop on the workstream.
+func (w WorkstreamStats) Drops() uint64 {
+	return w.QDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
+}
+
+// SourceStats are a live source's own counters, such as AF_PACKET's
+// PACKET_STATISTICS, shown beside the queue drops so that every frame the
+// kernel saw is accounted for.
+type SourceStats struct {
+	Name        string
+	Received    uint64 // frames the kernel passed to the socket, drops included (tp_packets)
+	Dropped     uint64 // frames the kernel dropped for lack of ring space (tp_drops)
+	FreezeQueue uint64 // times the queue was frozen (tp_freeze_q_cnt)
+}
+
+// SourceStatser is implemented by sources that keep counters of their own.
+// Run registers such sources; AddSource registers others.
+type SourceStatser interface {
+	SourceStats() (SourceStats, error)
+}
+
+type sourceStatser = SourceStatser
+
+// AddSource registers a source's own counters with the stats.
+func (d *Dispatcher) AddSource(s SourceStatser) {
+	d.mu.Lock()
+	d.sources = append(d.sources, s)
+	d.mu.Unlock()
+}
+
+// Stats is a snapshot of a dispatcher.
+type Stats struct {
+	Workers   int
+	CPUs      []int
+	Policy    Policy
+	Dispatch  DispatchMode
+	QLimit    int
+	Block     bool
+	Buckets   int
+	KeyName   string
+	Symmetric bool
+	UDP4Tuple bool
+	RFS       bool
+	FlowLimit bool
+
+	// Frames is every frame handed to the dispatcher (re-dispatches
+	// included). Once it is closed, Frames == Handled + Dropped.
+	Frames      uint64
+	Workstreams []WorkstreamStats
+	// Reasons counts frames by classification reason.
+	Reasons [NumReasons]uint64
+	// BucketFrames counts hashed frames per indirection-table bucket.
+	BucketFrames []uint64
+	Table        []int  // the indirection table now
+	BucketMoves  uint64 // bucket moves made under the no-reorder rule
+	FlowMoves    uint64 // RFS flow moves
+	Sources      []SourceStats
+	// TopFlows are the flows with most packets (RFS on), largest first.
+	TopFlows []FlowStats
+}
+
+// FlowStats is one flow table entry in a snapshot.
+type FlowStats struct {
+	FlowID           uint32
+	Worker, Desired  int
+	Packets, Bytes   uint64
+	FirstSeen, LastSeen int64
+}
+
+// Handled sums the workstreams' Handled.
+func (s *Stats) Handled() uint64 {
+	var n uint64
+	for _, w := range s.Workstreams {
+		n += w.Handled
+	}
+	return n
+}
+
+// Dropped sums every drop of every workstream.
+func (s *Stats) Dropped() uint64 {
+	var n uint64
+	for _, w := range s.Workstreams {
+		n += w.Drops()
+	}
+	return n
+}
+
+// Stats returns a snapshot. Counters are read one by one while traffic
+// flows; after Close they are exact and Frames == Handled() + Dropped().
+func (d *Dispatcher) Stats() Stats {
+	cfg := &d.cfg
+	s := Stats{
+		Workers: len(d.workers), CPUs: append([]int(nil), cfg.CPUs...), Policy: cfg.Policy,
+		Dispatch: cfg.Dispatch, QLimit: cfg.QLimit, Block: cfg.Block, Buckets: cfg.Buckets,
+		KeyName: cfg.KeyName, Symmetric: cfg.Symmetric, UDP4Tuple: cfg.UDP4Tuple, RFS: cfg.RFS,
+		FlowLimit: cfg.FlowLimit, Table: d.table.snapshot(), BucketFrames: make([]uint64, cfg.Buckets),
+	}
+	d.mu.Lock()
+	prods := append([]*producer(nil), d.producers...)
+	srcs := append([]SourceStatser(nil), d.sources...)
+	d.mu.Unlock()
+	var top []FlowStats
+	for _, p := range prods {
+		p.mu.Lock()
+		s.Frames += p.frames
+		for i, n := range p.reasons {
+			s.Reasons[i] += n
+		}
+		for b, n := range p.bucketFrames {
+			s.BucketFrames[b] += n
+		}
+		s.BucketMoves += p.bucketMoves
+		s.FlowMoves += p.flowMoves
+		flows := p.flows
+		p.mu.Unlock()
+		if flows != nil {
+			for _, e := range flows.Top(10, nil) {
+				top = append(top, FlowStats{FlowID: e.FlowID, Worker: int(e.Current), Desired: int(e.Desired),
+					Packets: e.Packets, Bytes: e.Bytes, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen})
+			}
+		}
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].Packets > top[j].Packets })
+	if len(top) > 10 {
+		top = top[:10]
+	}
+	s.TopFlows = top
+	for _, w := range d.workers {
+		w.mu.Lock()
+		ln, wm := w.qlen, w.wmark
+		w.mu.Unlock()
+		s.Workstreams = append(s.Workstreams, WorkstreamStats{
+			WSID: w.index, CPU: w.cpu, Len: ln, WMark: wm,
+			Dispatched: w.dispatched.Load(), HybridDispatched: w.hdispatched.Load(),
+			QDrops: w.qdrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
+			FlowLimitDrops: w.flowDrops.Load(), RedispatchDrops: w.redispatchDrops.Load(),
+			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(),
+		})
+	}
+	for _, src := range srcs {
+		if ss, err := src.SourceStats(); err == nil {
+			s.Sources = append(s.Sources, ss)
+		}
+	}
+	return s
+}
+
+func onOff(b bool) string {
+	if b {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+// WriteReport writes the snapshot in the shape of FreeBSD's `netstat -Q`: a
+// configuration block, then one row per workstream, then the drops netisr
+// has no column for, the classification reasons and the source counters.
+func (s *Stats) WriteReport(out io.Writer) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(&b, "Configuration:")
+	fmt.Fprintf(tw, "Setting\t Current\t Limit\t\n")
+	fmt.Fprintf(tw, "Thread count\t %d\t %d\t\n", s.Workers, s.Workers)
+	fmt.Fprintf(tw, "Default queue limit\t %d\t %d\t\n", s.QLimit, MaxQLimit)
+	fmt.Fprintf(tw, "Dispatch policy\t %s\t n/a\t\n", s.Dispatch)
+	fmt.Fprintf(tw, "Steering policy\t %s\t n/a\t\n", s.Policy)
+	fmt.Fprintf(tw, "Threads bound to CPUs\t %s\t n/a\t\n", onOff(len(s.CPUs) > 0))
+	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", s.Buckets, MaxBuckets)
+	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.KeyName)
+	fmt.Fprintf(tw, "Symmetric hash\t %s\t n/a\t\n", onOff(s.Symmetric))
+	fmt.Fprintf(tw, "UDP 4-tuple hash\t %s\t n/a\t\n", onOff(s.UDP4Tuple))
+	fmt.Fprintf(tw, "Blocking queues\t %s\t n/a\t\n", onOff(s.Block))
+	fmt.Fprintf(tw, "RFS\t %s\t n/a\t\n", onOff(s.RFS))
+	fmt.Fprintf(tw, "Flow limit\t %s\t n/a\t\n", onOff(s.FlowLimit))
+	tw.Flush()
+	fmt.Fprintln(&b, "\nWorkstreams:")
+	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "WSID\t CPU\t Len\t WMark\t Disp'd\t HDisp'd\t QDrops\t Queued\t Handled\t\n")
+	for _, w := range s.Workstreams {
+		cpu := "-"
+		if w.CPU >= 0 {
+			cpu = fmt.Sprint(w.CPU)
+		}
+		fmt.Fprintf(tw, "%d\t %s\t %d\t %d\t %d\t %d\t %d\t %d\t %d\t\n", w.WSID, cpu, w.Len, w.WMark,
+			w.Dispatched, w.HybridDispatched, w.QDrops, w.Queued, w.Handled)
+	}
+	tw.Flush()
+	fmt.Fprintln(&b, "\nOther drops:")
+	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "WSID\t FlowLimit\t Redisp\t Close\t Panics\t\n")
+	for _, w := range s.Workstreams {
+		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nFrames: %d in, %d handled, %d dropped; bucket moves %d, flow moves %d\n",
+		s.Frames, s.Handled(), s.Dropped(), s.BucketMoves, s.FlowMoves)
+	fmt.Fprintln(&b, "\nClassification:")
+	for r, n := range s.Reasons {
+		if n > 0 {
+			fmt.Fprintf(&b, "  %-16s %d\n", Reason(r).String(), n)
+		}
+	}
+	for _, src := range s.Sources {
+		fmt.Fprintf(&b, "\nSource %s: kernel received %d, kernel dropped %d, queue freezes %d\n",
+			src.Name, src.Received, src.Dropped, src.FreezeQueue)
+	}
+	if len(s.TopFlows) > 0 {
+		fmt.Fprintln(&b, "\nTop flows:")
+		for _, f := range s.TopFlows {
+			fmt.Fprintf(&b, "  flowid 0x%08x worker %d packets %d bytes %d\n", f.FlowID, f.Worker, f.Packets, f.Bytes)
+		}
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// Publication under expvar. expvar panics on a duplicate name and cannot
+// unpublish, so each name is published once per process, as a Func that
+// reads whichever dispatcher holds the name now.
+var (
+	expvarMu    sync.Mutex
+	expvarOwner = map[string]*Dispatcher{}
+)
+
+func (d *Dispatcher) publish(name string) error {
+	expvarMu.Lock()
+	defer expvarMu.Unlock()
+	if owner, ok := expvarOwner[name]; ok && owner != nil {
+		return fmt.Errorf("steer: expvar name %q is used by another open dispatcher: %w", name, ErrConfig)
+	}
+	if _, ok := expvarOwner[name]; !ok {
+		if expvar.Get(name) != nil {
+			return fmt.Errorf("steer: expvar name %q is already published: %w", name, ErrConfig)
+		}
+		expvar.Publish(name, expvar.Func(func() any {
+			expvarMu.Lock()
+			o := expvarOwner[name]
+			expvarMu.Unlock()
+			if o == nil {
+				return nil
+			}
+			return o.Stats()
+		}))
+	}
+	expvarOwner[name] = d
+	return nil
+}
+
+func (d *Dispatcher) unpublish() {
+	if d.cfg.Expvar == "" {
+		return
+	}
+	expvarMu.Lock()
+	if expvarOwner[d.cfg.Expvar] == d {
+		expvarOwner[d.cfg.Expvar] = nil
+	}
+	expvarMu.Unlock()
+}
+
+// MarshalJSON encodes Policy and DispatchMode by name.
+func (p Policy) MarshalJSON() ([]byte, error) { return json.Marshal(p.String()) }
+
+// MarshalJSON encodes the mode by name.
+func (m DispatchMode) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }

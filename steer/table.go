@@ -1,0 +1,86 @@
+package steer
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// indirection is the RSS indirection table (FreeBSD's rss_table, a NIC's
+// RETA): bucket = flowid & mask, worker = ents[bucket]. Entries are atomic so
+// the table can be reprogrammed while inputs read it; each input moves its
+// own view of a bucket only under the last_qtail rule (see producer.rss).
+type indirection struct {
+	ents []atomic.Uint32
+	mask uint32
+}
+
+func newIndirection(buckets, workers int) *indirection {
+	t := &indirection{ents: make([]atomic.Uint32, buckets), mask: uint32(buckets - 1)}
+	for b := range t.ents {
+		// FreeBSD's rss_init assigns bucket b to CPU b % ncpus.
+		t.ents[b].Store(uint32(b % workers))
+	}
+	return t
+}
+
+func (t *indirection) snapshot() []int {
+	out := make([]int, len(t.ents))
+	for i := range t.ents {
+		out[i] = int(t.ents[i].Load())
+	}
+	return out
+}
+
+// Table returns the indirection table: entry b is the worker of bucket b
+// (FreeBSD's rss_getcpu(b)). It is what `ethtool -x` shows for a NIC.
+func (d *Dispatcher) Table() []int { return d.table.snapshot() }
+
+// SetTable reprograms the whole indirection table, the `ethtool -X` of this
+// library. It takes effect at once for new flows' decisions, but no flow is
+// ever reordered: each input moves a bucket to its new worker only after the
+// old worker has handled every frame of that bucket the input queued to it;
+// until then the bucket's frames keep going to the old worker. Moves are
+// counted in Stats.Moves, and Config.MoveOut/MoveIn run for each.
+func (d *Dispatcher) SetTable(table []int) error {
+	if len(table) != len(d.table.ents) {
+		return fmt.Errorf("steer: table of %d entries, want %d: %w", len(table), len(d.table.ents), ErrConfig)
+	}
+	for b, w := range table {
+		if w < 0 || w >= len(d.workers) {
+			return fmt.Errorf("steer: table entry %d names worker %d of %d: %w", b, w, len(d.workers), ErrConfig)
+		}
+	}
+	for b, w := range table {
+		d.table.ents[b].Store(uint32(w))
+	}
+	return nil
+}
+
+// SetBucket points one bucket at a worker (see SetTable).
+func (d *Dispatcher) SetBucket(bucket, worker int) error {
+	if bucket < 0 || bucket >= len(d.table.ents) {
+		return fmt.Errorf("steer: bucket %d of %d: %w", bucket, len(d.table.ents), ErrConfig)
+	}
+	if worker < 0 || worker >= len(d.workers) {
+		return fmt.Errorf("steer: worker %d of %d: %w", worker, len(d.workers), ErrConfig)
+	}
+	d.table.ents[bucket].Store(uint32(worker))
+	return nil
+}
+
+// Move describes a change of worker for some flows: a bucket of the
+// indirection table (reprogramming, the rebalancer) or one flowid (RFS).
+type Move struct {
+	Bucket   int    // the bucket moved, or -1 for an RFS flow move
+	Mask     uint32 // buckets - 1: flowid & Mask is a flowid's bucket
+	FlowID   uint32 // the flowid moved, when Bucket is -1
+	From, To int    // the old and the new worker
+}
+
+// Contains reports whether the frames of flowid move with m.
+func (m Move) Contains(flowid uint32) bool {
+	if m.Bucket < 0 {
+		return flowid == m.FlowID
+	}
+	return int(flowid&m.Mask) == m.Bucket
+}

@@ -1,0 +1,364 @@
+package steer
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpsgo/rps/internal/affinity"
+)
+
+// Worker is one workstream: a goroutine with a bounded queue, optionally
+// pinned to a CPU (FreeBSD's per-CPU netisr thread and its nws). Handlers and
+// worker hooks receive it; state touched only from them needs no locks.
+type Worker struct {
+	d     *Dispatcher
+	index int
+	cpu   int // -1 when unpinned
+
+	// The queue, a FIFO of batches, guarded by mu.
+	mu      sync.Mutex
+	space   sync.Cond // signalled when frames leave the queue (blocking mode)
+	waiters int       // producers waiting for space
+	ring    []*pbatch
+	rhead   int
+	rcount  int
+	qlen    int // frames queued, including the batch being handled
+	wmark   int
+	idle    bool
+	closing bool
+	notify  chan struct{}
+
+	// Queue positions for the last_qtail rule: tail counts frames enqueued,
+	// head frames handled. A flow may leave this worker once head has passed
+	// the position of its last enqueued frame.
+	tail atomic.Uint64
+	head atomic.Uint64
+
+	// Counters with netstat -Q's names, and the drops netisr lacks.
+	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
+	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
+
+	prod     *producer // re-dispatch from this worker's handlers
+	flowHist flowHistory
+	inited   chan struct{}
+	err      error // pinning error, reported by New
+}
+
+// Index returns the workstream id (netstat -Q's WSID), 0 to Workers-1.
+func (w *Worker) Index() int { return w.index }
+
+// CPU returns the CPU the worker is pinned to, or -1 when unpinned.
+func (w *Worker) CPU() int { return w.cpu }
+
+// pbatch is a hand-off unit: up to BatchSize packets for one worker, or one
+// control item (a move hook) when ctl is set.
+type pbatch struct {
+	n    int
+	ctl  *control
+	pkts [BatchSize]Packet
+}
+
+var batchPool = sync.Pool{New: func() any { return new(pbatch) }}
+
+func getBatch() *pbatch { return batchPool.Get().(*pbatch) }
+
+func putBatch(b *pbatch) {
+	for i := 0; i < b.n; i++ {
+		b.pkts[i] = Packet{} // drop references to buffers
+	}
+	b.n = 0
+	b.ctl = nil
+	batchPool.Put(b)
+}
+
+// control carries a move hook between the old and the new worker.
+type control struct {
+	m     Move
+	out   bool // MoveOut in the old worker; otherwise MoveIn in the new one
+	state any
+	ready chan struct{} // closed by the MoveOut side when state is set
+	peer  *control
+}
+
+// enqueue appends b to the queue. It returns how many of b's frames were
+// queued; the rest are dropped and released here. With wait set, it blocks
+// until there is room (the source's goroutine, blocking mode), unlocking
+// unlock meanwhile. set records the queue positions under the lock, before
+// the worker can touch b.
+func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, set func(b *pbatch, base uint64)) int {
+	n := b.n
+	w.mu.Lock()
+	if b.ctl == nil {
+		limit := w.d.cfg.QLimit
+		for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
+			w.waiters++
+			if unlock != nil {
+				unlock.Unlock()
+			}
+			w.space.Wait()
+			if unlock != nil {
+				// Lock order is producer then worker; take them again in
+				// that order.
+				w.mu.Unlock()
+				unlock.Lock()
+				w.mu.Lock()
+			}
+			w.waiters--
+		}
+		if room := limit - w.qlen; n > room {
+			if wait && w.qlen == 0 {
+				room = n // a batch larger than qlimit still goes whole
+			}
+			if n > room {
+				n = max(room, 0)
+			}
+		}
+	}
+	if n == 0 && b.ctl == nil {
+		w.mu.Unlock()
+		w.drop(b, 0, &w.qdrops)
+		return 0
+	}
+	// Frames past the limit are cut off before the worker can see b; their
+	// buffers are released after the lock is dropped.
+	var cut [BatchSize]*batchRef
+	ncut := 0
+	for i := n; i < b.n; i++ {
+		cut[ncut] = b.pkts[i].ref
+		ncut++
+		b.pkts[i] = Packet{}
+	}
+	b.n = n
+	if w.rcount == len(w.ring) {
+		w.grow()
+	}
+	w.ring[(w.rhead+w.rcount)%len(w.ring)] = b
+	w.rcount++
+	base := w.tail.Load()
+	if set != nil {
+		set(b, base)
+	}
+	w.tail.Store(base + uint64(n))
+	w.qlen += n
+	if w.qlen > w.wmark {
+		w.wmark = w.qlen
+	}
+	wake := w.idle
+	w.idle = false
+	w.mu.Unlock()
+	w.queued.Add(uint64(n))
+	if ncut > 0 {
+		w.qdrops.Add(uint64(ncut))
+		for _, r := range cut[:ncut] {
+			if r != nil {
+				r.done(1)
+			}
+		}
+	}
+	if wake {
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}
+	return n
+}
+
+// drop releases b's frames from index from on, counting them in c, and
+// shortens b. When nothing of b remains it is recycled.
+func (w *Worker) drop(b *pbatch, from int, c *atomic.Uint64) {
+	c.Add(uint64(b.n - from))
+	releaseRange(b.pkts[from:b.n])
+	if from == 0 {
+		putBatch(b)
+		return
+	}
+	for i := from; i < b.n; i++ {
+		b.pkts[i] = Packet{}
+	}
+	b.n = from
+}
+
+// releaseRange gives back the buffers of pkts, one atomic operation per run
+// of packets from the same source batch.
+func releaseRange(pkts []Packet) {
+	for i := 0; i < len(pkts); {
+		r := pkts[i].ref
+		j := i + 1
+		for j < len(pkts) && pkts[j].ref == r {
+			j++
+		}
+		if r != nil {
+			r.done(int32(j - i))
+		}
+		i = j
+	}
+}
+
+func (w *Worker) grow() {
+	n := max(2*len(w.ring), 16)
+	ring := make([]*pbatch, n)
+	for i := 0; i < w.rcount; i++ {
+		ring[i] = w.ring[(w.rhead+i)%len(w.ring)]
+	}
+	w.ring, w.rhead = ring, 0
+}
+
+// run is the worker goroutine.
+func (w *Worker) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	d := w.d
+	if w.cpu >= 0 {
+		if err := affinity.Pin(w.cpu); err != nil {
+			w.err = err
+		}
+	}
+	if d.cfg.OnInit != nil {
+		d.cfg.OnInit(w)
+	}
+	close(w.inited)
+	var tick <-chan time.Time
+	if d.cfg.OnTick != nil {
+		t := time.NewTicker(d.cfg.TickInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	done := 0 // frames of the last batch, still counted in qlen
+	for {
+		w.mu.Lock()
+		w.qlen -= done
+		if done > 0 && w.waiters > 0 {
+			w.space.Broadcast()
+		}
+		done = 0
+		if w.rcount == 0 {
+			if w.closing {
+				w.mu.Unlock()
+				break
+			}
+			w.idle = true
+			w.mu.Unlock()
+			select {
+			case <-w.notify:
+			case now := <-tick:
+				d.cfg.OnTick(w, now)
+			case <-d.quit:
+				w.mu.Lock()
+				w.closing = true
+				w.mu.Unlock()
+			}
+			continue
+		}
+		b := w.ring[w.rhead]
+		w.ring[w.rhead] = nil
+		w.rhead = (w.rhead + 1) % len(w.ring)
+		w.rcount--
+		abort := d.abort.Load()
+		w.mu.Unlock()
+
+		switch {
+		case b.ctl != nil:
+			w.control(b.ctl)
+			putBatch(b)
+		case abort:
+			done = b.n
+			w.head.Add(uint64(b.n))
+			w.drop(b, 0, &w.closeDrops)
+		default:
+			done = b.n
+			w.handleBatch(b)
+		}
+		if tick != nil {
+			select {
+			case now := <-tick:
+				d.cfg.OnTick(w, now)
+			default:
+			}
+		}
+	}
+	if d.cfg.OnClose != nil {
+		d.cfg.OnClose(w)
+	}
+}
+
+// handleBatch runs the handler over a queued batch, then advances head and
+// releases the buffers.
+func (w *Worker) handleBatch(b *pbatch) {
+	for i := 0; i < b.n; i++ {
+		p := &b.pkts[i]
+		p.w, p.prod = w, w.prod
+		w.call(p)
+	}
+	n := uint64(b.n)
+	w.handled.Add(n)
+	releaseRange(b.pkts[:b.n])
+	putBatch(b)
+	w.head.Add(n)
+}
+
+// call runs the handler for one packet, recovering a panic unless the
+// config asks to crash.
+func (w *Worker) call(p *Packet) {
+	if w.d.cfg.CrashOnPanic {
+		w.d.handler(p)
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			w.panics.Add(1)
+			if f := w.d.cfg.OnPanic; f != nil {
+				f(PanicInfo{Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
+			}
+		}
+	}()
+	w.d.handler(p)
+}
+
+// control runs one side of a move hook.
+func (w *Worker) control(c *control) {
+	d := w.d
+	if c.out {
+		var state any
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					w.panics.Add(1)
+					if f := d.cfg.OnPanic; f != nil {
+						f(PanicInfo{Worker: w.index, Value: v, Summary: fmt.Sprintf("MoveOut %+v", c.m), Stack: debug.Stack()})
+					}
+				}
+			}()
+			if d.cfg.MoveOut != nil {
+				state = d.cfg.MoveOut(w, c.m)
+			}
+		}()
+		c.peer.state = state
+		close(c.peer.ready)
+		return
+	}
+	<-c.ready
+	if d.cfg.MoveIn != nil {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					w.panics.Add(1)
+					if f := d.cfg.OnPanic; f != nil {
+						f(PanicInfo{Worker: w.index, Value: v, Summary: fmt.Sprintf("MoveIn %+v", c.m), Stack: debug.Stack()})
+					}
+				}
+			}()
+			d.cfg.MoveIn(w, c.m, c.state)
+		}()
+	}
+}
+
+// queuedBatches reports whether anything waits in the queue (for HYBRID).
+func (w *Worker) queuedBatches() bool {
+	w.mu.Lock()
+	n := w.rcount
+	w.mu.Unlock()
+	return n > 0
+}
