@@ -3,8 +3,8 @@ module github.com/rpsgo/rps
 go 1.26.0
 
 require (
-	github.com/cilium/ebpf v0.22.0 // indirect
-	github.com/google/gopacket v1.1.19 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/cilium/ebpf v0.22.0
+	github.com/google/gopacket v1.1.19
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.50.0
 )

@@ -1,0 +1,194 @@
+//go:build linux
+
+package bpfsteer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// Program is the loaded steering program and its two maps. Its methods are
+// safe for concurrent use.
+type Program struct {
+	mu    sync.Mutex
+	prog  *ebpf.Program
+	toep  *ebpf.Map
+	table *ebpf.Map
+	n     int // indirection table length
+}
+
+// New builds the program for opts, creates its maps (the Toeplitz
+// contribution table and the indirection table) and loads it as a
+// BPF_PROG_TYPE_SOCKET_FILTER program. Attach it to a PACKET_FANOUT_EBPF
+// group with setsockopt(PACKET_FANOUT_DATA, FD()).
+//
+// On kernels before 5.11 map memory is charged to RLIMIT_MEMLOCK; raise it
+// (for example with cilium/ebpf's rlimit.RemoveMemlock) before calling New.
+func New(opts Options) (*Program, error) {
+	insns, err := Instructions(opts)
+	if err != nil {
+		return nil, err
+	}
+	tab, err := toeplitzTable(opts.Key)
+	if err != nil {
+		return nil, err
+	}
+	p := &Program{n: len(opts.Table)}
+	p.toep, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name:       ToeplitzMapName,
+		Type:       ebpf.Array,
+		KeySize:    4,
+		ValueSize:  uint32(4 * len(tab)),
+		MaxEntries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bpfsteer: creating the Toeplitz map: %w", err)
+	}
+	if err := p.toep.Put(uint32(0), encode(tab)); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("bpfsteer: filling the Toeplitz map: %w", err)
+	}
+	// The table never changes: make it read-only from user space.
+	if err := p.toep.Freeze(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		p.Close()
+		return nil, fmt.Errorf("bpfsteer: freezing the Toeplitz map: %w", err)
+	}
+	p.table, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name:       TableMapName,
+		Type:       ebpf.Array,
+		KeySize:    4,
+		ValueSize:  uint32(4 * len(opts.Table)),
+		MaxEntries: 1,
+	})
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("bpfsteer: creating the indirection map: %w", err)
+	}
+	if err := p.table.Put(uint32(0), encode(opts.Table)); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("bpfsteer: filling the indirection map: %w", err)
+	}
+	if err := associate(insns, map[string]*ebpf.Map{ToeplitzMapName: p.toep, TableMapName: p.table}); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         ProgramName,
+		Type:         ebpf.SocketFilter,
+		Instructions: insns,
+		License:      "BSD",
+	})
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("bpfsteer: loading the program: %w", err)
+	}
+	return p, nil
+}
+
+// associate points every LoadMapPtr referring to a map name at that map.
+func associate(insns asm.Instructions, maps map[string]*ebpf.Map) error {
+	for i := range insns {
+		ref := insns[i].Reference()
+		if !insns[i].IsLoadFromMap() || ref == "" {
+			continue
+		}
+		m, ok := maps[ref]
+		if !ok {
+			return fmt.Errorf("bpfsteer: instruction %d refers to unknown map %q", i, ref)
+		}
+		if err := insns[i].AssociateMap(m); err != nil {
+			return fmt.Errorf("bpfsteer: associating map %q: %w", ref, err)
+		}
+	}
+	return nil
+}
+
+func encode(v []uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.NativeEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}
+
+// FD returns the program's file descriptor, for PACKET_FANOUT_DATA. It is
+// valid until Close; -1 after.
+func (p *Program) FD() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prog == nil {
+		return -1
+	}
+	return p.prog.FD()
+}
+
+// ebpfProgram returns the loaded program, for tests.
+func (p *Program) ebpfProgram() *ebpf.Program {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.prog
+}
+
+// SetTable replaces the indirection table with one of the same length,
+// in one map update: the next frame the kernel steers sees the new table.
+// (Each entry is a 32-bit word written by one copy; a frame steered during
+// the update sees every entry either old or new.)
+func (p *Program) SetTable(table []uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.table == nil {
+		return fmt.Errorf("bpfsteer: set table: %w", ErrClosed)
+	}
+	if len(table) != p.n {
+		return fmt.Errorf("bpfsteer: set table of %d buckets on a program built for %d: %w", len(table), p.n, ErrTableLength)
+	}
+	if err := p.table.Put(uint32(0), encode(table)); err != nil {
+		return fmt.Errorf("bpfsteer: set table: %w", err)
+	}
+	return nil
+}
+
+// Table returns the indirection table the kernel currently uses.
+func (p *Program) Table() ([]uint32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.table == nil {
+		return nil, fmt.Errorf("bpfsteer: table: %w", ErrClosed)
+	}
+	b := make([]byte, 4*p.n)
+	if err := p.table.Lookup(uint32(0), b); err != nil {
+		return nil, fmt.Errorf("bpfsteer: table: %w", err)
+	}
+	t := make([]uint32, p.n)
+	for i := range t {
+		t[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+	return t, nil
+}
+
+// Close unloads the program and its maps (a fanout group that holds the
+// program keeps it alive until the group goes). Closing twice is harmless.
+func (p *Program) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	if p.prog != nil {
+		errs = append(errs, p.prog.Close())
+	}
+	if p.toep != nil {
+		errs = append(errs, p.toep.Close())
+	}
+	if p.table != nil {
+		errs = append(errs, p.table.Close())
+	}
+	p.prog, p.toep, p.table = nil, nil, nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bpfsteer: close: %w", err)
+	}
+	return nil
+}
