@@ -8,8 +8,12 @@
 // an M_HASHTYPE_* value saying what was hashed. This package is that layer:
 //
 //   - [Toeplitz] hashes a byte string with a key of 8 to 64 bytes, using
-//     tables precomputed per key (and GFNI instructions where the CPU has
-//     them), so [Toeplitz.Sum] allocates nothing and is safe for concurrent use.
+//     tables precomputed per key, so [Toeplitz.Sum] allocates nothing and is
+//     safe for concurrent use. On amd64 CPUs with GFNI and AVX-512 (BW,
+//     VBMI) Sum runs Galois-field affine instructions instead of table
+//     lookups, the method of DPDK's rte_thash_gfni; the choice is made once
+//     per hasher from CPUID ([Toeplitz.Accelerated] tells which). Both give
+//     the same result. [Toeplitz.SumTuples] hashes a batch in one call.
 //   - [Tuple] builds the exact byte strings FreeBSD feeds the hash: source
 //     address, destination address, source port, destination port, in
 //     network byte order (12 or 8 bytes for IPv4, 36 or 32 for IPv6).

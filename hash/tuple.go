@@ -67,9 +67,11 @@ func NewTuple4(src, dst netip.Addr, sport, dport uint16) Tuple {
 // Canonical puts the two endpoints of a connection in a fixed order, the
 // lower (address, port) first, so that both directions of a connection
 // produce the same tuple and hash alike under any key. For a 2-tuple pass
-// zero ports.
+// zero ports. Addresses are compared with IPv4-mapped IPv6 addresses
+// unmapped, as the tuple encodes them, so the order does not depend on
+// which side of a socket saw the mapped form.
 func Canonical(src, dst netip.Addr, sport, dport uint16) (a, b netip.Addr, aport, bport uint16) {
-	if c := src.Compare(dst); c > 0 || (c == 0 && sport > dport) {
+	if c := src.Unmap().Compare(dst.Unmap()); c > 0 || (c == 0 && sport > dport) {
 		return dst, src, dport, sport
 	}
 	return src, dst, sport, dport
