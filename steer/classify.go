@@ -1,9 +1,90 @@
 package steer
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"net/netip"
 
 	"github.com/rpsgo/rps/hash"
+)
+
+// The classifier is the ether_demux step of FreeBSD (sys/net/if_ethersubr.c)
+// fused with the software RSS hash (rss_mbuf_software_hash_v4 and _v6 in
+// sys/netinet/in_rss.c and sys/netinet6/in6_rss.c): it walks the link
+// header and its VLAN tags, the IP header and, for IPv6, the extension
+// header chain, reads the ports, and hashes the tuple FreeBSD would hash.
+//
+// Rules, in the order the classifier applies them:
+//
+//   - Link layer: Ethernet II. 802.1Q (0x8100), 802.1ad (0x88a8) and the
+//     legacy QinQ TPID 0x9100 are walked, up to [MaxVLANDepth] tags,
+//     counting a tag delivered out of band ([Classifier.ClassifyVLAN]). The
+//     VLAN IDs are recorded in the key and never hashed. An EtherType below
+//     0x0600 (an 802.3 length) or anything but IPv4 and IPv6 is
+//     [ReasonNonIP].
+//   - IPv4: the version must be 4, IHL at least 5 and the header within the
+//     frame, the total length at least the header length. The packet ends at
+//     the smaller of the total length and the frame (Ethernet padding is cut
+//     off; a snap-length cut is tolerated). Options are skipped. A fragment
+//     (MF set or a non-zero offset) is hashed over its addresses and its
+//     ports are never read, as FreeBSD does.
+//   - IPv6: the version must be 6. The packet ends at the smaller of 40 +
+//     payload length and the frame; a payload length of zero (a jumbogram,
+//     or a sender that left it to the link) means the frame. Hop-by-hop (0),
+//     routing (43), destination options (60), fragment (44) and AH (51)
+//     headers are walked, at most maxIPv6ExtHeaders of them, each within the
+//     packet. An atomic fragment (offset 0, M clear, RFC 6946) is walked
+//     through as if unfragmented; a real fragment stops the walk: Proto is
+//     the fragment header's next header (the same for every fragment of a
+//     datagram) and the ports are not read.
+//   - Transport: TCP (6), UDP (17) and SCTP (132) ports are the first four
+//     bytes of their header; those four bytes are all the classifier
+//     requires (a TCP or UDP header cut short after its ports, as a small
+//     snap length leaves it, still hashes with its flow). Fewer than four
+//     bytes give [ReasonShortTransport] and a 2-tuple hash. Other protocols
+//     (ICMP, GRE, ESP, ...) hash over their addresses, ports zero.
+//   - Hash type: TCP gets RSS_TCP_IPV4/6 (4-tuple). UDP gets RSS_IPV4/6
+//     (2-tuple, ports still recorded in the key) unless UDP4Tuple is set,
+//     then RSS_UDP_IPV4/6 (4-tuple). SCTP is hashed like UDP; with UDP4Tuple
+//     its 4-tuple hash is typed OPAQUE_HASH, because FreeBSD defines no SCTP
+//     RSS hash type. Everything else IP gets RSS_IPV4/6.
+//
+// A frame whose link or IP header is unusable gets HashType NONE, FlowID 0
+// and the reason; the classifier records what it could read before that
+// (VLAN IDs, and the addresses and protocol when the fixed IP header is
+// present with the right version).
+//
+// With Symmetric set, the two (address, port) endpoints are put in the
+// order of [hash.Canonical] (lower first, comparing addresses as big-endian
+// bytes, then ports) before the tuple is built; a 2-tuple compares addresses
+// only. The key keeps the real source and destination.
+
+// EtherTypes and IP protocol numbers the classifier knows.
+const (
+	etherTypeIPv4      = 0x0800
+	etherTypeIPv6      = 0x86dd
+	etherTypeVLAN      = 0x8100 // 802.1Q
+	etherTypeQinQ      = 0x88a8 // 802.1ad service tag
+	etherTypeQinQOld   = 0x9100 // pre-standard QinQ
+	ethHeaderLen       = 14
+	vlanTagLen         = 4
+	ipv4MinHeaderLen   = 20
+	ipv6HeaderLen      = 40
+	vlanIDMask         = 0x0fff
+	ipv4FragMask       = 0x3fff // MF flag and fragment offset
+	ipv6FragOffMMask   = 0xfff9 // fragment offset and M flag (reserved bits ignored)
+	ipv6FragHeaderLen  = 8
+	protoHopByHop      = 0
+	protoTCP           = 6
+	protoUDP           = 17
+	protoRouting       = 43
+	protoFragment      = 44
+	protoAH            = 51
+	protoDstOpts       = 60
+	protoSCTP          = 132
+	maxIPv6ExtHeaders  = 8 // extension headers walked before ReasonBadExtHeader
+	transportPortBytes = 4 // source and destination port
 )
 
 // ClassifierConfig configures a [Classifier].
@@ -16,7 +97,8 @@ type ClassifierConfig struct {
 	// UDP4Tuple hashes UDP (and SCTP) over addresses and ports. Off by
 	// default, as in FreeBSD: the fragments of a large datagram carry no
 	// ports and hash over addresses only, so with a 4-tuple they may reach
-	// another worker than the datagram's unfragmented siblings.
+	// another worker than the datagram's unfragmented siblings. SCTP's
+	// 4-tuple hash is typed [hash.OpaqueHash]: FreeBSD has no SCTP RSS type.
 	UDP4Tuple bool
 }
 
@@ -28,16 +110,405 @@ type Classifier struct {
 	udp4      bool
 }
 
+// ErrNoHasher is returned by [NewClassifier] for a config without a Hasher.
+var ErrNoHasher = errors.New("classifier needs a hasher")
+
 // NewClassifier returns a classifier for cfg.
 func NewClassifier(cfg ClassifierConfig) (*Classifier, error) {
 	if cfg.Hasher == nil {
-		return nil, errors.New("steer: classifier needs a hasher")
+		return nil, fmt.Errorf("steer: new classifier: %w", ErrNoHasher)
 	}
 	return &Classifier{h: cfg.Hasher, symmetric: cfg.Symmetric, udp4: cfg.UDP4Tuple}, nil
 }
 
-// Classify classifies frame, writing the result to out. STUB: replaced by the
-// real classifier.
+// Hasher returns the Toeplitz hasher the classifier computes flowids with.
+func (c *Classifier) Hasher() *hash.Toeplitz { return c.h }
+
+// Classify classifies frame, which starts with its Ethernet header, and
+// writes the result to out, overwriting every field. It never fails and
+// never allocates: a frame it cannot classify fully gets a [Reason].
 func (c *Classifier) Classify(frame []byte, out *Classification) {
-	*out = Classification{Reason: ReasonNonIP}
+	*out = Classification{}
+	// Fast path: an untagged simple IPv4 packet (see simpleIPv4).
+	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
+		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
+			out.EtherType = etherTypeIPv4
+			c.simpleIPv4(ip, out)
+			return
+		}
+	}
+	c.classify(frame, out)
+}
+
+// simpleIPv4Len is what the fast path reads of a packet: an IPv4 header
+// without options, then the ports.
+const simpleIPv4Len = ipv4MinHeaderLen + transportPortBytes
+
+// isSimpleIPv4 reports whether ip starts a TCP or UDP packet over IPv4 with
+// no options, not fragmented, whose total length covers the ports: the bulk
+// of most traffic, which the fast path classifies exactly as the general
+// path would.
+func isSimpleIPv4(ip *[simpleIPv4Len]byte) bool {
+	return ip[0] == 0x45 && binary.BigEndian.Uint16(ip[6:8])&ipv4FragMask == 0 &&
+		binary.BigEndian.Uint16(ip[2:4]) >= simpleIPv4Len && (ip[9] == protoTCP || ip[9] == protoUDP)
+}
+
+// simpleIPv4 classifies a packet for which isSimpleIPv4 holds. Its tuple
+// is the 12 bytes from the source address to the destination port, as they
+// are in the packet.
+func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
+	proto := ip[9]
+	ht, n := hash.RSSTCPIPv4, hash.IPv4Tuple4Len
+	if proto == protoUDP {
+		if c.udp4 {
+			ht = hash.RSSUDPIPv4
+		} else {
+			ht, n = hash.RSSIPv4, hash.IPv4Tuple2Len
+		}
+	}
+	out.Key.Src = netip.AddrFrom4([4]byte(ip[12:16]))
+	out.Key.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
+	out.Key.SrcPort = binary.BigEndian.Uint16(ip[20:22])
+	out.Key.DstPort = binary.BigEndian.Uint16(ip[22:24])
+	out.Key.Proto = proto
+	out.HashType = ht
+	out.tupleLen = uint8(n)
+	t := (*[hash.IPv4Tuple4Len]byte)(out.tuple[:hash.IPv4Tuple4Len])
+	*t = [hash.IPv4Tuple4Len]byte(ip[12:24])
+	if c.symmetric {
+		symmetricIPv4(t, n)
+	}
+	out.FlowID = c.h.Sum(t[:n])
+}
+
+// simpleIPv6Len is what the IPv6 fast path reads: the header and ports.
+const simpleIPv6Len = ipv6HeaderLen + transportPortBytes
+
+// isSimpleIPv6 reports whether ip starts an IPv6 packet with no extension
+// headers that carries TCP or UDP and whose payload length covers the ports
+// (or is zero: the frame does).
+func isSimpleIPv6(ip *[simpleIPv6Len]byte) bool {
+	pl := binary.BigEndian.Uint16(ip[4:6])
+	return ip[0]>>4 == 6 && (ip[6] == protoTCP || ip[6] == protoUDP) && (pl == 0 || pl >= transportPortBytes)
+}
+
+// simpleIPv6 classifies a packet for which isSimpleIPv6 holds, exactly as
+// the general path would. Its tuple is the 36 bytes from the source address
+// to the destination port, as they are in the packet.
+func (c *Classifier) simpleIPv6(ip *[simpleIPv6Len]byte, out *Classification) {
+	proto := ip[6]
+	ht, n := hash.RSSTCPIPv6, hash.IPv6Tuple4Len
+	if proto == protoUDP {
+		if c.udp4 {
+			ht = hash.RSSUDPIPv6
+		} else {
+			ht, n = hash.RSSIPv6, hash.IPv6Tuple2Len
+		}
+	}
+	out.Key.Src = netip.AddrFrom16([16]byte(ip[8:24]))
+	out.Key.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
+	out.Key.SrcPort = binary.BigEndian.Uint16(ip[40:42])
+	out.Key.DstPort = binary.BigEndian.Uint16(ip[42:44])
+	out.Key.Proto = proto
+	out.HashType = ht
+	out.tupleLen = uint8(n)
+	t := &out.tuple
+	*t = [hash.IPv6Tuple4Len]byte(ip[8:44])
+	if c.symmetric {
+		s, d := (*[16]byte)(t[0:16]), (*[16]byte)(t[16:32])
+		if cmp := compare16(s, d); cmp > 0 || (cmp == 0 && n == hash.IPv6Tuple4Len &&
+			binary.BigEndian.Uint16(t[32:34]) > binary.BigEndian.Uint16(t[34:36])) {
+			*s, *d = *d, *s
+			t[32], t[33], t[34], t[35] = t[34], t[35], t[32], t[33]
+		}
+	}
+	out.FlowID = c.h.Sum(t[:n])
+}
+
+// symmetricIPv4 puts the endpoints of an IPv4 tuple of n bytes (8 or 12)
+// in canonical order, in place.
+func symmetricIPv4(t *[hash.IPv4Tuple4Len]byte, n int) {
+	s := binary.BigEndian.Uint32(t[0:4])
+	d := binary.BigEndian.Uint32(t[4:8])
+	if s < d || (s == d && (n == hash.IPv4Tuple2Len || binary.BigEndian.Uint16(t[8:10]) <= binary.BigEndian.Uint16(t[10:12]))) {
+		return
+	}
+	binary.BigEndian.PutUint32(t[0:4], d)
+	binary.BigEndian.PutUint32(t[4:8], s)
+	if n == hash.IPv4Tuple4Len {
+		t[8], t[9], t[10], t[11] = t[10], t[11], t[8], t[9]
+	}
+}
+
+// ClassifyVLAN is [Classifier.Classify] for a frame whose 802.1Q tag the
+// source delivered out of band (Linux strips it into tp_vlan_tci): the tag's
+// VLAN ID (its low 12 bits; priority and DEI are dropped) is recorded as the
+// outermost VLAN, and counts towards [MaxVLANDepth].
+func (c *Classifier) ClassifyVLAN(frame []byte, vlan uint16, out *Classification) {
+	*out = Classification{}
+	out.Key.VLANs[0] = vlan & vlanIDMask
+	out.Key.NVLAN = 1
+	c.classify(frame, out)
+}
+
+// classify is the general path. out is zeroed except for VLANs recorded
+// out of band.
+func (c *Classifier) classify(frame []byte, out *Classification) {
+	if len(frame) < ethHeaderLen {
+		out.Reason = ReasonShortEthernet
+		return
+	}
+	et := binary.BigEndian.Uint16(frame[12:14])
+	p := frame[ethHeaderLen:]
+	nv := int(out.Key.NVLAN)
+	for et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQOld {
+		if len(p) < vlanTagLen {
+			out.EtherType = et
+			out.Reason = ReasonShortVLAN
+			out.Key.NVLAN = uint8(nv)
+			return
+		}
+		if nv >= len(out.Key.VLANs) {
+			out.EtherType = et
+			out.Reason = ReasonTooManyVLANs
+			out.Key.NVLAN = uint8(nv)
+			return
+		}
+		out.Key.VLANs[nv] = binary.BigEndian.Uint16(p[0:2]) & vlanIDMask
+		nv++
+		et = binary.BigEndian.Uint16(p[2:4])
+		p = p[vlanTagLen:]
+	}
+	out.Key.NVLAN = uint8(nv)
+	out.EtherType = et
+	switch et {
+	case etherTypeIPv4:
+		if len(p) >= simpleIPv4Len {
+			if ip := (*[simpleIPv4Len]byte)(p); isSimpleIPv4(ip) {
+				c.simpleIPv4(ip, out)
+				return
+			}
+		}
+		c.ipv4(p, out)
+	case etherTypeIPv6:
+		if len(p) >= simpleIPv6Len {
+			if ip := (*[simpleIPv6Len]byte)(p); isSimpleIPv6(ip) {
+				c.simpleIPv6(ip, out)
+				return
+			}
+		}
+		c.ipv6(p, out)
+	default:
+		out.Reason = ReasonNonIP
+	}
+}
+
+// ipv4 classifies an IPv4 packet p (from its header to the frame's end).
+func (c *Classifier) ipv4(p []byte, out *Classification) {
+	if len(p) < ipv4MinHeaderLen {
+		out.Reason = ReasonShortIPv4
+		return
+	}
+	h := p[:ipv4MinHeaderLen]
+	if h[0]>>4 != 4 {
+		out.Reason = ReasonBadIPVersion
+		return
+	}
+	s := binary.BigEndian.Uint32(h[12:16])
+	d := binary.BigEndian.Uint32(h[16:20])
+	proto := h[9]
+	out.Key.Src = netip.AddrFrom4([4]byte(h[12:16]))
+	out.Key.Dst = netip.AddrFrom4([4]byte(h[16:20]))
+	out.Key.Proto = proto
+	hl := int(h[0]&0x0f) << 2
+	if hl < ipv4MinHeaderLen || hl > len(p) {
+		out.Reason = ReasonBadIHL
+		return
+	}
+	tl := int(binary.BigEndian.Uint16(h[2:4]))
+	if tl < hl {
+		out.Reason = ReasonBadIPLength
+		return
+	}
+	if binary.BigEndian.Uint16(h[6:8])&ipv4FragMask != 0 {
+		out.Key.Fragment = true
+		c.hashIPv4(out, hash.RSSIPv4, s, d, 0, 0)
+		return
+	}
+	if tl < len(p) {
+		p = p[:tl]
+	}
+	ht := c.transport(p[hl:], proto, out)
+	if ht == l4TwoTuple {
+		c.hashIPv4(out, hash.RSSIPv4, s, d, 0, 0)
+		return
+	}
+	c.hashIPv4(out, ipv4HashTypes[ht], s, d, out.Key.SrcPort, out.Key.DstPort)
+}
+
+// ipv6 classifies an IPv6 packet p (from its header to the frame's end).
+func (c *Classifier) ipv6(p []byte, out *Classification) {
+	if len(p) < ipv6HeaderLen {
+		out.Reason = ReasonShortIPv6
+		return
+	}
+	h := p[:ipv6HeaderLen]
+	if h[0]>>4 != 6 {
+		out.Reason = ReasonBadIPVersion
+		return
+	}
+	src := [16]byte(h[8:24])
+	dst := [16]byte(h[24:40])
+	out.Key.Src = netip.AddrFrom16(src)
+	out.Key.Dst = netip.AddrFrom16(dst)
+	if pl := int(binary.BigEndian.Uint16(h[4:6])); pl != 0 && ipv6HeaderLen+pl < len(p) {
+		p = p[:ipv6HeaderLen+pl]
+	}
+	nh := h[6]
+	off := ipv6HeaderLen
+	frag := false
+	for n := 0; ; n++ {
+		var l int
+		switch nh {
+		case protoHopByHop, protoRouting, protoDstOpts, protoAH:
+			if off+2 > len(p) {
+				l = -1
+				break
+			}
+			if nh == protoAH {
+				l = (int(p[off+1]) + 2) << 2 // RFC 4302: in 4-byte units, minus 2
+			} else {
+				l = (int(p[off+1]) + 1) << 3 // RFC 8200: in 8-byte units, minus 1
+			}
+		case protoFragment:
+			l = ipv6FragHeaderLen
+			if off+l <= len(p) && binary.BigEndian.Uint16(p[off+2:off+4])&ipv6FragOffMMask != 0 {
+				frag = true
+			}
+		default:
+			goto upper
+		}
+		if n >= maxIPv6ExtHeaders || l < 0 || l > len(p)-off {
+			out.Key.Proto = nh
+			out.Reason = ReasonBadExtHeader
+			return
+		}
+		nh = p[off]
+		off += l
+		if frag {
+			break
+		}
+	}
+upper:
+	out.Key.Proto = nh
+	if frag {
+		out.Key.Fragment = true
+		c.hashIPv6(out, hash.RSSIPv6, &src, &dst, 0, 0)
+		return
+	}
+	ht := c.transport(p[off:], nh, out)
+	if ht == l4TwoTuple {
+		c.hashIPv6(out, hash.RSSIPv6, &src, &dst, 0, 0)
+		return
+	}
+	c.hashIPv6(out, ipv6HashTypes[ht], &src, &dst, out.Key.SrcPort, out.Key.DstPort)
+}
+
+// Transport outcomes: which hash a packet gets, independent of the family.
+const (
+	l4TwoTuple = iota // addresses only
+	l4TCP             // TCP 4-tuple
+	l4UDP             // UDP 4-tuple (UDP4Tuple set)
+	l4Opaque          // SCTP 4-tuple (UDP4Tuple set)
+)
+
+var (
+	ipv4HashTypes = [...]hash.HashType{hash.RSSIPv4, hash.RSSTCPIPv4, hash.RSSUDPIPv4, hash.OpaqueHash}
+	ipv6HashTypes = [...]hash.HashType{hash.RSSIPv6, hash.RSSTCPIPv6, hash.RSSUDPIPv6, hash.OpaqueHash}
+)
+
+// transport reads the ports of a TCP, UDP or SCTP header l4 into out.Key and
+// says what the packet is hashed over.
+func (c *Classifier) transport(l4 []byte, proto uint8, out *Classification) int {
+	switch proto {
+	case protoTCP, protoUDP, protoSCTP:
+	default:
+		return l4TwoTuple
+	}
+	if len(l4) < transportPortBytes {
+		out.Reason = ReasonShortTransport
+		return l4TwoTuple
+	}
+	out.Key.SrcPort = binary.BigEndian.Uint16(l4[0:2])
+	out.Key.DstPort = binary.BigEndian.Uint16(l4[2:4])
+	switch {
+	case proto == protoTCP:
+		return l4TCP
+	case !c.udp4:
+		return l4TwoTuple
+	case proto == protoUDP:
+		return l4UDP
+	}
+	return l4Opaque
+}
+
+// hashIPv4 builds the IPv4 tuple (a 2-tuple when ht is RSS_IPV4) and
+// hashes it.
+func (c *Classifier) hashIPv4(out *Classification, ht hash.HashType, s, d uint32, sp, dp uint16) {
+	if c.symmetric && (s > d || (s == d && sp > dp)) {
+		s, d, sp, dp = d, s, dp, sp
+	}
+	t := out.tuple[:hash.IPv4Tuple4Len]
+	binary.BigEndian.PutUint32(t[0:4], s)
+	binary.BigEndian.PutUint32(t[4:8], d)
+	n := hash.IPv4Tuple2Len
+	if ht != hash.RSSIPv4 {
+		binary.BigEndian.PutUint16(t[8:10], sp)
+		binary.BigEndian.PutUint16(t[10:12], dp)
+		n = hash.IPv4Tuple4Len
+	}
+	out.tupleLen = uint8(n)
+	out.HashType = ht
+	out.FlowID = c.h.Sum(t[:n])
+}
+
+// hashIPv6 builds the IPv6 tuple (a 2-tuple when ht is RSS_IPV6) and
+// hashes it.
+func (c *Classifier) hashIPv6(out *Classification, ht hash.HashType, s, d *[16]byte, sp, dp uint16) {
+	if c.symmetric {
+		if cmp := compare16(s, d); cmp > 0 || (cmp == 0 && sp > dp) {
+			s, d, sp, dp = d, s, dp, sp
+		}
+	}
+	t := out.tuple[:hash.IPv6Tuple4Len]
+	copy(t[0:16], s[:])
+	copy(t[16:32], d[:])
+	n := hash.IPv6Tuple2Len
+	if ht != hash.RSSIPv6 {
+		binary.BigEndian.PutUint16(t[32:34], sp)
+		binary.BigEndian.PutUint16(t[34:36], dp)
+		n = hash.IPv6Tuple4Len
+	}
+	out.tupleLen = uint8(n)
+	out.HashType = ht
+	out.FlowID = c.h.Sum(t[:n])
+}
+
+// compare16 compares two IPv6 addresses as big-endian numbers.
+func compare16(a, b *[16]byte) int {
+	ah, bh := binary.BigEndian.Uint64(a[0:8]), binary.BigEndian.Uint64(b[0:8])
+	if ah != bh {
+		if ah < bh {
+			return -1
+		}
+		return 1
+	}
+	al, bl := binary.BigEndian.Uint64(a[8:16]), binary.BigEndian.Uint64(b[8:16])
+	switch {
+	case al < bl:
+		return -1
+	case al > bl:
+		return 1
+	}
+	return 0
 }
