@@ -1,0 +1,109 @@
+package flowtable
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+)
+
+// MaxWorkers bounds the worker numbers [Desired] can record: a worker is
+// valid when 0 <= worker < MaxWorkers. The encoding keeps worker+1 in 16
+// bits so that a zero word means "empty".
+const MaxWorkers = 65535
+
+// MaxDesiredCapacity is the largest capacity [NewDesired] accepts (the same
+// order as the largest value Linux allows for net.core.rps_sock_flow_entries).
+const MaxDesiredCapacity = 1 << 29
+
+// Sentinel errors, tested with errors.Is.
+var (
+	// ErrCapacity reports a capacity that is not a power of two or is out
+	// of the accepted range.
+	ErrCapacity = errors.New("capacity must be a power of two in range")
+	// ErrWorker reports a worker number outside [0, MaxWorkers).
+	ErrWorker = errors.New("worker out of range")
+)
+
+// Desired records, per flowid, the worker on which the flow's consumer runs:
+// the analogue of Linux's global rps_sock_flow_table, which the socket layer
+// writes (rps_record_sock_flow) and get_rps_cpu reads to find the CPU a flow
+// should be steered to.
+//
+// It is a fixed array of slots indexed by flowid & (capacity-1). Each slot
+// is one atomic 64-bit word holding the full 32-bit flowid as a tag in its
+// upper half and worker+1 in its lower half (0 means empty). Linux packs a
+// partial tag and the CPU into 32 bits and tolerates a false match; the wider
+// word makes [Desired.Get] exact: a slot overwritten by another flowid is
+// reported as absent rather than as the other flow's worker.
+//
+// All methods are safe for concurrent use by any number of goroutines, never
+// block and never allocate. When two flowids share a slot the last Set wins,
+// as in Linux; the loser simply has no desired worker until it is set again.
+type Desired struct {
+	slots []atomic.Uint64
+	mask  uint32
+}
+
+// NewDesired returns an empty table with capacity slots. The capacity is
+// fixed; it must be a power of two between 1 and [MaxDesiredCapacity],
+// otherwise the error wraps [ErrCapacity]. Size it at least to the number of
+// concurrently active flows (Linux suggests 32768 for a moderately loaded
+// server): each slot costs 8 bytes.
+func NewDesired(capacity int) (*Desired, error) {
+	if capacity <= 0 || capacity&(capacity-1) != 0 || capacity > MaxDesiredCapacity ||
+		uint64(capacity) > math.MaxInt/8 {
+		return nil, fmt.Errorf("flowtable: new desired table of capacity %d: %w", capacity, ErrCapacity)
+	}
+	return &Desired{slots: make([]atomic.Uint64, capacity), mask: uint32(capacity - 1)}, nil
+}
+
+// Capacity returns the number of slots.
+func (d *Desired) Capacity() int { return len(d.slots) }
+
+func encodeDesired(flowid uint32, worker int) uint64 {
+	return uint64(flowid)<<32 | uint64(worker+1)
+}
+
+// Set records that the consumer of flowid runs on worker. It overwrites
+// whatever the slot held, including another flowid's record. The slot is
+// written only when its value changes, so that repeated calls from the same
+// worker do not bounce the cache line (Linux does the same). A worker
+// outside [0, MaxWorkers) leaves the table unchanged and returns an error
+// wrapping [ErrWorker].
+func (d *Desired) Set(flowid uint32, worker int) error {
+	if worker < 0 || worker >= MaxWorkers {
+		return fmt.Errorf("flowtable: set desired worker of flowid %#x to %d: %w", flowid, worker, ErrWorker)
+	}
+	w := encodeDesired(flowid, worker)
+	s := &d.slots[flowid&d.mask]
+	if s.Load() != w {
+		s.Store(w)
+	}
+	return nil
+}
+
+// Get returns the worker recorded for flowid. ok is false when the slot is
+// empty or holds another flowid's record.
+func (d *Desired) Get(flowid uint32) (worker int, ok bool) {
+	w := d.slots[flowid&d.mask].Load()
+	if w == 0 || uint32(w>>32) != flowid {
+		return -1, false
+	}
+	return int(uint32(w)) - 1, true
+}
+
+// Clear forgets flowid's record. A slot that holds another flowid's record is
+// left alone, so clearing a flow can never erase a different flow's entry.
+func (d *Desired) Clear(flowid uint32) {
+	s := &d.slots[flowid&d.mask]
+	for {
+		old := s.Load()
+		if old == 0 || uint32(old>>32) != flowid {
+			return
+		}
+		if s.CompareAndSwap(old, 0) {
+			return
+		}
+	}
+}
