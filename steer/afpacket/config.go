@@ -1,0 +1,263 @@
+package afpacket
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/rpsgo/rps/steer"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrNotSupported is returned on systems without AF_PACKET.
+	ErrNotSupported = errors.New("afpacket: not supported on this system")
+	// ErrConfig wraps every error about an invalid Config or argument.
+	ErrConfig = errors.New("afpacket: invalid configuration")
+	// ErrClosed is returned by a Source or Group used after Close. It wraps
+	// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
+	ErrClosed = fmt.Errorf("afpacket: source closed: %w", net.ErrClosed)
+)
+
+// Defaults for the zero values of Config. They give a 4 MiB ring per socket.
+const (
+	DefaultBlockSize    = 256 << 10 // tp_block_size: 256 KiB
+	DefaultNumBlocks    = 16        // tp_block_nr
+	DefaultFrameSize    = 2048      // tp_frame_size (TPACKET_V3 only checks it)
+	DefaultBlockTimeout = 10 * time.Millisecond
+	DefaultPollTimeout  = 100 * time.Millisecond
+	DefaultBatchSize    = steer.BatchSize
+
+	// MaxRingSize bounds BlockSize*NumBlocks, so that a typo cannot pin
+	// gigabytes of kernel memory.
+	MaxRingSize = 1 << 30
+	// MaxFilterLen is the kernel's BPF_MAXINSNS.
+	MaxFilterLen = 4096
+
+	// tpacketAlignment is TPACKET_ALIGNMENT, and minFrameSize is
+	// TPACKET3_HDRLEN (48 + sizeof(struct sockaddr_ll)) rounded up to it.
+	tpacketAlignment = 16
+	minFrameSize     = 80
+)
+
+// Config tunes a Source. The zero value is usable: every zero field takes
+// the default named beside it.
+type Config struct {
+	// BlockSize is the size of one ring block (tp_block_size), a multiple
+	// of the page size. The kernel fills a block with as many frames as fit
+	// and hands the whole block over at once, so a frame (after the snap
+	// length) never exceeds a block. Default DefaultBlockSize.
+	BlockSize int
+	// NumBlocks is the number of blocks in the ring (tp_block_nr), at least
+	// 2. Default DefaultNumBlocks.
+	NumBlocks int
+	// FrameSize is tp_frame_size, a multiple of 16 between 80 and
+	// BlockSize. TPACKET_V3 packs frames of any size into blocks and uses it
+	// only for the kernel's sanity checks. Default DefaultFrameSize.
+	FrameSize int
+	// BlockTimeout is tp_retire_blk_tov: how long the kernel waits before
+	// handing over a block that is not full. It bounds the latency at low
+	// rates. Between 1ms and 60s, in whole milliseconds. Default
+	// DefaultBlockTimeout.
+	BlockTimeout time.Duration
+	// PollTimeout is how long ReadBatch waits for a block before it returns
+	// an empty batch and a nil error. Negative waits until a block, ctx's
+	// end or Close. Default DefaultPollTimeout.
+	PollTimeout time.Duration
+	// BatchSize is the most frames one ReadBatch call returns; a block with
+	// more frames is handed out over several calls and returned to the
+	// kernel when every batch taken from it is released. Default
+	// DefaultBatchSize (steer.BatchSize).
+	BatchSize int
+	// SnapLen, when positive, truncates every frame to SnapLen bytes; the
+	// kernel then copies only that much into the ring (it is the return
+	// value of the socket filter). Frame.Length still says the full length.
+	SnapLen int
+	// Promisc puts the interface in promiscuous mode while the socket is
+	// open (PACKET_MR_PROMISC membership, undone by the kernel on close).
+	Promisc bool
+	// IgnoreOutgoing skips the frames the host sends (PACKET_IGNORE_OUTGOING;
+	// in a fanout group, PACKET_FANOUT_FLAG_IGNORE_OUTGOING as well).
+	IgnoreOutgoing bool
+	// Filter is a classic BPF program attached with SO_ATTACH_FILTER. Its
+	// return value is the number of bytes to keep, 0 drops the frame.
+	Filter []SockFilter
+	// Copy makes ReadBatch copy the frames into a pooled buffer and give the
+	// ring block back at once, for handlers that keep frames or hold batches
+	// for long. Without it frames are views into the ring (zero copy).
+	Copy bool
+	// FillRxHash asks the kernel for the skb's flow hash
+	// (TP_FT_REQ_FILL_RXHASH); frames then carry it as Frame.Hash with
+	// HashType OPAQUE_HASH (a consistent per-flow value, not Toeplitz).
+	FillRxHash bool
+}
+
+// withDefaults returns c with the zero fields set and checks it.
+func (c Config) withDefaults() (Config, error) {
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.NumBlocks == 0 {
+		c.NumBlocks = DefaultNumBlocks
+	}
+	if c.FrameSize == 0 {
+		c.FrameSize = DefaultFrameSize
+		if c.FrameSize > c.BlockSize {
+			c.FrameSize = c.BlockSize
+		}
+	}
+	if c.BlockTimeout == 0 {
+		c.BlockTimeout = DefaultBlockTimeout
+	}
+	if c.PollTimeout == 0 {
+		c.PollTimeout = DefaultPollTimeout
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	page := os.Getpagesize()
+	switch {
+	case c.BlockSize < 0 || c.BlockSize%page != 0:
+		return c, fmt.Errorf("%w: block size %d is not a positive multiple of the page size %d", ErrConfig, c.BlockSize, page)
+	case c.NumBlocks < 2:
+		return c, fmt.Errorf("%w: %d blocks, need at least 2", ErrConfig, c.NumBlocks)
+	case c.BlockSize > MaxRingSize || c.NumBlocks > MaxRingSize/c.BlockSize:
+		return c, fmt.Errorf("%w: ring of %d blocks of %d bytes exceeds %d bytes", ErrConfig, c.NumBlocks, c.BlockSize, MaxRingSize)
+	case c.FrameSize < minFrameSize || c.FrameSize%tpacketAlignment != 0:
+		return c, fmt.Errorf("%w: frame size %d is not a multiple of %d of at least %d", ErrConfig, c.FrameSize, tpacketAlignment, minFrameSize)
+	case c.FrameSize > c.BlockSize:
+		return c, fmt.Errorf("%w: frame size %d exceeds the block size %d", ErrConfig, c.FrameSize, c.BlockSize)
+	case c.BlockTimeout < time.Millisecond || c.BlockTimeout > time.Minute || c.BlockTimeout%time.Millisecond != 0:
+		return c, fmt.Errorf("%w: block timeout %v is not whole milliseconds between 1ms and 1m", ErrConfig, c.BlockTimeout)
+	case c.BatchSize < 0:
+		return c, fmt.Errorf("%w: negative batch size %d", ErrConfig, c.BatchSize)
+	case c.SnapLen < 0:
+		return c, fmt.Errorf("%w: negative snap length %d", ErrConfig, c.SnapLen)
+	case len(c.Filter) > MaxFilterLen:
+		return c, fmt.Errorf("%w: filter of %d instructions exceeds %d", ErrConfig, len(c.Filter), MaxFilterLen)
+	}
+	return c, nil
+}
+
+// Stats are a socket's counters. The kernel's counters (PACKET_STATISTICS)
+// are reset by every read, so the Source adds them up; the totals run from
+// Open.
+type Stats struct {
+	// Packets is the number of frames the kernel passed to the socket after
+	// its filter, whether it found room for them or not (tp_packets, which
+	// for TPACKET_V3 includes Drops).
+	Packets uint64
+	// Drops is the number of those frames dropped because the ring had no
+	// free block (tp_drops). Packets - Drops frames reached the ring.
+	Drops uint64
+	// FreezeQueueCount counts the times the kernel found the next block
+	// still held by user space and froze the ring until it came back
+	// (tp_freeze_q_cnt).
+	FreezeQueueCount uint64
+	// Delivered is the number of frames ReadBatch handed out. Once the ring
+	// is drained it equals Packets - Drops.
+	Delivered uint64
+	// Blocks is the number of ring blocks ReadBatch took from the kernel.
+	Blocks uint64
+}
+
+// Add returns the sum of s and o, field by field.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		Packets:          s.Packets + o.Packets,
+		Drops:            s.Drops + o.Drops,
+		FreezeQueueCount: s.FreezeQueueCount + o.FreezeQueueCount,
+		Delivered:        s.Delivered + o.Delivered,
+		Blocks:           s.Blocks + o.Blocks,
+	}
+}
+
+// FanoutMode is how the kernel spreads a fanout group's frames over its
+// sockets (PACKET_FANOUT_*). Only HASH and EBPF keep every frame of a flow
+// on one socket by construction.
+type FanoutMode uint8
+
+const (
+	// FanoutHash picks the socket from the skb's flow hash
+	// (PACKET_FANOUT_HASH): a flow stays on one socket while the group's
+	// size does not change. The kernel's software RSS.
+	FanoutHash FanoutMode = 0
+	// FanoutLB deals frames round robin (PACKET_FANOUT_LB); flows are
+	// spread by load, not kept together.
+	FanoutLB FanoutMode = 1
+	// FanoutCPU picks the socket from the CPU that received the frame
+	// (PACKET_FANOUT_CPU); flows follow the kernel's RX CPU choice (RSS,
+	// RPS), which on a single-queue NIC is one CPU.
+	FanoutCPU FanoutMode = 2
+	// FanoutRollover fills one socket and moves to the next when it is
+	// full (PACKET_FANOUT_ROLLOVER); flows are spread by load.
+	FanoutRollover FanoutMode = 3
+	// FanoutRandom picks a random socket (PACKET_FANOUT_RND); flows are
+	// not kept together.
+	FanoutRandom FanoutMode = 4
+	// FanoutQM picks the socket from the frame's recorded RX queue
+	// (PACKET_FANOUT_QM); flows follow the NIC's queue choice.
+	FanoutQM FanoutMode = 5
+	// FanoutEBPF lets an eBPF socket-filter program return the socket
+	// index (PACKET_FANOUT_EBPF, set with Group.SetEBPF); a flow stays on
+	// one socket if the program says so.
+	FanoutEBPF FanoutMode = 7
+)
+
+var fanoutModeNames = map[FanoutMode]string{
+	FanoutHash: "hash", FanoutLB: "lb", FanoutCPU: "cpu", FanoutRollover: "rollover",
+	FanoutRandom: "rnd", FanoutQM: "qm", FanoutEBPF: "ebpf",
+}
+
+// String returns the mode's short name, such as "hash".
+func (m FanoutMode) String() string {
+	if n, ok := fanoutModeNames[m]; ok {
+		return n
+	}
+	return fmt.Sprintf("FanoutMode(%d)", uint8(m))
+}
+
+// FanoutFlag modifies a fanout group (PACKET_FANOUT_FLAG_*).
+type FanoutFlag uint16
+
+const (
+	// FanoutFlagRollover moves a frame to another socket when the chosen
+	// one's ring is full (PACKET_FANOUT_FLAG_ROLLOVER). It trades flow
+	// affinity for fewer drops. Not allowed with FanoutRollover.
+	FanoutFlagRollover FanoutFlag = 0x1000
+	// FanoutFlagIgnoreOutgoing skips frames the host sends
+	// (PACKET_FANOUT_FLAG_IGNORE_OUTGOING). OpenGroup sets it when
+	// Config.IgnoreOutgoing is set, because the group's kernel hook, not
+	// the socket's, decides.
+	FanoutFlagIgnoreOutgoing FanoutFlag = 0x4000
+	// FanoutFlagDefrag reassembles IP fragments before choosing a socket
+	// (PACKET_FANOUT_FLAG_DEFRAG), so all fragments of a datagram hash
+	// alike.
+	FanoutFlagDefrag FanoutFlag = 0x8000
+
+	fanoutFlagUniqueID FanoutFlag = 0x2000 // PACKET_FANOUT_FLAG_UNIQUEID
+	fanoutFlagsKnown              = FanoutFlagRollover | FanoutFlagIgnoreOutgoing | FanoutFlagDefrag
+)
+
+// validateFanout checks a mode and flags before any socket is opened.
+func validateFanout(n int, mode FanoutMode, flags FanoutFlag) error {
+	if _, ok := fanoutModeNames[mode]; !ok {
+		return fmt.Errorf("%w: unknown fanout mode %d", ErrConfig, mode)
+	}
+	if flags&^fanoutFlagsKnown != 0 {
+		return fmt.Errorf("%w: unknown fanout flags %#x", ErrConfig, uint16(flags&^fanoutFlagsKnown))
+	}
+	if mode == FanoutRollover && flags&FanoutFlagRollover != 0 {
+		return fmt.Errorf("%w: the rollover flag is not allowed in rollover mode", ErrConfig)
+	}
+	if n < 1 || n > maxFanoutMembers {
+		return fmt.Errorf("%w: %d sockets in a fanout group, need 1..%d", ErrConfig, n, maxFanoutMembers)
+	}
+	return nil
+}
+
+// maxFanoutMembers is the kernel's default group size (PACKET_FANOUT_MAX
+// for the int form of the option).
+const maxFanoutMembers = 256

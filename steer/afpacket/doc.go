@@ -1,0 +1,72 @@
+// Package afpacket is a live capture source for the steer dispatcher: a
+// Linux AF_PACKET socket with a TPACKET_V3 receive ring, alone or in a
+// kernel fanout group, in pure Go (golang.org/x/sys/unix, no cgo).
+//
+// # The ring
+//
+// Open creates a raw packet socket, switches it to TPACKET_V3 and asks the
+// kernel for a ring of NumBlocks blocks of BlockSize bytes (PACKET_RX_RING),
+// which it maps into the process. The kernel copies every received frame
+// (up to the snap length) into the current block, behind a tpacket3_hdr
+// that carries its length on the wire, the captured length, a timestamp and
+// an out-of-band VLAN tag. When a block is full, or BlockTimeout passed
+// since it was opened (tp_retire_blk_tov), the kernel marks the whole block
+// TP_STATUS_USER and moves to the next one, in ring order. If that next
+// block is still owned by user space the kernel freezes the ring and drops
+// frames, counting them (tp_drops, tp_freeze_q_cnt), until the block comes
+// back.
+//
+// # Zero copy and block release
+//
+// ReadBatch waits for the next block with poll(2), then walks its frames
+// and hands them out as steer.Frame values whose Data point INTO the ring:
+// nothing is copied. A block may be handed out over several batches of at
+// most BatchSize frames. Each batch's Release drops a reference on its
+// block; when the reader has walked the whole block and every batch from it
+// has been released, the block's status word goes back to TP_STATUS_KERNEL
+// and the kernel may fill it again. Blocks may be released in any order and
+// from any goroutine; the reader never takes a block that is still held
+// from the previous lap around the ring (it waits for the release
+// instead), so a block is never handed out twice. Handlers that keep bytes
+// beyond Release must copy them, or the source can run in Copy mode, which
+// copies each batch into a pooled buffer and returns the block to the
+// kernel as soon as it has been walked.
+//
+// Frames larger than the snap length (including the 64 KiB GSO/GRO
+// super-frames that cross a veth with offloads on) are one frame each:
+// len(Data) is the snapped length, Frame.Length the real one. An 802.1Q tag
+// is not in Data: the kernel strips it before the packet taps run and the
+// source reports it as Frame.VLAN (the 12-bit id) with HasVLAN.
+//
+// # Counters
+//
+// The kernel's PACKET_STATISTICS counters are reset by every read, so
+// Source.Stats adds them up. For TPACKET_V3, tp_packets counts every frame
+// that passed the socket filter, including the tp_drops frames that found
+// no room. Once the ring is drained, Stats.Delivered == Packets - Drops: the
+// tests check that this, with the interface's own rx_packets, adds up
+// exactly under TCP, UDP and 64-byte floods.
+//
+// # Close
+//
+// Close may be called at any time: it wakes a reader blocked in poll (an
+// eventfd in the same poll set) and waits for it to leave; ReadBatch then
+// returns ErrClosed, which wraps net.ErrClosed. Blocks still held by
+// handlers stay valid: the ring is unmapped and the socket closed only when
+// the last of them is released.
+//
+// # Fanout
+//
+// OpenGroup opens N sockets on one interface and joins them to one kernel
+// fanout group (PACKET_FANOUT), the kernel's own way to spread one
+// interface's frames over several rings. The first socket asks for an
+// unused group id (PACKET_FANOUT_FLAG_UNIQUEID); the kernel reports it back
+// and the others join it. FanoutHash (the flow hash of the skb) and
+// FanoutEBPF (a program's answer, see Group.SetEBPF) keep a flow on one
+// socket; LB, RND and ROLLOVER spread by load; CPU and QM follow the
+// receiving CPU or queue. A socket's index is its join order; when a member
+// leaves the kernel moves the last member into its slot, so a group is
+// closed as a whole. Until every member has joined, each carries a
+// drop-everything filter, so that no flow is first delivered to a smaller
+// group and later to another socket.
+package afpacket

@@ -1,0 +1,239 @@
+//go:build linux
+
+package afpacket
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
+)
+
+// openIn opens a source on link inside ns and closes it at cleanup.
+func openIn(t testing.TB, ns *netns.NS, link string, cfg Config) *Source {
+	t.Helper()
+	var s *Source
+	err := ns.Do(func() (err error) {
+		s, err = Open(link, cfg)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// collector reads a source from a goroutine and releases every batch.
+type collector struct {
+	src     *Source
+	cancel  context.CancelFunc
+	done    chan struct{}
+	frames  atomic.Uint64
+	mu      sync.Mutex
+	onFrame func(f *steer.Frame) // under mu
+	err     error
+}
+
+func collect(src *Source, onFrame func(f *steer.Frame)) *collector {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &collector{src: src, cancel: cancel, done: make(chan struct{}), onFrame: onFrame}
+	go func() {
+		defer close(c.done)
+		var b steer.Batch
+		for {
+			err := src.ReadBatch(ctx, &b)
+			if err != nil {
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
+					c.err = err
+				}
+				return
+			}
+			if c.onFrame != nil {
+				c.mu.Lock()
+				for i := range b.Frames {
+					c.onFrame(&b.Frames[i])
+				}
+				c.mu.Unlock()
+			}
+			c.frames.Add(uint64(len(b.Frames)))
+			if b.Release != nil {
+				b.Release()
+			}
+		}
+	}()
+	return c
+}
+
+func (c *collector) stop(t testing.TB) {
+	t.Helper()
+	c.cancel()
+	<-c.done
+	if c.err != nil {
+		t.Errorf("ReadBatch: %v", c.err)
+	}
+}
+
+// rx reads the link's rx_packets inside ns.
+func rx(t testing.TB, ns *netns.NS) uint64 {
+	t.Helper()
+	v, err := ns.LinkCounter(context.Background(), ns.Link, "rx_packets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// settle waits until every frame the interface counted since r0 was seen
+// by the sockets: rx delta == Packets == Delivered + Drops and the readers
+// saw Delivered frames. It fails the test if they do not agree within 10s,
+// and returns the final numbers.
+func settle(t testing.TB, ns *netns.NS, r0 uint64, stats func() (Stats, error), seen func() uint64) (uint64, Stats) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	stable := 0
+	for {
+		r := rx(t, ns) - r0
+		st, err := stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := seen()
+		ok := r == st.Packets && st.Packets == st.Delivered+st.Drops && s == st.Delivered
+		cur := fmt.Sprintf("rx delta %d, %+v, seen %d", r, st, s)
+		if ok && cur == last {
+			stable++
+			if stable >= 2 {
+				return r, st
+			}
+		} else {
+			stable = 0
+		}
+		last = cur
+		if time.Now().After(deadline) {
+			t.Fatalf("counters do not add up: %s", cur)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+}
+
+// iperf runs an iperf3 server in A and a client in B with args, bounded.
+func iperf(t testing.TB, p *netns.Pair, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	port := strconv.Itoa(20000 + os.Getpid()%20000)
+	srv := p.A.Command(ctx, "iperf3", "-s", "-1", "-B", p.A.Addr.Addr().String(), "-p", port)
+	if err := srv.Start(); err != nil {
+		t.Fatalf("iperf3 server: %v", err)
+	}
+	defer func() {
+		cancel()
+		_ = srv.Wait()
+	}()
+	var out []byte
+	var err error
+	for try := 0; try < 40; try++ {
+		out, err = p.B.Exec(ctx, "iperf3", append([]string{"-c", p.A.Addr.Addr().String(), "-p", port}, args...)...)
+		if err == nil || !strings.Contains(string(out), "connect") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3 client %v: %v", args, err)
+	}
+	return string(out)
+}
+
+// trafgenUDP sends count 64-byte UDP frames from B over its link towards
+// A's address, with random source ports (many flows), and waits.
+func trafgenUDP(t testing.TB, ctx context.Context, p *netns.Pair, count int, extra ...string) {
+	t.Helper()
+	trafgenUDPTagged(t, ctx, p, count, 0, extra...)
+}
+
+// trafgenUDPTagged is trafgenUDP with an 802.1Q tag carrying tci in the
+// bytes when tci is not zero (the frame is then 68 bytes).
+func trafgenUDPTagged(t testing.TB, ctx context.Context, p *netns.Pair, count int, tci uint16, extra ...string) {
+	t.Helper()
+	src, dst := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
+	var sb strings.Builder
+	sb.WriteString("{\n fill(0xff, 6),\n 0x02, 0x00, 0x00, 0x00, 0x00, 0x02,\n")
+	if tci != 0 {
+		fmt.Fprintf(&sb, " c16(0x8100), c16(%d),\n", tci)
+	}
+	sb.WriteString(" c16(0x0800),\n")
+	sb.WriteString(" 0x45, 0x00, c16(50), drnd(2), c16(0x4000), 64, 17, csumip(14, 33),\n")
+	fmt.Fprintf(&sb, " %d, %d, %d, %d,\n %d, %d, %d, %d,\n", src[0], src[1], src[2], src[3], dst[0], dst[1], dst[2], dst[3])
+	sb.WriteString(" drnd(2), c16(9), c16(30), c16(0),\n fill(0x00, 22)\n}\n")
+	file := filepath.Join(t.TempDir(), "udp64.cfg")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--dev", p.B.Link, "--conf", file, "--num", strconv.Itoa(count),
+		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}, extra...)
+	// Errorf, not Fatalf: this may run on a goroutine of its own.
+	if out, err := p.B.Exec(ctx, "trafgen", args...); err != nil && ctx.Err() == nil {
+		t.Errorf("trafgen: %v: %s", err, out)
+	}
+}
+
+// flow is an IPv4 TCP or UDP 4-tuple.
+type flow struct {
+	src, dst     netip.Addr
+	sport, dport uint16
+	proto        uint8
+}
+
+// parseFlow extracts the 4-tuple from an untagged IPv4 frame.
+func parseFlow(b []byte) (flow, bool) {
+	if len(b) < 14+20+4 || binary.BigEndian.Uint16(b[12:]) != 0x0800 {
+		return flow{}, false
+	}
+	ip := b[14:]
+	ihl := int(ip[0]&0xf) * 4
+	if ip[0]>>4 != 4 || ihl < 20 || len(ip) < ihl+4 || (ip[9] != 6 && ip[9] != 17) {
+		return flow{}, false
+	}
+	return flow{
+		src:   netip.AddrFrom4([4]byte(ip[12:16])),
+		dst:   netip.AddrFrom4([4]byte(ip[16:20])),
+		sport: binary.BigEndian.Uint16(ip[ihl:]),
+		dport: binary.BigEndian.Uint16(ip[ihl+2:]),
+		proto: ip[9],
+	}, true
+}
+
+// ringMaps counts this process's mappings of packet sockets.
+func ringMaps(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "socket:[")
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
