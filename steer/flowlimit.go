@@ -13,11 +13,11 @@ const (
 )
 
 type flowHistory struct {
-	mu      sync.Mutex
-	ring    [flowHistoryLen]uint16
-	head    int
-	counts  [flowHistoryBuckets]uint8
-	n       int // entries of ring in use
+	mu     sync.Mutex
+	ring   [flowHistoryLen]uint16
+	head   int
+	counts [flowHistoryBuckets]uint8
+	n      int // entries of ring in use
 }
 
 // overLimit reports whether a frame of flowid should be dropped by the flow

@@ -36,6 +36,7 @@ type producer struct {
 	bucketMoves uint64
 	flowMoves   uint64
 	direct      []uint64 // frames handled inline, per worker, since the last flush
+	scratch     [MaxRedispatchDepth + 2]Packet
 	batchCap    int
 	lockers     lockPair
 	held        bool // the owner holds the locks (set by lockers only)
@@ -107,6 +108,7 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 		p.steer(&frames[i], ref, 0)
 	}
 	p.flushAll()
+	p.flushDirect()
 	p.lockers.Unlock()
 	if ref != nil {
 		ref.done(1)
@@ -137,25 +139,7 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 
 	mode := d.cfg.Dispatch
 	if mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches()) {
-		var pkt Packet
-		p.fill(&pkt, f, c, ref, w, bucket, depth)
-		ww := d.workers[w]
-		if p.self != nil {
-			ww = p.self
-		}
-		pkt.w = ww
-		pkt.prod = p
-		pkt.Worker = ww.index
-		ww.call(&pkt)
-		if mode == Direct {
-			ww.dispatched.Add(1)
-		} else {
-			ww.hdispatched.Add(1)
-		}
-		ww.handled.Add(1)
-		if ref != nil {
-			ref.done(1)
-		}
+		p.inline(f, c, ref, w, bucket, depth, mode)
 		return
 	}
 
@@ -186,22 +170,61 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 	}
 }
 
-func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, bucket uint32, depth uint8) {
-	*pkt = Packet{
-		Data:      f.Data,
-		Timestamp: f.Timestamp,
-		Length:    f.WireLen(),
-		IfIndex:   f.IfIndex,
-		Source:    p.id,
-		FlowID:    c.FlowID,
-		HashType:  c.HashType,
-		Key:       c.Key,
-		Reason:    c.Reason,
-		Worker:    w,
-		ref:       ref,
-		bucket:    bucket,
-		depth:     depth,
+// inline runs the handler in this goroutine: DIRECT dispatch, or HYBRID
+// when this producer is the selected worker's own. A worker accounts the
+// frame to itself; an input to the selected workstream.
+func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, bucket uint32, depth uint8, mode DispatchMode) {
+	ww := p.d.workers[w]
+	if p.self != nil {
+		ww = p.self
 	}
+	// One scratch packet per nesting level: a handler may re-dispatch
+	// inline while its own packet is still in use.
+	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
+	p.fill(pkt, f, c, ref, ww.index, bucket, depth)
+	pkt.w, pkt.prod = ww, p
+	ww.call(pkt)
+	if mode == Direct {
+		p.direct[ww.index]++
+	} else {
+		ww.hdispatched.Add(1)
+		ww.handled.Add(1)
+	}
+	if ref != nil {
+		ref.done(1)
+	}
+}
+
+// flushDirect publishes the counts of frames handled inline.
+func (p *producer) flushDirect() {
+	for w, n := range p.direct {
+		if n > 0 {
+			p.d.workers[w].dispatched.Add(n)
+			p.d.workers[w].handled.Add(n)
+			p.direct[w] = 0
+		}
+	}
+}
+
+func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, bucket uint32, depth uint8) {
+	// Field by field: a composite literal would build the packet on the
+	// stack and copy it with a bulk write barrier, twice the cost.
+	pkt.Data = f.Data
+	pkt.Timestamp = f.Timestamp
+	pkt.Length = f.WireLen()
+	pkt.IfIndex = f.IfIndex
+	pkt.Source = p.id
+	pkt.FlowID = c.FlowID
+	pkt.HashType = c.HashType
+	pkt.Key = c.Key
+	pkt.Reason = c.Reason
+	pkt.Worker = w
+	pkt.ref = ref
+	ww := p.d.workers[w]
+	pkt.w, pkt.prod = ww, ww.prod
+	pkt.ent = nil
+	pkt.bucket = bucket
+	pkt.depth = depth
 }
 
 // selectWorker is netisr_select_cpuid: it picks the worker by policy, with
@@ -344,6 +367,7 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 	}
 	p.lockers.Lock()
 	p.steer(f, ref, depth)
+	p.flushDirect()
 	p.lockers.Unlock()
 	return nil
 }

@@ -92,9 +92,9 @@ type Stats struct {
 
 // FlowStats is one flow table entry in a snapshot.
 type FlowStats struct {
-	FlowID           uint32
-	Worker, Desired  int
-	Packets, Bytes   uint64
+	FlowID              uint32
+	Worker, Desired     int
+	Packets, Bytes      uint64
 	FirstSeen, LastSeen int64
 }
 

@@ -65,10 +65,10 @@ var batchPool = sync.Pool{New: func() any { return new(pbatch) }}
 
 func getBatch() *pbatch { return batchPool.Get().(*pbatch) }
 
+// putBatch recycles b. Its packets are not cleared: every field is written
+// again before the batch is reused, and clearing would cost the worker a
+// write to every cache line the producer must then fetch back.
 func putBatch(b *pbatch) {
-	for i := 0; i < b.n; i++ {
-		b.pkts[i] = Packet{} // drop references to buffers
-	}
 	b.n = 0
 	b.ctl = nil
 	batchPool.Put(b)
@@ -287,16 +287,37 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 // handleBatch runs the handler over a queued batch, then advances head and
 // releases the buffers.
 func (w *Worker) handleBatch(b *pbatch) {
-	for i := 0; i < b.n; i++ {
-		p := &b.pkts[i]
-		p.w, p.prod = w, w.prod
-		w.call(p)
+	for i := 0; i < b.n; {
+		i = w.handleFrom(b.pkts[:b.n], i)
 	}
 	n := uint64(b.n)
 	w.handled.Add(n)
 	releaseRange(b.pkts[:b.n])
 	putBatch(b)
 	w.head.Add(n)
+}
+
+// handleFrom runs the handler for pkts[i:] and returns len(pkts), or, after
+// a recovered panic, the index of the packet after the one that panicked:
+// one deferred recover per batch instead of one per frame.
+func (w *Worker) handleFrom(pkts []Packet, i int) (next int) {
+	h := w.d.handler
+	if w.d.cfg.CrashOnPanic {
+		for ; i < len(pkts); i++ {
+			h(&pkts[i])
+		}
+		return i
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			w.recovered(v, &pkts[i])
+			next = i + 1
+		}
+	}()
+	for ; i < len(pkts); i++ {
+		h(&pkts[i])
+	}
+	return i
 }
 
 // call runs the handler for one packet, recovering a panic unless the
@@ -308,13 +329,17 @@ func (w *Worker) call(p *Packet) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			w.panics.Add(1)
-			if f := w.d.cfg.OnPanic; f != nil {
-				f(PanicInfo{Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
-			}
+			w.recovered(v, p)
 		}
 	}()
 	w.d.handler(p)
+}
+
+func (w *Worker) recovered(v any, p *Packet) {
+	w.panics.Add(1)
+	if f := w.d.cfg.OnPanic; f != nil {
+		f(PanicInfo{Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
+	}
 }
 
 // control runs one side of a move hook.
