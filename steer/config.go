@@ -181,6 +181,11 @@ type Config struct {
 	// the frames of flows holding more than half of its recent history
 	// (Linux's skb_flow_limit). Counted apart from QDrops.
 	FlowLimit bool
+	// Trace, when set, receives every steering decision (see Decision). It
+	// runs in the dispatching goroutine and slows dispatch; for teaching and
+	// debugging.
+	Trace func(*Decision)
+
 	// Rebalance, when its Interval is set, moves buckets from the busiest
 	// worker to the least busy one as load shifts.
 	Rebalance RebalanceConfig

@@ -298,6 +298,7 @@ func TestHooksRunInWorker(t *testing.T) {
 	states := make([]state, 3) // per worker, no locks: only the worker touches its own
 	d, err := New(Config{
 		Workers:      3,
+		Block:        true,
 		OnInit:       func(w *Worker) { states[w.Index()].inits++ },
 		OnTick:       func(w *Worker, _ time.Time) { states[w.Index()].ticks++ },
 		TickInterval: time.Millisecond,
@@ -622,5 +623,69 @@ func TestSourcesAllocateNothingInSteadyState(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() { in.Dispatch(frames, rel) })
 	if allocs > 0.5 {
 		t.Errorf("%.2f allocations per 256-frame dispatch", allocs)
+	}
+}
+
+func TestRunOnWorkersDirect(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const workers = 3
+	var mu sync.Mutex
+	byWorker := map[int]int{}
+	var ticks atomic.Int64
+	d, err := New(Config{Workers: workers, Dispatch: Direct, TickInterval: time.Millisecond,
+		OnTick: func(*Worker, time.Time) { ticks.Add(1) }}, func(p *Packet) {
+		mu.Lock()
+		byWorker[p.Worker]++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := make([]Source, workers)
+	for i := range srcs {
+		srcs[i] = &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(uint64(i), 1)), 10, 1000+i)}
+	}
+	if err := d.RunOnWorkers(context.Background(), srcs); err != nil {
+		t.Fatal(err)
+	}
+	d.Close(context.Background())
+	for i := 0; i < workers; i++ {
+		// DIRECT: each frame is handled by the worker that read it.
+		if byWorker[i] != 1000+i {
+			t.Errorf("worker %d handled %d, want %d", i, byWorker[i], 1000+i)
+		}
+	}
+	st := checkAccounting(t, d, 3003)
+	if st.Workstreams[1].Dispatched != 1001 {
+		t.Errorf("Disp'd %d, want 1001", st.Workstreams[1].Dispatched)
+	}
+}
+
+func TestTraceExplainsEveryDecision(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var b strings.Builder
+	n := 0
+	d, err := New(Config{Workers: 2, Buckets: 8, Key: hash.MicrosoftKey[:], KeyName: "microsoft",
+		Trace: func(dc *Decision) {
+			n++
+			dc.WriteTo(&b)
+		}}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arp := make([]byte, 42)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	in := d.NewInput()
+	in.Dispatch([]Frame{{Data: dtFrame(1, 1)}, {Data: arp}}, nil)
+	d.Close(context.Background())
+	out := b.String()
+	for _, want := range []string{"ether_demux: ethertype 0x0800", "toeplitz input (12 bytes)", "key: microsoft",
+		"RSS_TCP_IPV4", "bucket = 0x", "table[", "-> worker", "no hash: SOURCE policy", "reason non-ip"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace lacks %q:\n%s", want, out)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d decisions traced, want 2", n)
 	}
 }

@@ -37,6 +37,7 @@ type producer struct {
 	flowMoves   uint64
 	direct      []uint64 // frames handled inline, per worker, since the last flush
 	scratch     [MaxRedispatchDepth + 2]Packet
+	dec         Decision // filled while Config.Trace is set
 	batchCap    int
 	lockers     lockPair
 	held        bool // the owner holds the locks (set by lockers only)
@@ -135,15 +136,27 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 		p.bucketFrames[bucket]++
 	}
 	var ent *flowtable.Entry
+	tr := d.cfg.Trace != nil
+	if tr {
+		p.dec = Decision{Frame: f, Class: c, Source: p.id, Key: d.cfg.KeyName, Policy: d.cfg.Policy,
+			Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
+			Fallback: !c.HashType.IsHash()}
+	}
 	w := p.selectWorker(c, f, bucket, &ent)
 
 	mode := d.cfg.Dispatch
-	if mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches()) {
+	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
+	drop := !inline && d.cfg.FlowLimit && d.workers[w].overLimit(c.FlowID)
+	if tr {
+		p.dec.Worker, p.dec.CPU, p.dec.Inline, p.dec.Dropped, p.dec.RFS = w, d.workers[w].cpu, inline, drop, ent != nil
+		d.cfg.Trace(&p.dec)
+	}
+	if inline {
 		p.inline(f, c, ref, w, bucket, depth, mode)
 		return
 	}
 
-	if d.cfg.FlowLimit && d.workers[w].overLimit(c.FlowID) {
+	if drop {
 		d.workers[w].flowDrops.Add(1)
 		if ref != nil {
 			ref.done(1)
@@ -286,7 +299,12 @@ func (p *producer) rss(bucket uint32) int {
 		p.flush(int(cur), p.d.cfg.Block) // its frames need queue positions before the check
 	}
 	old := p.d.workers[cur]
-	if old.head.Load() < p.bucketTail[bucket] {
+	head := old.head.Load()
+	if p.d.cfg.Trace != nil {
+		p.dec.Moving, p.dec.MoveFrom, p.dec.MoveTo, p.dec.Head, p.dec.LastTail = true, int(cur), int(want), head, p.bucketTail[bucket]
+		p.dec.Moved = head >= p.bucketTail[bucket]
+	}
+	if head < p.bucketTail[bucket] {
 		return int(cur) // frames of this bucket still queued on the old worker
 	}
 	p.bucketWorker[bucket] = want

@@ -32,6 +32,9 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	want, ok := d.desired.Get(flowid)
 	if ok && want < len(d.workers) {
 		e.Desired = int32(want)
+		if d.cfg.Trace != nil {
+			p.dec.Desired = want
+		}
 	} else {
 		e.Desired = -1
 		want = p.policyWorker(c, f, bucket)
@@ -45,7 +48,12 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
 		p.flush(cur, d.cfg.Block)
 	}
-	if d.workers[cur].head.Load() < e.LastTail {
+	head := d.workers[cur].head.Load()
+	if d.cfg.Trace != nil {
+		p.dec.Moving, p.dec.MoveFrom, p.dec.MoveTo, p.dec.Head, p.dec.LastTail = true, cur, want, head, e.LastTail
+		p.dec.Moved = head >= e.LastTail
+	}
+	if head < e.LastTail {
 		return cur, true
 	}
 	e.Current = int32(want)

@@ -1,7 +1,10 @@
 package steer
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -41,7 +44,8 @@ type Worker struct {
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
 
-	prod     *producer // re-dispatch from this worker's handlers
+	prod     *producer // re-dispatch from this worker's handlers, and its own source
+	attach   chan attachReq
 	flowHist flowHistory
 	inited   chan struct{}
 	err      error // pinning error, reported by New
@@ -245,6 +249,8 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			case <-w.notify:
 			case now := <-tick:
 				d.cfg.OnTick(w, now)
+			case req := <-w.attach:
+				req.done <- w.readSource(req.ctx, req.src, tick)
 			case <-d.quit:
 				w.mu.Lock()
 				w.closing = true
@@ -386,4 +392,129 @@ func (w *Worker) queuedBatches() bool {
 	n := w.rcount
 	w.mu.Unlock()
 	return n > 0
+}
+
+// attachReq hands a source to a worker (RunOnWorkers).
+type attachReq struct {
+	ctx  context.Context
+	src  Source
+	done chan error
+}
+
+// readSource is the worker's loop while it reads a source of its own (one
+// socket of a kernel fanout group): it reads a batch, dispatches it through
+// its own producer (DIRECT: handled here, accounted to this workstream), and
+// between batches handles its queue and its tick. The source's ReadBatch
+// should return within a bounded time (a poll timeout) so that the queue
+// and the tick are served.
+func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Time) error {
+	d := w.d
+	var b Batch
+	for {
+		w.drainQueue()
+		if tick != nil {
+			select {
+			case now := <-tick:
+				d.cfg.OnTick(w, now)
+			default:
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-d.quit:
+			return ErrClosed
+		default:
+		}
+		b.Frames, b.Release = b.Frames[:0], nil
+		err := src.ReadBatch(ctx, &b)
+		if len(b.Frames) > 0 || b.Release != nil {
+			d.intake.RLock()
+			if d.closed.Load() {
+				d.intake.RUnlock()
+				if b.Release != nil {
+					b.Release()
+				}
+				return ErrClosed
+			}
+			w.prod.dispatch(b.Frames, b.Release)
+			d.intake.RUnlock()
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("steer: worker %d: read source: %w", w.index, err)
+		}
+	}
+}
+
+// drainQueue handles whatever is queued now, without waiting.
+func (w *Worker) drainQueue() {
+	for {
+		w.mu.Lock()
+		if w.rcount == 0 {
+			w.mu.Unlock()
+			return
+		}
+		b := w.ring[w.rhead]
+		w.ring[w.rhead] = nil
+		w.rhead = (w.rhead + 1) % len(w.ring)
+		w.rcount--
+		w.mu.Unlock()
+		n := b.n
+		if b.ctl != nil {
+			w.control(b.ctl)
+			putBatch(b)
+		} else {
+			w.handleBatch(b)
+		}
+		w.mu.Lock()
+		w.qlen -= n
+		if w.waiters > 0 {
+			w.space.Broadcast()
+		}
+		w.mu.Unlock()
+	}
+}
+
+// RunOnWorkers gives each worker a source of its own to read: srcs[i] is
+// read by worker i in its own goroutine, as each socket of a kernel fanout
+// group is read by the CPU the kernel steered its frames to. With DIRECT
+// dispatch a frame is classified and handled in the worker that read it,
+// so the kernel's steering stands and the stats keep their shape; with
+// HYBRID or DEFERRED the worker steers it on like any input. Between
+// batches each worker serves its queue and its tick. RunOnWorkers returns
+// when every source is exhausted (io.EOF), ctx ends, or the dispatcher
+// closes, with the first error other than io.EOF. It does not close the
+// sources.
+func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
+	if len(srcs) != len(d.workers) {
+		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)
+	}
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	for _, s := range srcs {
+		if st, ok := s.(SourceStatser); ok {
+			d.AddSource(st)
+		}
+	}
+	reqs := make([]attachReq, len(srcs))
+	for i, s := range srcs {
+		reqs[i] = attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
+		select {
+		case d.workers[i].attach <- reqs[i]:
+		case <-d.quit:
+			return ErrClosed
+		}
+	}
+	var first error
+	for i := range reqs {
+		if err := <-reqs[i].done; err != nil && first == nil && !errors.Is(err, context.Canceled) {
+			first = err
+		}
+	}
+	return first
 }

@@ -29,14 +29,23 @@ func Current() ([]int, error) {
 	return setCPUs(&set), nil
 }
 
-// Allowed returns the CPUs this process may use: online and in its
-// affinity mask (what a cpuset or taskset leaves it).
-func Allowed() ([]int, error) {
+// startSet is the process's affinity mask when it started, before any
+// worker pinned a thread: a pinned goroutine that exits can leave its mask
+// on a thread Go keeps (the main thread among them), so the mask read later
+// may be narrower than what the process was given.
+var startSet, startErr = func() (unix.CPUSet, error) {
 	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(unix.Getpid(), &set); err != nil {
-		return nil, fmt.Errorf("affinity: read process affinity: %w", err)
+	err := unix.SchedGetaffinity(0, &set)
+	return set, err
+}()
+
+// Allowed returns the CPUs this process may use: online and in its
+// affinity mask when it started (what a cpuset or taskset left it).
+func Allowed() ([]int, error) {
+	if startErr != nil {
+		return nil, fmt.Errorf("affinity: read process affinity: %w", startErr)
 	}
-	return setCPUs(&set), nil
+	return setCPUs(&startSet), nil
 }
 
 func setCPUs(set *unix.CPUSet) []int {

@@ -1,0 +1,103 @@
+package steer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Decision records every step of the steering decision for one frame, for
+// teaching and debugging (examples/pcapsteer -trace). Config.Trace receives
+// one per frame, in the dispatching goroutine, before the hand-off; the
+// pointers are valid only during the call.
+type Decision struct {
+	Frame  *Frame
+	Class  *Classification
+	Source int    // the input's source id
+	Key    string // the key's label (Config.KeyName)
+
+	Policy      Policy
+	Bucket      uint32 // flowid & (buckets-1)
+	Mask        uint32 // buckets-1
+	TableWorker int    // the indirection table's entry for Bucket (RSS)
+	Worker      int    // the worker chosen
+	CPU         int    // that worker's CPU, -1 when unpinned
+	Fallback    bool   // no hash: the SOURCE policy placed the frame
+	Inline      bool   // handled in the dispatching goroutine (DIRECT, HYBRID)
+	Dropped     bool   // dropped by the flow limit before the hand-off
+
+	// A move under the last_qtail rule, of the bucket (RSS) or of the flow
+	// (RFS): Moving says one was wanted, Moved that it happened now.
+	Moving, Moved bool
+	MoveFrom      int
+	MoveTo        int
+	// Head and LastTail explain the rule: the old worker's queue head and
+	// the position of this input's last frame of the bucket or flow there.
+	Head, LastTail uint64
+
+	RFS     bool // the flow has an RFS entry
+	Desired int  // the consumer's worker from SetDesired, -1 when none
+}
+
+// WriteTo prints the decision as one block of lines in FreeBSD's and Linux's
+// terms.
+func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
+	var b strings.Builder
+	c := dc.Class
+	k := &c.Key
+	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.WireLen(), dc.Source, dc.Frame.IfIndex)
+	vl := "none"
+	if k.NVLAN > 0 {
+		vl = fmt.Sprint(k.VLANs[:k.NVLAN])
+	}
+	fmt.Fprintf(&b, "  ether_demux: ethertype 0x%04x, vlans %s", c.EtherType, vl)
+	if k.Src.IsValid() {
+		fmt.Fprintf(&b, ", %s > %s, proto %d, ports %d > %d, fragment %v", k.Src, k.Dst, k.Proto, k.SrcPort, k.DstPort, k.Fragment)
+	}
+	fmt.Fprintf(&b, ", reason %s\n", c.Reason)
+	if t := c.Tuple(); len(t) > 0 {
+		fmt.Fprintf(&b, "  toeplitz input (%d bytes): %x\n  key: %s\n", len(t), t, dc.Key)
+	} else if c.HashType.IsHash() {
+		fmt.Fprintf(&b, "  hash supplied by the source\n")
+	}
+	fmt.Fprintf(&b, "  flowid 0x%08x, hash type %s\n", c.FlowID, c.HashType)
+	switch {
+	case dc.Fallback:
+		fmt.Fprintf(&b, "  no hash: SOURCE policy (source %d + ifindex %d) %% workers\n", dc.Source, dc.Frame.IfIndex)
+	case dc.Policy == PolicyRSS:
+		fmt.Fprintf(&b, "  policy rss (rss_m2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
+			c.FlowID, dc.Mask, dc.Bucket, dc.Bucket, dc.TableWorker)
+	case dc.Policy == PolicyFlow:
+		fmt.Fprintf(&b, "  policy flow (netisr_default_flow2cpu): 0x%08x %% workers\n", c.FlowID)
+	default:
+		fmt.Fprintf(&b, "  policy %s\n", dc.Policy)
+	}
+	if dc.RFS {
+		if dc.Desired >= 0 {
+			fmt.Fprintf(&b, "  rfs: desired worker %d (rps_sock_flow_table)\n", dc.Desired)
+		} else {
+			fmt.Fprintf(&b, "  rfs: no desired worker recorded\n")
+		}
+	}
+	if dc.Moving {
+		if dc.Moved {
+			fmt.Fprintf(&b, "  move %d -> %d allowed: worker %d head %d >= last_qtail %d\n", dc.MoveFrom, dc.MoveTo, dc.MoveFrom, dc.Head, dc.LastTail)
+		} else {
+			fmt.Fprintf(&b, "  move %d -> %d held: worker %d head %d < last_qtail %d, frames of this flow still queued there\n", dc.MoveFrom, dc.MoveTo, dc.MoveFrom, dc.Head, dc.LastTail)
+		}
+	}
+	cpu := "unpinned"
+	if dc.CPU >= 0 {
+		cpu = fmt.Sprintf("CPU %d", dc.CPU)
+	}
+	how := "queued"
+	switch {
+	case dc.Dropped:
+		how = "dropped by the flow limit"
+	case dc.Inline:
+		how = "handled inline"
+	}
+	fmt.Fprintf(&b, "  -> worker %d (%s), %s\n", dc.Worker, cpu, how)
+	n, err := io.WriteString(out, b.String())
+	return int64(n), err
+}
