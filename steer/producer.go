@@ -172,6 +172,10 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 	b.pkts[b.n].ent = ent
 	b.n++
 	if ent != nil {
+		// The frame has no queue position until its batch is flushed; until
+		// then the entry counts as busy, so no Lookup evicts it and no move
+		// skips ahead of the frame (see setFlowTails and the busy check).
+		ent.LastTail = tailPending
 		ent.Packets++
 		ent.Bytes += uint64(f.WireLen())
 		ent.LastSeen = f.Timestamp.UnixNano()
@@ -343,6 +347,9 @@ func (p *producer) flush(w int, wait bool) {
 	}
 	p.d.workers[w].enqueue(b, wait, unlock, p.setTails)
 }
+
+// tailPending marks a flow entry whose last frame waits in a pending batch.
+const tailPending = ^uint64(0)
 
 // setTails records, under the worker's queue lock, the queue position of
 // each queued frame for its bucket and flow.

@@ -62,7 +62,9 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	return want, true
 }
 
-// setFlowTails records the queue position of each frame's flow entry.
+// setFlowTails records the queue position of each frame's flow entry. The
+// entry cannot have been evicted since the frame was appended: it was busy
+// (LastTail == tailPending) the whole time.
 func (p *producer) setFlowTails(b *pbatch, base uint64) {
 	for i := 0; i < b.n; i++ {
 		if e := b.pkts[i].ent; e != nil {

@@ -121,13 +121,21 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, set func(b *p
 			}
 		}
 	}
+	// Frames past the limit are cut off before the worker can see b. An RFS
+	// entry whose last frame is cut never gets that frame's position: it
+	// takes the queue's tail after this batch instead, which no frame of the
+	// flow queued here comes after.
+	for i := n; i < b.n; i++ {
+		if e := b.pkts[i].ent; e != nil && e.LastTail == tailPending {
+			e.LastTail = w.tail.Load() + uint64(n)
+		}
+	}
 	if n == 0 && b.ctl == nil {
 		w.mu.Unlock()
 		w.drop(b, 0, &w.qdrops)
 		return 0
 	}
-	// Frames past the limit are cut off before the worker can see b; their
-	// buffers are released after the lock is dropped.
+	// The cut frames' buffers are released after the lock is dropped.
 	var cut [BatchSize]*batchRef
 	ncut := 0
 	for i := n; i < b.n; i++ {
