@@ -263,6 +263,12 @@ func (s *Source) u32(off int) uint32 {
 // block arrived within Config.PollTimeout, ctx's error when ctx ends, and an
 // error wrapping ErrClosed (and net.ErrClosed) after Close.
 func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
+	return s.readBatch(ctx, b, s.cfg.PollTimeout)
+}
+
+// readBatch is ReadBatch with its own poll timeout (the fanout glue polls
+// briefly while it holds frames back).
+func (s *Source) readBatch(ctx context.Context, b *steer.Batch, pollTimeout time.Duration) error {
 	b.Frames = b.Frames[:0]
 	b.Release = nil
 	if s.closed.Load() {
@@ -288,7 +294,7 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 		if s.tryTake() {
 			continue
 		}
-		wait := s.cfg.PollTimeout
+		wait := pollTimeout
 		if wait > 0 {
 			now := time.Now()
 			if deadline.IsZero() {
