@@ -230,7 +230,11 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	// Wait for dispatch calls in flight; a producer blocked on a full queue
 	// finishes as the workers drain.
 	intakeDone := make(chan struct{})
-	go func() { d.intake.Lock(); d.intake.Unlock(); close(intakeDone) }()
+	go func() {
+		d.intake.Lock() // every dispatch call in flight has returned
+		close(intakeDone)
+		d.intake.Unlock()
+	}()
 	select {
 	case <-intakeDone:
 	case <-ctx.Done():

@@ -55,12 +55,11 @@ func dtTraffic(rng *rand.Rand, flows, n int) []Frame {
 // orderChecker records, per flow, the last sequence number seen and the
 // workers that handled it.
 type orderChecker struct {
-	mu       sync.Mutex
-	last     map[FlowKey]uint32
-	workers  map[FlowKey]map[int]bool
-	errs     []string
-	handled  atomic.Uint64
-	wrongIdx atomic.Uint64
+	mu      sync.Mutex
+	last    map[FlowKey]uint32
+	workers map[FlowKey]map[int]bool
+	errs    []string
+	handled atomic.Uint64
 }
 
 func newOrderChecker() *orderChecker {

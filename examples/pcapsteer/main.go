@@ -1,0 +1,421 @@
+// Command pcapsteer replays a capture file through the steering library and
+// shows where every frame went: the library's main job, and the quickest way
+// to see software RSS at work.
+//
+//	go run ./examples/pcapsteer                       # the embedded sample capture
+//	go run ./examples/pcapsteer -r trace.pcapng -workers 4 -flows flows.csv
+//	tcpdump -w - -c 1000 | go run ./examples/pcapsteer -r -
+//	go run ./examples/pcapsteer -key microsoft -trace 5  # every step for 5 frames
+//
+// It reads pcap or pcapng (link types Ethernet, Linux cooked SLL and SLL2,
+// raw IP, and BSD loopback; package steer/pcapfile turns them all into
+// Ethernet), steers each frame to a worker goroutine with a [steer.Dispatcher],
+// and prints the dispatcher's report in the shape of FreeBSD's `netstat -Q`,
+// then a summary of what the handlers saw: frames by classification reason
+// and hash type, flows and frames per worker, and totals that add up (every
+// frame read is handled or dropped). With no -r it reads the sample capture
+// embedded in the repository (internal/sample).
+//
+// What it teaches:
+//
+//   - The configuration knobs of the steering (policy, dispatch mode, key,
+//     symmetric hashing, indirection buckets, queue limit) as flags, and what
+//     each changes in the report.
+//   - Per-worker state without locks: every worker counts its flows in a map
+//     of its own, indexed by Packet.Worker, and the maps are merged only
+//     after Dispatcher.Close (see tally.go). Nothing here moves a flow
+//     between workers, so each flow's counts end up in one map.
+//   - Accounting: frames read == frames handled + frames dropped, checked at
+//     the end; a replay blocks on a full queue (-block) instead of dropping.
+//   - The decision trace (-trace N): each step, from ether_demux to the
+//     worker, for the first N frames.
+//
+// The -flows CSV has a header row and one row per flow and worker: src, dst,
+// sport, dport, proto, hashtype, flowid, bucket, worker, packets, bytes. A
+// flow is the classifier's key without VLAN IDs (steer.FlowKey.Flow);
+// hashtype is the M_HASHTYPE_* name; flowid is 0x-prefixed hex; bucket is
+// flowid & (buckets-1), the RSS indirection-table slot; bytes are frame
+// lengths on the wire; frames with no ports give 0. Every handled frame is in
+// exactly one row; dropped frames (only with -block=false) are in none.
+// Frames that were not hashed (hash type NONE) have flowid 0x00000000 and an
+// empty bucket, and the SOURCE policy placed them. Those without IP
+// addresses (ARP, LLDP, frames too short or too malformed to reach the
+// addresses) are not skipped: they share one row per worker with empty src
+// and dst and zero ports and protocol. A malformed IP frame whose addresses
+// were read (an IPv4 header with a bad IHL) keeps them in its row.
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
+)
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		// -h: the usage is printed; not an error.
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "pcapsteer:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "pcapsteer:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage marks errors in the command line (exit status 2, as flag uses).
+var errUsage = errors.New("usage")
+
+// options are the parsed command-line flags.
+type options struct {
+	read      string
+	workers   int
+	cpus      []int
+	policy    steer.Policy
+	dispatch  steer.DispatchMode
+	key       []byte
+	keyName   string
+	symmetric bool
+	udp4      bool
+	buckets   int
+	qlimit    int
+	block     bool
+	rfs       bool
+	flows     string
+	trace     int
+	progress  bool
+}
+
+// parseFlags parses args. Its errors wrap errUsage (or are flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("pcapsteer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.read, "r", "", "read this pcap or pcapng `file` (\"-\" for standard input); default: the embedded sample capture")
+	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (workstreams); 0: one per CPU, or one per -cpus entry")
+	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
+	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
+	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (as deferred here: the reader is no worker)")
+	key := fs.String("key", "random", "Toeplitz `key`: microsoft (reproducible flowids), symmetric, random, or 8 to 64 bytes in hex")
+	fs.BoolVar(&o.symmetric, "symmetric", false, "hash both directions of a connection alike (canonical order)")
+	fs.BoolVar(&o.udp4, "udp4tuple", false, "hash UDP over addresses and ports (default: addresses only, as FreeBSD)")
+	fs.IntVar(&o.buckets, "buckets", steer.DefaultBuckets, "indirection table size, a power of two (RSS policy: bucket = flowid & (`n`-1))")
+	fs.IntVar(&o.qlimit, "qlimit", steer.DefaultQLimit, fmt.Sprintf("each worker's queue limit in `frames` (at most %d)", steer.MaxQLimit))
+	fs.BoolVar(&o.block, "block", true, "hold the reader back when a queue is full instead of dropping (a replay should not drop)")
+	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
+	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow and worker to `file` (\"-\" for standard output)")
+	fs.IntVar(&o.trace, "trace", 0, "print every step of the steering decision for the first `n` frames")
+	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on standard error when it is a terminal")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: pcapsteer [flags]\n\n"+
+			"Steers the frames of a capture file over worker goroutines, as FreeBSD's netisr\n"+
+			"and RSS do in the kernel, and prints a netstat -Q-like report.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err) // flag printed the details and the usage
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q (the capture file goes after -r)", errUsage, fs.Arg(0))
+	}
+	var err error
+	if o.cpus, err = parseCPUList(*cpus); err != nil {
+		return nil, fmt.Errorf("%w: -cpus: %w", errUsage, err)
+	}
+	switch *policy {
+	case "rss", "flow", "source":
+		o.policy, _ = steer.ParsePolicy(*policy)
+	default:
+		return nil, fmt.Errorf("%w: -policy %q: want rss, flow or source", errUsage, *policy)
+	}
+	if o.dispatch, err = steer.ParseDispatch(*dispatch); err != nil {
+		return nil, fmt.Errorf("%w: -dispatch: %w", errUsage, err)
+	}
+	if o.key, o.keyName, err = parseKey(*key); err != nil {
+		return nil, fmt.Errorf("%w: -key: %w", errUsage, err)
+	}
+	if o.workers < 0 {
+		return nil, fmt.Errorf("%w: -workers %d is negative", errUsage, o.workers)
+	}
+	if o.trace < 0 {
+		return nil, fmt.Errorf("%w: -trace %d is negative", errUsage, o.trace)
+	}
+	return o, nil
+}
+
+// parseCPUList parses a CPU list as taskset and /sys print them: comma
+// separated CPU numbers and ranges, such as "0,2" or "0-3,8". The empty
+// string is the empty list.
+func parseCPUList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cpus []int
+	seen := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.Atoi(lo)
+		if err != nil || first < 0 {
+			return nil, fmt.Errorf("%q: %q is not a CPU number", s, lo)
+		}
+		last := first
+		if isRange {
+			if last, err = strconv.Atoi(hi); err != nil || last < first {
+				return nil, fmt.Errorf("%q: bad range %q", s, part)
+			}
+		}
+		for c := first; c <= last; c++ {
+			if seen[c] {
+				return nil, fmt.Errorf("%q: CPU %d is listed twice", s, c)
+			}
+			seen[c] = true
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// parseKey returns the Toeplitz key the -key flag names, and its label for
+// the report. A nil key asks the dispatcher for a random one.
+func parseKey(s string) (key []byte, name string, err error) {
+	switch s {
+	case "random":
+		return nil, "random", nil
+	case "microsoft":
+		return hash.MicrosoftKey[:], "microsoft", nil
+	case "symmetric":
+		return hash.SymmetricKey[:], "symmetric", nil
+	}
+	h := strings.ReplaceAll(strings.TrimPrefix(strings.ToLower(s), "0x"), ":", "")
+	key, err = hex.DecodeString(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("%q is neither microsoft, symmetric, random nor hex: %w", s, err)
+	}
+	if len(key) < hash.MinKeyLen || len(key) > hash.MaxKeyLen {
+		return nil, "", fmt.Errorf("a key of %d bytes: want %d to %d", len(key), hash.MinKeyLen, hash.MaxKeyLen)
+	}
+	return key, "custom", nil
+}
+
+// input is the opened capture.
+type input struct {
+	name   string
+	reader *pcapfile.Reader
+	count  *countingReader // bytes read so far, for the progress bar
+	size   int64           // total bytes, or 0 when unknown (a pipe)
+	close  func() error
+}
+
+// openInput opens the capture named by -r: a file, "-" for standard input,
+// or the embedded sample when path is empty.
+func openInput(path string) (*input, error) {
+	var (
+		rd   io.Reader
+		in   = &input{name: path, close: func() error { return nil }}
+		what = path
+	)
+	switch path {
+	case "":
+		in.name, what = sample.Name+" (embedded sample)", "the embedded sample"
+		rd, in.size = sample.Reader(), int64(len(sample.Pcap))
+	case "-":
+		in.name, what = "standard input", "standard input"
+		rd = os.Stdin
+	default:
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err // names the file already
+		}
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			in.size = fi.Size()
+		}
+		rd, in.close = f, f.Close
+	}
+	in.count = &countingReader{r: rd}
+	r, err := pcapfile.NewReader(in.count)
+	if err != nil {
+		in.close()
+		return nil, fmt.Errorf("reading %s: %w", what, err)
+	}
+	in.reader = r
+	return in, nil
+}
+
+// run is the whole program, callable from tests: it parses args, steers the
+// capture, writes the report to stdout and returns the first error.
+func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	in, err := openInput(o.read)
+	if err != nil {
+		return err
+	}
+	defer in.close()
+	fmt.Fprintf(stdout, "Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
+
+	// The handlers count into per-worker tallies; the slice is sized once the
+	// dispatcher says how many workers it started, before any frame is read.
+	tally := &tally{}
+	cfg := steer.Config{
+		Workers:   o.workers,
+		CPUs:      o.cpus,
+		Policy:    o.policy,
+		Dispatch:  o.dispatch,
+		Key:       o.key,
+		KeyName:   o.keyName,
+		Symmetric: o.symmetric,
+		UDP4Tuple: o.udp4,
+		Buckets:   o.buckets,
+		QLimit:    o.qlimit,
+		Block:     o.block,
+		RFS:       o.rfs,
+	}
+	if o.trace > 0 {
+		cfg.Trace = newTracer(stdout, o.trace)
+	}
+	d, err := steer.New(cfg, tally.handle)
+	if err != nil {
+		return fmt.Errorf("starting the dispatcher: %w", err)
+	}
+	tally.init(d.Workers(), d.Config().Buckets)
+
+	// An interrupt stops the reading and still prints the report; a second
+	// one ends the program at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	var bar *progress
+	if o.progress && isTerminal(stderr) {
+		bar = startProgress(stderr, in, 200*time.Millisecond, 500*time.Millisecond)
+	}
+	start := time.Now()
+	runErr := d.Run(ctx, in.reader)
+	// Close drains the queues: every frame read is handled (or dropped) once
+	// it returns, and the workers' tallies are no longer written.
+	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	closeErr := d.Close(closeCtx)
+	cancel()
+	elapsed := time.Since(start)
+	bar.stop()
+
+	st := d.Stats()
+	fmt.Fprintln(stdout)
+	if err := st.WriteReport(stdout); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	read := in.reader.Stats().Records
+	if err := tally.writeSummary(stdout, &st, read, elapsed); err != nil {
+		return err
+	}
+	if o.flows != "" {
+		if err := writeFlowsFile(o.flows, stdout, tally); err != nil {
+			return err
+		}
+	}
+	switch {
+	case errors.Is(runErr, context.Canceled):
+		return errors.New("interrupted; the report covers the frames read until then")
+	case runErr != nil:
+		return fmt.Errorf("reading %s: %w (the report covers the frames before the error)", in.name, runErr)
+	case closeErr != nil:
+		return closeErr
+	}
+	return tally.check(&st, read)
+}
+
+// writeFlowsFile writes the flow CSV to path, or to stdout for "-".
+func writeFlowsFile(path string, stdout io.Writer, t *tally) error {
+	if path == "-" {
+		return t.writeFlows(stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing flows: %w", err)
+	}
+	if err := t.writeFlows(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing flows to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing flows: %w", err)
+	}
+	return nil
+}
+
+// newTracer returns a Config.Trace function that prints the decisions for
+// the first n frames. It runs in the goroutine that reads the capture (the
+// one calling Dispatcher.Run), one frame after the other, so a plain counter
+// is enough. The dispatcher still fills a Decision for every frame while
+// Trace is set, which is why the flag defaults to off.
+func newTracer(out io.Writer, n int) func(*steer.Decision) {
+	seen := 0
+	return func(dc *steer.Decision) {
+		if seen >= n {
+			return
+		}
+		seen++
+		fmt.Fprintf(out, "\nTrace %d: ", seen)
+		dc.WriteTo(out)
+		if r := dc.Class.Reason; r != steer.ReasonOK {
+			fmt.Fprintf(out, "  not fully classified (%s): %s\n", r, reasonHelp(r))
+		}
+	}
+}
+
+// reasonHelp says in words why a frame got its classification reason and
+// what followed.
+func reasonHelp(r steer.Reason) string {
+	cause, then := reasonCause(r)
+	if r == steer.ReasonOK {
+		return cause
+	}
+	return cause + "; " + then
+}
+
+// reasonCause returns the cause of a classification reason, and what the
+// dispatcher did with such a frame.
+func reasonCause(r steer.Reason) (cause, then string) {
+	switch r {
+	case steer.ReasonOK:
+		return "fully classified", "hashed"
+	case steer.ReasonShortTransport:
+		return "the TCP/UDP/SCTP header is cut short", "2-tuple hash of the addresses"
+	}
+	cause = map[steer.Reason]string{
+		steer.ReasonNonIP:         "not IPv4 or IPv6 (ARP, LLDP, ...)",
+		steer.ReasonShortEthernet: "shorter than an Ethernet header",
+		steer.ReasonShortVLAN:     "a VLAN tag runs past the end of the frame",
+		steer.ReasonTooManyVLANs:  fmt.Sprintf("more than %d stacked VLAN tags", steer.MaxVLANDepth),
+		steer.ReasonShortIPv4:     "fewer than 20 bytes of IPv4 header",
+		steer.ReasonBadIPVersion:  "the IP version field disagrees with the EtherType",
+		steer.ReasonBadIHL:        "IPv4 header length below 5 words or past the frame",
+		steer.ReasonBadIPLength:   "IPv4 total length below the header length",
+		steer.ReasonShortIPv6:     "fewer than 40 bytes of IPv6 header",
+		steer.ReasonBadExtHeader:  "an IPv6 extension header runs past the packet, or too many",
+	}[r]
+	if cause == "" {
+		cause = "unknown reason"
+	}
+	return cause, "no hash (NONE): SOURCE policy"
+}

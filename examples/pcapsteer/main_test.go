@@ -1,0 +1,827 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
+)
+
+// TestMain lets a test run main() in a child process, to see its exit
+// status: PCAPSTEER_MAIN holds the arguments, separated by newlines.
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("PCAPSTEER_MAIN"); ok {
+		os.Args = append([]string{"pcapsteer"}, strings.Split(args, "\n")...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runCmd runs the program in-process with args.
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// frame is one record of a capture: its bytes and its length on the wire.
+type frame struct {
+	data []byte
+	orig int
+}
+
+// readFrames reads a capture with pcapfile and copies its frames.
+func readFrames(t *testing.T, capture []byte) []frame {
+	t.Helper()
+	r, err := pcapfile.NewReader(bytes.NewReader(capture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []frame
+	var b steer.Batch
+	for {
+		err := r.ReadBatch(context.Background(), &b)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range b.Frames {
+			out = append(out, frame{data: slices.Clone(f.Data), orig: f.WireLen()})
+		}
+		b.Release()
+	}
+}
+
+// writePcap builds a classic pcap file (little-endian, microseconds).
+func writePcap(link uint32, frames []frame) []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint32(nil, 0xa1b2c3d4)
+	b = le.AppendUint16(b, 2)
+	b = le.AppendUint16(b, 4)
+	b = le.AppendUint32(b, 0) // thiszone
+	b = le.AppendUint32(b, 0) // sigfigs
+	b = le.AppendUint32(b, 65535)
+	b = le.AppendUint32(b, link)
+	for i, f := range frames {
+		b = le.AppendUint32(b, 1740830400+uint32(i))
+		b = le.AppendUint32(b, 0)
+		b = le.AppendUint32(b, uint32(len(f.data)))
+		b = le.AppendUint32(b, uint32(f.orig))
+		b = append(b, f.data...)
+	}
+	return b
+}
+
+// writePcapNG builds a pcapng file with one Ethernet interface and an
+// enhanced packet block per frame.
+func writePcapNG(frames []frame) []byte {
+	le := binary.LittleEndian
+	var b []byte
+	block := func(typ uint32, body []byte) {
+		for len(body)%4 != 0 {
+			body = append(body, 0)
+		}
+		n := uint32(12 + len(body))
+		b = le.AppendUint32(b, typ)
+		b = le.AppendUint32(b, n)
+		b = append(b, body...)
+		b = le.AppendUint32(b, n)
+	}
+	shb := le.AppendUint32(nil, 0x1a2b3c4d)
+	shb = le.AppendUint16(shb, 1)
+	shb = le.AppendUint16(shb, 0)
+	shb = le.AppendUint64(shb, ^uint64(0)) // section length unknown
+	block(0x0a0d0d0a, shb)
+	idb := le.AppendUint16(nil, 1) // LINKTYPE_ETHERNET
+	idb = le.AppendUint16(idb, 0)
+	idb = le.AppendUint32(idb, 65535)
+	block(1, idb)
+	for i, f := range frames {
+		ts := uint64(1740830400+i) * 1e6
+		epb := le.AppendUint32(nil, 0) // interface 0
+		epb = le.AppendUint32(epb, uint32(ts>>32))
+		epb = le.AppendUint32(epb, uint32(ts))
+		epb = le.AppendUint32(epb, uint32(len(f.data)))
+		epb = le.AppendUint32(epb, uint32(f.orig))
+		epb = append(epb, f.data...)
+		block(6, epb)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var framesLine = regexp.MustCompile(`(?m)^Frames: (\d+) in, (\d+) handled, (\d+) dropped`)
+
+// reportTotals returns the report's frames in, handled and dropped.
+func reportTotals(t *testing.T, out string) (in, handled, dropped uint64) {
+	t.Helper()
+	m := framesLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no Frames line in the report:\n%s", out)
+	}
+	n := make([]uint64, 3)
+	for i := range n {
+		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	}
+	return n[0], n[1], n[2]
+}
+
+func TestSampleDefaultFlags(t *testing.T) {
+	out, errOut, err := runCmd(t)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut)
+	}
+	if errOut != "" {
+		t.Errorf("standard error is not a terminal, yet got %q", errOut)
+	}
+	for _, want := range []string{"Configuration:", "Workstreams:", "Classification:", "Frames by classification reason:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`Hash key +random`).MatchString(out) {
+		t.Error("the default key is not random")
+	}
+	records := uint64(len(readFrames(t, sample.Pcap)))
+	in, handled, dropped := reportTotals(t, out)
+	if in != records || handled+dropped != in || dropped != 0 {
+		t.Errorf("report: %d in, %d handled, %d dropped; the sample has %d frames and a replay blocks", in, handled, dropped, records)
+	}
+	want := fmt.Sprintf("Totals: read %d = handled %d + dropped 0: yes", records, records)
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// csvRow is one -flows row, its fields by column name.
+type csvRow map[string]string
+
+func readCSV(t *testing.T, path string) []csvRow {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) == 0 || !slices.Equal(recs[0], flowsHeader) {
+		t.Fatalf("CSV header %v, want %v", recs[:min(1, len(recs))], flowsHeader)
+	}
+	var rows []csvRow
+	for _, rec := range recs[1:] {
+		r := csvRow{}
+		for i, name := range recs[0] {
+			r[name] = rec[i]
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func (r csvRow) uint(t *testing.T, col string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(r[col], 10, 64)
+	if err != nil {
+		t.Fatalf("column %s: %v", col, err)
+	}
+	return n
+}
+
+// flowIdent names a row by its flow columns and worker.
+func (r csvRow) ident() string {
+	return strings.Join([]string{r["src"], r["dst"], r["sport"], r["dport"], r["proto"], r["worker"]}, " ")
+}
+
+// expectedRows classifies frames directly, with the Microsoft key, and
+// returns the CSV rows the program should write for them, by ident.
+func expectedRows(t *testing.T, frames []frame, worker func(c *steer.Classification) int, buckets int) map[string]csvRow {
+	t.Helper()
+	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]csvRow{}
+	var c steer.Classification
+	for _, f := range frames {
+		cls.Classify(f.data, &c)
+		k := c.Key.Flow()
+		r := csvRow{"proto": strconv.Itoa(int(k.Proto)), "sport": strconv.Itoa(int(k.SrcPort)), "dport": strconv.Itoa(int(k.DstPort)),
+			"hashtype": c.HashType.String(), "flowid": fmt.Sprintf("0x%08x", c.FlowID), "worker": strconv.Itoa(worker(&c))}
+		if k.Src.IsValid() {
+			r["src"], r["dst"] = k.Src.String(), k.Dst.String()
+		}
+		if c.HashType.IsHash() {
+			r["bucket"] = strconv.Itoa(int(c.FlowID) & (buckets - 1))
+		}
+		id := r.ident()
+		if old, ok := want[id]; ok {
+			if old["flowid"] != r["flowid"] || old["hashtype"] != r["hashtype"] {
+				t.Fatalf("flow %s: two frames classified differently (%s %s, %s %s)", id, old["flowid"], old["hashtype"], r["flowid"], r["hashtype"])
+			}
+			r = old
+		}
+		p, _ := strconv.ParseUint(r["packets"], 10, 64)
+		b, _ := strconv.ParseUint(r["bytes"], 10, 64)
+		r["packets"] = strconv.FormatUint(p+1, 10)
+		r["bytes"] = strconv.FormatUint(b+uint64(f.orig), 10)
+		want[id] = r
+	}
+	return want
+}
+
+// compareRows checks that got has exactly the rows of want. Rows of the same
+// ident are summed first (the CSV has no fragment column, so a fragment
+// and an unfragmented flow could share one).
+func compareRows(t *testing.T, got []csvRow, want map[string]csvRow) {
+	t.Helper()
+	sum := map[string]csvRow{}
+	for _, r := range got {
+		id := r.ident()
+		if old, ok := sum[id]; ok {
+			r = maps(r)
+			r["packets"] = strconv.FormatUint(old.uint(t, "packets")+r.uint(t, "packets"), 10)
+			r["bytes"] = strconv.FormatUint(old.uint(t, "bytes")+r.uint(t, "bytes"), 10)
+		}
+		sum[id] = r
+	}
+	bad := 0
+	for id, w := range want {
+		g, ok := sum[id]
+		if !ok {
+			t.Errorf("flow %q (%v) missing from the CSV", id, w)
+			bad++
+		}
+		for _, col := range flowsHeader {
+			if ok && g[col] != w[col] {
+				t.Errorf("flow %q: %s = %q, want %q", id, col, g[col], w[col])
+				bad++
+			}
+		}
+		if bad > 10 {
+			t.Fatal("too many differences")
+		}
+	}
+	for id := range sum {
+		if _, ok := want[id]; !ok {
+			t.Errorf("CSV has a flow %q the classifier did not produce", id)
+		}
+	}
+}
+
+func maps(r csvRow) csvRow {
+	c := csvRow{}
+	for k, v := range r {
+		c[k] = v
+	}
+	return c
+}
+
+// TestFlowsCSVMatchesClassifier checks the -flows CSV row by row against
+// the classifier and the Toeplitz hash run directly, for each policy, and
+// for each dispatch mode under the RSS policy.
+func TestFlowsCSVMatchesClassifier(t *testing.T) {
+	frames := readFrames(t, sample.Pcap)
+	var wantFrames, wantBytes uint64
+	for _, f := range frames {
+		wantFrames++
+		wantBytes += uint64(f.orig)
+	}
+	const workers, buckets = 3, 64 // 3 workers: a modulo that differs from the bucket mask
+	// The default indirection table is round robin: table[b] = b % workers.
+	// The single input's source id is 0 and a classic pcap has ifindex 0.
+	source := func(*steer.Classification) int { return (0 + 0) % workers }
+	policies := map[string]func(c *steer.Classification) int{
+		"rss": func(c *steer.Classification) int {
+			if !c.HashType.IsHash() {
+				return source(c)
+			}
+			return int(c.FlowID&(buckets-1)) % workers
+		},
+		"flow": func(c *steer.Classification) int {
+			if !c.HashType.IsHash() {
+				return source(c)
+			}
+			return int(c.FlowID % workers)
+		},
+		"source": source,
+	}
+	cases := []struct{ policy, dispatch string }{
+		{"rss", "deferred"}, {"rss", "hybrid"}, {"rss", "direct"}, {"flow", "deferred"}, {"source", "deferred"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy+"/"+tc.dispatch, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "flows.csv")
+			out, _, err := runCmd(t, "-key", "microsoft", "-policy", tc.policy, "-dispatch", tc.dispatch,
+				"-workers", strconv.Itoa(workers), "-buckets", strconv.Itoa(buckets), "-flows", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := readCSV(t, path)
+			var packets, byteSum uint64
+			noAddr := 0
+			for _, r := range rows {
+				packets += r.uint(t, "packets")
+				byteSum += r.uint(t, "bytes")
+				if r["src"] == "" {
+					noAddr++
+					if r["hashtype"] != "NONE" || r["flowid"] != "0x00000000" || r["bucket"] != "" {
+						t.Errorf("a row without addresses: %v", r)
+					}
+				}
+			}
+			if packets != wantFrames || byteSum != wantBytes {
+				t.Errorf("CSV sums: %d packets, %d bytes; the file has %d frames, %d bytes", packets, byteSum, wantFrames, wantBytes)
+			}
+			if noAddr != 1 {
+				t.Errorf("%d rows without addresses, want 1 (every such frame goes to worker 0)", noAddr)
+			}
+			compareRows(t, rows, expectedRows(t, frames, policies[tc.policy], buckets))
+			if in, handled, _ := reportTotals(t, out); in != wantFrames || handled != wantFrames {
+				t.Errorf("report: %d in, %d handled, want %d", in, handled, wantFrames)
+			}
+		})
+	}
+}
+
+// linkRecord converts an untagged Ethernet frame into a record of another
+// link type, or returns false when that link type cannot carry it. The
+// header bytes it adds replace the 14 of the Ethernet header.
+type linkRecord func(i int, eth []byte) ([]byte, bool)
+
+func ipVersionOK(eth []byte) bool {
+	et := binary.BigEndian.Uint16(eth[12:])
+	v := eth[14] >> 4
+	return et == 0x0800 && v == 4 || et == 0x86dd && v == 6
+}
+
+func rawIP(want uint16) linkRecord {
+	return func(_ int, eth []byte) ([]byte, bool) {
+		et := binary.BigEndian.Uint16(eth[12:])
+		if !ipVersionOK(eth) || want != 0 && et != want {
+			return nil, false
+		}
+		return slices.Clone(eth[14:]), true
+	}
+}
+
+// loopback builds a NULL (host order) or LOOP (network order) record.
+func loopback(order binary.AppendByteOrder, inet6 []uint32) linkRecord {
+	return func(i int, eth []byte) ([]byte, bool) {
+		if !ipVersionOK(eth) {
+			return nil, false
+		}
+		af := uint32(2) // AF_INET
+		if binary.BigEndian.Uint16(eth[12:]) == 0x86dd {
+			af = inet6[i%len(inet6)]
+		}
+		return append(order.AppendUint32(nil, af), eth[14:]...), true
+	}
+}
+
+func sll(_ int, eth []byte) ([]byte, bool) {
+	h := make([]byte, 16)
+	binary.BigEndian.PutUint16(h[0:], 0) // sent to us
+	binary.BigEndian.PutUint16(h[2:], 1) // ARPHRD_ETHER
+	binary.BigEndian.PutUint16(h[4:], 6)
+	copy(h[6:], eth[6:12])
+	copy(h[14:], eth[12:14])
+	return append(h, eth[14:]...), true
+}
+
+const sll2IfIndex = 3
+
+func sll2(_ int, eth []byte) ([]byte, bool) {
+	h := make([]byte, 20)
+	copy(h[0:], eth[12:14])
+	binary.BigEndian.PutUint32(h[4:], sll2IfIndex)
+	binary.BigEndian.PutUint16(h[8:], 1) // ARPHRD_ETHER
+	h[10], h[11] = 0, 6
+	copy(h[12:], eth[6:12])
+	return append(h, eth[14:]...), true
+}
+
+// TestLinkTypes steers the sample's untagged frames written in every
+// supported link type and checks that each flow gets the flowid, hash type,
+// bucket, worker and counts it gets from the Ethernet file of the same
+// frames.
+func TestLinkTypes(t *testing.T) {
+	var untagged []frame
+	for _, f := range readFrames(t, sample.Pcap) {
+		if len(f.data) <= 14 {
+			continue
+		}
+		switch binary.BigEndian.Uint16(f.data[12:]) {
+		case 0x8100, 0x88a8, 0x9100:
+			continue
+		}
+		untagged = append(untagged, f)
+	}
+	const workers = 2
+	cases := []struct {
+		name    string
+		link    uint32
+		conv    linkRecord
+		ifIndex int // what the reader reports, which places frames without a hash
+		ng      bool
+	}{
+		{name: "ETHERNET", link: 1, conv: func(_ int, eth []byte) ([]byte, bool) { return eth, true }},
+		{name: "LINUX_SLL", link: 113, conv: sll},
+		{name: "LINUX_SLL2", link: 276, conv: sll2, ifIndex: sll2IfIndex},
+		{name: "RAW", link: 101, conv: rawIP(0)},
+		{name: "RAW_12", link: 12, conv: rawIP(0)},
+		{name: "IPV4", link: 228, conv: rawIP(0x0800)},
+		{name: "IPV6", link: 229, conv: rawIP(0x86dd)},
+		{name: "NULL", link: 0, conv: loopback(binary.LittleEndian, []uint32{10, 24, 28, 30})},
+		{name: "LOOP", link: 108, conv: loopback(binary.BigEndian, []uint32{24})},
+		{name: "pcapng", link: 1, ng: true, ifIndex: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var eth, recs []frame
+			for i, f := range untagged {
+				data := f.data
+				if tc.conv != nil {
+					var ok bool
+					if data, ok = tc.conv(i, f.data); !ok {
+						continue
+					}
+				}
+				eth = append(eth, f)
+				recs = append(recs, frame{data: data, orig: f.orig - len(f.data) + len(data)})
+			}
+			if len(recs) < 100 {
+				t.Fatalf("only %d frames to test with", len(recs))
+			}
+			var capture []byte
+			if tc.ng {
+				capture = writePcapNG(recs)
+			} else {
+				capture = writePcap(tc.link, recs)
+			}
+			file := writeFile(t, "in.pcap", capture)
+			base := writeFile(t, "eth.pcap", writePcap(1, eth))
+			got := filepath.Join(t.TempDir(), "got.csv")
+			want := filepath.Join(t.TempDir(), "want.csv")
+			args := []string{"-key", "microsoft", "-workers", strconv.Itoa(workers)}
+			out, _, err := runCmd(t, append(args, "-r", file, "-flows", got)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "link type "+strings.TrimSuffix(tc.name, "_12")) && !tc.ng {
+				t.Errorf("the output does not name link type %s:\n%s", tc.name, out[:min(len(out), 200)])
+			}
+			if _, _, err := runCmd(t, append(args, "-r", base, "-flows", want)...); err != nil {
+				t.Fatal(err)
+			}
+			// Frames without a hash go to (source 0 + ifindex) % workers.
+			wantRows := map[string]csvRow{}
+			for _, r := range readCSV(t, want) {
+				if r["hashtype"] == "NONE" {
+					r["worker"] = strconv.Itoa(tc.ifIndex % workers)
+				}
+				wantRows[r.ident()] = r
+			}
+			gotRows := readCSV(t, got)
+			if len(gotRows) != len(wantRows) {
+				t.Errorf("%d rows, want %d", len(gotRows), len(wantRows))
+			}
+			compareRows(t, gotRows, wantRows)
+		})
+	}
+}
+
+func TestUnsupportedLinkType(t *testing.T) {
+	eth := readFrames(t, sample.Pcap)[:3]
+	file := writeFile(t, "wifi.pcap", writePcap(105, eth))
+	_, _, err := runCmd(t, "-r", file)
+	if !errors.Is(err, pcapfile.ErrLinkType) || !strings.Contains(err.Error(), "IEEE802_11 (105)") {
+		t.Fatalf("got error %v, want one naming link type IEEE802_11 (105)", err)
+	}
+
+	// The program itself prints it and exits with a non-zero status.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PCAPSTEER_MAIN=-r\n"+file)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit: %v, want status 1", err)
+	}
+	if !strings.Contains(stderr.String(), "pcapsteer: ") || !strings.Contains(stderr.String(), "IEEE802_11") {
+		t.Errorf("standard error %q does not name the link type", stderr.String())
+	}
+}
+
+func TestMainExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   string
+		status int
+	}{
+		{"-workers\n2", 0},
+		{"-h", 0},
+		{"-policy\ncpu", 2},
+		{"-nosuchflag", 2},
+		{"-r\n/nonexistent/file.pcap", 1},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "PCAPSTEER_MAIN="+tc.args)
+		cmd.Stdout = io.Discard
+		err := cmd.Run()
+		status := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			status = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != tc.status {
+			t.Errorf("pcapsteer %q: exit status %d, want %d", tc.args, status, tc.status)
+		}
+	}
+}
+
+func TestTrace(t *testing.T) {
+	out, _, err := runCmd(t, "-key", "microsoft", "-trace", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "\nTrace "); n != 5 {
+		t.Errorf("%d trace blocks, want 5:\n%s", n, out)
+	}
+	if n := strings.Count(out, "ether_demux:"); n != 5 {
+		t.Errorf("%d ether_demux steps, want 5", n)
+	}
+	if n := strings.Count(out, "  -> worker "); n != 5 {
+		t.Errorf("%d final steps, want 5", n)
+	}
+
+	// A frame that is not classified says why.
+	var frames []frame
+	for _, f := range readFrames(t, sample.Pcap) {
+		if len(f.data) < 14 || binary.BigEndian.Uint16(f.data[12:]) == 0x0806 {
+			frames = append(frames, f)
+		}
+	}
+	file := writeFile(t, "odd.pcap", writePcap(1, frames))
+	out, _, err = runCmd(t, "-r", file, "-trace", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "\nTrace "); n != len(frames) {
+		t.Errorf("%d trace blocks, want %d", n, len(frames))
+	}
+	for _, want := range []string{"not fully classified (non-ip): not IPv4 or IPv6", "not fully classified (short-ethernet)", "no hash: SOURCE policy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = runCmd(t)
+	if err != nil || strings.Contains(out, "\nTrace ") {
+		t.Errorf("without -trace: err %v, trace printed: %v", err, strings.Contains(out, "\nTrace "))
+	}
+}
+
+func TestKeyFlag(t *testing.T) {
+	for _, bad := range []string{"zz", "6d5a56", "0x" + strings.Repeat("ab", 65), "micro"} {
+		if _, _, err := runCmd(t, "-key", bad); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-key") {
+			t.Errorf("-key %q: got %v, want a usage error", bad, err)
+		}
+	}
+	// A hex key equal to the Microsoft key gives the Microsoft flowids.
+	msHex := fmt.Sprintf("%x", hash.MicrosoftKey[:])
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	out, _, err := runCmd(t, "-key", "0x"+msHex, "-flows", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`Hash key +custom`).MatchString(out) {
+		t.Errorf("a hex key is not reported as custom")
+	}
+	if _, _, err := runCmd(t, "-key", "microsoft", "-flows", b); err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := readCSV(t, a), readCSV(t, b)
+	if !slices.EqualFunc(ra, rb, func(x, y csvRow) bool { return x.ident() == y.ident() && x["flowid"] == y["flowid"] }) {
+		t.Error("the Microsoft key in hex gives other flowids than -key microsoft")
+	}
+	// An 8-byte key is enough for IPv4 2-tuples; the run succeeds.
+	if _, _, err := runCmd(t, "-key", "6d5a56da255b0ec2"); err != nil {
+		t.Errorf("8-byte key: %v", err)
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"", nil, true},
+		{"0", []int{0}, true},
+		{"0,1", []int{0, 1}, true},
+		{"0-3", []int{0, 1, 2, 3}, true},
+		{"0-2,5,7-8", []int{0, 1, 2, 5, 7, 8}, true},
+		{"3-1", nil, false},
+		{"a", nil, false},
+		{"1,,2", nil, false},
+		{"-1", nil, false},
+		{"0-", nil, false},
+		{"1,1", nil, false},
+		{"0-2,2", nil, false},
+	} {
+		got, err := parseCPUList(tc.in)
+		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	if _, _, err := runCmd(t, "-cpus", "1-0"); !errors.Is(err, errUsage) {
+		t.Errorf("-cpus 1-0: %v, want a usage error", err)
+	}
+}
+
+func TestPinnedWorkers(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pinning is Linux only")
+	}
+	cpus, err := affinity.Allowed()
+	if err != nil || len(cpus) == 0 {
+		t.Skipf("no CPU list: %v", err)
+	}
+	out, _, err := runCmd(t, "-cpus", strconv.Itoa(cpus[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(fmt.Sprintf(`(?m)^ +0 +%d +0 +\d+ +0 +0 +0 +\d+ +\d+$`, cpus[0]))
+	if !regexp.MustCompile(`Threads bound to CPUs +enabled`).MatchString(out) || !row.MatchString(out) {
+		t.Errorf("one worker pinned to CPU %d expected in:\n%s", cpus[0], out)
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	_, errOut, err := runCmd(t, "-h")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, name := range []string{"r", "workers", "cpus", "policy", "dispatch", "key", "symmetric", "udp4tuple",
+		"buckets", "qlimit", "block", "rfs", "flows", "trace", "progress"} {
+		re := regexp.MustCompile(`(?m)^  -` + name + `\b.*\n\s+\S`)
+		if !re.MatchString(errOut) {
+			t.Errorf("usage does not explain -%s:\n%s", name, errOut)
+		}
+	}
+}
+
+// TestNoBlockAccounting replays without blocking into tiny queues: frames
+// may be dropped, but every frame is handled or dropped, and the CSV counts
+// exactly the handled ones.
+func TestNoBlockAccounting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flows.csv")
+	out, _, err := runCmd(t, "-block=false", "-qlimit", "1", "-workers", "2", "-flows", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, handled, dropped := reportTotals(t, out)
+	if in != uint64(len(readFrames(t, sample.Pcap))) || handled+dropped != in {
+		t.Errorf("%d in, %d handled, %d dropped", in, handled, dropped)
+	}
+	var packets uint64
+	for _, r := range readCSV(t, path) {
+		packets += r.uint(t, "packets")
+	}
+	if packets != handled {
+		t.Errorf("CSV counts %d packets, the workers handled %d", packets, handled)
+	}
+	t.Logf("%d dropped of %d", dropped, in)
+}
+
+func TestOptions(t *testing.T) {
+	for _, args := range [][]string{
+		{"-symmetric", "-udp4tuple", "-rfs"},
+		{"-policy", "flow", "-buckets", "16", "-qlimit", "10240"},
+		{"-dispatch", "direct", "-workers", "5"},
+	} {
+		out, _, err := runCmd(t, args...)
+		if err != nil {
+			t.Errorf("%v: %v", args, err)
+			continue
+		}
+		if in, handled, _ := reportTotals(t, out); in != handled {
+			t.Errorf("%v: %d in, %d handled", args, in, handled)
+		}
+	}
+	if out, _, _ := runCmd(t, "-rfs"); !strings.Contains(out, "Top flows:") {
+		t.Error("-rfs: no top flows in the report")
+	}
+	for _, args := range [][]string{
+		{"-buckets", "100"}, {"-qlimit", "20000"}, {"-workers", "-1"}, {"-policy", "cpu"}, {"-dispatch", "later"}, {"extra"},
+	} {
+		if _, _, err := runCmd(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+func TestStandardInput(t *testing.T) {
+	frames := readFrames(t, sample.Pcap)[:50]
+	f, err := os.Open(writeFile(t, "in.pcapng", writePcapNG(frames)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	old := os.Stdin
+	os.Stdin = f
+	defer func() { os.Stdin = old }()
+	out, _, err := runCmd(t, "-r", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Input: standard input, pcapng") {
+		t.Errorf("input not named:\n%s", out)
+	}
+	if in, handled, _ := reportTotals(t, out); in != 50 || handled != 50 {
+		t.Errorf("%d in, %d handled, want 50", in, handled)
+	}
+}
+
+func TestTruncatedFile(t *testing.T) {
+	capture := writePcap(1, readFrames(t, sample.Pcap)[:20])
+	file := writeFile(t, "cut.pcap", capture[:len(capture)-5])
+	out, _, err := runCmd(t, "-r", file)
+	if !errors.Is(err, pcapfile.ErrTruncated) {
+		t.Fatalf("got %v, want a truncated-file error", err)
+	}
+	if in, handled, _ := reportTotals(t, out); in != 19 || handled != 19 {
+		t.Errorf("%d in, %d handled; want the 19 whole frames", in, handled)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	line := progressLine(500, 1000, 42, time.Second)
+	if !strings.HasPrefix(line, "["+strings.Repeat("=", 15)+strings.Repeat(" ", 15)+"]  50%") || !strings.Contains(line, "42 frames") {
+		t.Errorf("progressLine: %q", line)
+	}
+	if line := progressLine(500, 0, 42, time.Second); !strings.HasPrefix(line, "reading: ") || strings.Contains(line, "%") {
+		t.Errorf("progressLine without a size: %q", line)
+	}
+
+	in, err := openInput("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.close()
+	var buf bytes.Buffer
+	bar := startProgress(&buf, in, time.Millisecond, 0)
+	time.Sleep(20 * time.Millisecond)
+	bar.stop()
+	var nilBar *progress
+	nilBar.stop()
+	s := buf.String()
+	if !strings.HasPrefix(s, "\r[") || !strings.HasSuffix(s, "\r\033[K") {
+		t.Errorf("progress output %q: want redrawn lines and an erased bar", s)
+	}
+	if isTerminal(&buf) {
+		t.Error("a buffer is not a terminal")
+	}
+}

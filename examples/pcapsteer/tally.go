@@ -1,0 +1,239 @@
+package main
+
+import (
+	"cmp"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/steer"
+)
+
+// tally counts what the handlers saw. Each worker writes only its own
+// workerTally, so the hot path takes no lock: the dispatcher hands a flow's
+// frames to one worker at a time, and Packet.Worker names the workstream
+// the frame is accounted to. (With -dispatch direct every handler runs in
+// the reading goroutine, so each workerTally still has one writer.) The
+// tallies are read only after Dispatcher.Close, which waits for the
+// workers to finish.
+type tally struct {
+	workers []*workerTally
+	buckets int
+}
+
+// workerTally is one worker's counts. Each is allocated on its own, so two
+// workers never write the same cache line.
+type workerTally struct {
+	flows   map[steer.FlowKey]*flowCount
+	reasons [steer.NumReasons]count
+	types   [256]count // by hash.HashType
+	total   count
+}
+
+type count struct{ frames, bytes uint64 }
+
+func (c *count) add(length int) {
+	c.frames++
+	c.bytes += uint64(length)
+}
+
+// flowCount is one flow's row: its flowid and what was counted.
+type flowCount struct {
+	flowid   uint32
+	hashType hash.HashType
+	count
+}
+
+// init sizes the tally for the dispatcher's workers. It runs before the
+// first frame is dispatched, so the handlers see the slice it builds.
+func (t *tally) init(workers, buckets int) {
+	t.buckets = buckets
+	t.workers = make([]*workerTally, workers)
+	for i := range t.workers {
+		t.workers[i] = &workerTally{flows: make(map[steer.FlowKey]*flowCount)}
+	}
+}
+
+// handle is the steer.Handler: it runs in the worker's goroutine for every
+// frame steered there.
+func (t *tally) handle(p *steer.Packet) {
+	w := t.workers[p.Worker]
+	w.total.add(p.Length)
+	w.reasons[p.Reason].add(p.Length)
+	w.types[p.HashType].add(p.Length)
+	k := p.Key.Flow() // a flow is the key without its VLAN IDs
+	f := w.flows[k]
+	if f == nil {
+		f = &flowCount{flowid: p.FlowID, hashType: p.HashType}
+		w.flows[k] = f
+	}
+	f.add(p.Length)
+}
+
+// flowRow is one line of the -flows CSV.
+type flowRow struct {
+	key    steer.FlowKey
+	worker int
+	*flowCount
+}
+
+// rows merges the workers' flow maps: one row per flow and worker, the
+// busiest flows first.
+func (t *tally) rows() []flowRow {
+	var rows []flowRow
+	for i, w := range t.workers {
+		for k, f := range w.flows {
+			rows = append(rows, flowRow{key: k, worker: i, flowCount: f})
+		}
+	}
+	slices.SortFunc(rows, func(a, b flowRow) int {
+		return cmp.Or(
+			cmp.Compare(b.frames, a.frames),
+			cmp.Compare(a.worker, b.worker),
+			cmp.Compare(a.flowid, b.flowid),
+			a.key.Src.Compare(b.key.Src),
+			a.key.Dst.Compare(b.key.Dst),
+			cmp.Compare(a.key.SrcPort, b.key.SrcPort),
+			cmp.Compare(a.key.DstPort, b.key.DstPort),
+			cmp.Compare(a.key.Proto, b.key.Proto),
+			boolCompare(a.key.Fragment, b.key.Fragment),
+		)
+	})
+	return rows
+}
+
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// flowsHeader is the -flows CSV's header row.
+var flowsHeader = []string{"src", "dst", "sport", "dport", "proto", "hashtype", "flowid", "bucket", "worker", "packets", "bytes"}
+
+// writeFlows writes the -flows CSV. Frames without IP addresses have empty
+// src and dst, and frames that were not hashed (NONE) an empty bucket.
+func (t *tally) writeFlows(out io.Writer) error {
+	cw := csv.NewWriter(out)
+	cw.Write(flowsHeader)
+	for _, r := range t.rows() {
+		var src, dst, bucket string
+		if r.key.Src.IsValid() {
+			src, dst = r.key.Src.String(), r.key.Dst.String()
+		}
+		if r.hashType.IsHash() {
+			bucket = strconv.FormatUint(uint64(r.flowid)&uint64(t.buckets-1), 10)
+		}
+		cw.Write([]string{
+			src, dst,
+			strconv.Itoa(int(r.key.SrcPort)), strconv.Itoa(int(r.key.DstPort)), strconv.Itoa(int(r.key.Proto)),
+			r.hashType.String(), fmt.Sprintf("0x%08x", r.flowid), bucket, strconv.Itoa(r.worker),
+			strconv.FormatUint(r.frames, 10), strconv.FormatUint(r.bytes, 10),
+		})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// sum adds up the workers' counts.
+func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]count, flows int) {
+	for _, w := range t.workers {
+		total.frames += w.total.frames
+		total.bytes += w.total.bytes
+		for i := range reasons {
+			reasons[i].frames += w.reasons[i].frames
+			reasons[i].bytes += w.reasons[i].bytes
+		}
+		for i := range types {
+			types[i].frames += w.types[i].frames
+			types[i].bytes += w.types[i].bytes
+		}
+		flows += len(w.flows)
+	}
+	return
+}
+
+// writeSummary prints what the handlers counted, after the report.
+func (t *tally) writeSummary(out io.Writer, st *steer.Stats, read uint64, elapsed time.Duration) error {
+	var b strings.Builder
+	total, reasons, types, flows := t.sum()
+	rate := ""
+	if s := elapsed.Seconds(); s > 0 {
+		rate = fmt.Sprintf(", %.0f frames/s", float64(read)/s)
+	}
+	fmt.Fprintf(&b, "\nSummary (counted by the handlers):\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  frames read\t%d\tin %v%s\n", read, elapsed.Round(time.Microsecond), rate)
+	fmt.Fprintf(tw, "  frames handled\t%d\t%d bytes on the wire\n", total.frames, total.bytes)
+	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, flow limit, re-dispatch, close)\n", st.Dropped())
+	fmt.Fprintf(tw, "  flows\t%d\t(flow keys without VLAN IDs, per worker)\n", flows)
+	tw.Flush()
+
+	fmt.Fprintf(&b, "\nFrames by classification reason:\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  reason\tframes\tbytes\tthen\tcause\n")
+	for r, c := range reasons {
+		if c.frames > 0 {
+			cause, then := reasonCause(steer.Reason(r))
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\n", steer.Reason(r), c.frames, c.bytes, then, cause)
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintf(&b, "\nFrames by hash type (M_HASHTYPE_*):\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for ht, c := range types {
+		if c.frames > 0 {
+			fmt.Fprintf(tw, "  %s\t%d\t%.1f%%\n", hash.HashType(ht), c.frames, percent(c.frames, total.frames))
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintf(&b, "\nFrames per worker:\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "worker\tflows\tframes\tbytes\tshare\t\n")
+	for i, w := range t.workers {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f%%\t\n", i, len(w.flows), w.total.frames, w.total.bytes, percent(w.total.frames, total.frames))
+	}
+	tw.Flush()
+
+	ok := "yes"
+	if read != st.Frames || st.Frames != st.Handled()+st.Dropped() || total.frames != st.Handled() {
+		ok = "NO"
+	}
+	fmt.Fprintf(&b, "\nTotals: read %d = handled %d + dropped %d: %s\n", read, st.Handled(), st.Dropped(), ok)
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// check returns an error unless every frame read was handled or dropped and
+// the handlers saw every frame the workstreams say they handled.
+func (t *tally) check(st *steer.Stats, read uint64) error {
+	total, _, _, _ := t.sum()
+	switch {
+	case read != st.Frames:
+		return fmt.Errorf("totals do not add up: %d frames read, %d dispatched", read, st.Frames)
+	case st.Frames != st.Handled()+st.Dropped():
+		return fmt.Errorf("totals do not add up: %d frames dispatched, %d handled + %d dropped", st.Frames, st.Handled(), st.Dropped())
+	case total.frames != st.Handled():
+		return fmt.Errorf("totals do not add up: handlers saw %d frames, workstreams handled %d", total.frames, st.Handled())
+	}
+	return nil
+}
+
+func percent(n, of uint64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
+}
