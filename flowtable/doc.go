@@ -57,8 +57,9 @@
 //     its desired worker at once only if s has drained.
 //
 // The busy function given to [New] is the negation of that test,
-// int64(head[e.Current]-e.LastTail) < 0 (false when Current is -1). A busy entry still carries the only record of where its flow's
-// frames are queued, so the table never evicts nor expires it.
+// int64(head[e.Current]-e.LastTail) < 0 (false when Current is -1). A busy
+// entry still carries the only record of where its flow's frames are
+// queued, so the table never evicts nor expires it.
 //
 // # Eviction and memory bounds
 //

@@ -4,8 +4,10 @@
 // A NIC with several receive queues hashes each frame's addresses and ports
 // with a secret key and picks a queue from the result. FreeBSD does the same
 // in software when the NIC gave no hash (rss_hash_ip4_4tuple and friends in
-// sys/net/rss_config.c), and records the result in m->m_pkthdr.flowid with
-// an M_HASHTYPE_* value saying what was hashed. This package is that layer:
+// sys/netinet/in_rss.c and sys/netinet6/in6_rss.c, over the key and the
+// Toeplitz function of sys/net/rss_config.c), and records the result in
+// m->m_pkthdr.flowid with an M_HASHTYPE_* value saying what was hashed. This
+// package is that layer:
 //
 //   - [Toeplitz] hashes a byte string with a key of 8 to 64 bytes, using
 //     tables precomputed per key, so [Toeplitz.Sum] allocates nothing and is

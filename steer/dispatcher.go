@@ -287,6 +287,28 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	return nil
 }
 
+// Sync waits until every frame queued before the call has been handled (or
+// dropped), without closing the dispatcher: a barrier for tests, examples
+// and reconfiguration. Frames queued meanwhile are not waited for.
+func (d *Dispatcher) Sync(ctx context.Context) error {
+	want := make([]uint64, len(d.workers))
+	for i, w := range d.workers {
+		want[i] = w.tail.Load()
+	}
+	tick := time.NewTicker(100 * time.Microsecond)
+	defer tick.Stop()
+	for i, w := range d.workers {
+		for w.head.Load() < want[i] {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("steer: sync: %w", ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
+}
+
 func (d *Dispatcher) drained() bool {
 	heads := make([]uint64, len(d.workers))
 	for i, w := range d.workers {

@@ -81,12 +81,12 @@
 //	rss_hash_ip4_4tuple and friends          hash.NewTuple4, hash.NewTuple2, Toeplitz.Sum
 //	rss_mbuf_software_hash_v4/v6             the classifier's choice of tuple and HashType
 //	rss_key (default: the Microsoft key)     Config.Key (default: random), hash.MicrosoftKey
-//	netisr_select_cpuid                      the producer's selectWorker (policy.go's steps above)
+//	netisr_select_cpuid                      selectWorker in producer.go (step 3 above)
 //	NETISR_POLICY_SOURCE/FLOW/CPU            PolicySource, PolicyFlow, PolicyCPU
 //	netisr_default_flow2cpu                  PolicyFlow
 //	rss_m2cpuid, rss_getbucket, rss_getcpu   PolicyRSS, flowid & (Buckets-1), Dispatcher.Table
 //	NETISR_DISPATCH_DIRECT/HYBRID/DEFERRED   Direct, Hybrid, Deferred
-//	net.isr.numthreads, bindthreads          Config.Workers, Config.CPUs
+//	net.isr.maxthreads, bindthreads          Config.Workers, Config.CPUs
 //	net.isr.defaultqlimit, maxqlimit         Config.QLimit (DefaultQLimit), MaxQLimit
 //	netstat -Q (WSID .. Handled)             Dispatcher.Stats, Stats.WriteReport
 //	rps_sock_flow_table, rps_record_sock_flow  Dispatcher.SetDesired (flowtable.Desired)
@@ -95,7 +95,12 @@
 //	skb_flow_limit (FLOW_LIMIT_HISTORY)      Config.FlowLimit
 //	ethtool -X (RETA)                        Dispatcher.SetTable, SetBucket
 //
-// Where the library differs: the default key is random, not the public
+// Where the library differs: dispatch defaults to DEFERRED (FreeBSD's
+// default, DIRECT, keeps the packet on the interrupted CPU, which a single
+// user-space reader would turn into no steering at all), and DIRECT still
+// selects a workstream, to account the frame there; a TCP segment too short
+// for its ports gets a 2-tuple hash and ReasonShortTransport where FreeBSD
+// gives it no hash, so it still follows its addresses; the default key is random, not the public
 // Microsoft key (a known key lets anyone aim every flow at one worker);
 // reprogramming the table never reorders a flow (FreeBSD's netisr cannot
 // change its configuration at run time at all); and a rebalancer

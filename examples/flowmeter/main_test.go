@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
+)
+
+// flowTruth is an independent count of the sample: every frame decoded with
+// the classifier directly, in capture order, without the dispatcher.
+type flowTruth struct {
+	frames  uint64
+	bytes   uint64
+	packets map[steer.FlowKey]uint64
+	times   map[steer.FlowKey][]time.Time
+}
+
+func countSample(t *testing.T) *flowTruth {
+	t.Helper()
+	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(sample.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tr := &flowTruth{packets: map[steer.FlowKey]uint64{}, times: map[steer.FlowKey][]time.Time{}}
+	var b steer.Batch
+	var c steer.Classification
+	for {
+		err := r.ReadBatch(context.Background(), &b)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range b.Frames {
+			f := &b.Frames[i]
+			cls.Classify(f.Data, &c)
+			k := c.Key.Flow()
+			tr.frames++
+			tr.bytes += uint64(f.WireLen())
+			tr.packets[k]++
+			tr.times[k] = append(tr.times[k], f.Timestamp)
+		}
+		b.Release()
+	}
+	if tr.frames == 0 {
+		t.Fatal("the sample has no frames")
+	}
+	return tr
+}
+
+func runMeter(t *testing.T, o options) *result {
+	t.Helper()
+	if o.idle == 0 {
+		o.idle = 30 * time.Second
+	}
+	if o.key == "" {
+		o.key = "random"
+	}
+	if o.tick == 0 {
+		o.tick = time.Second
+	}
+	res, err := run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// checkCounts compares the records with the independent count: the packets
+// of every flow, summed over its records, and the totals.
+func checkCounts(t *testing.T, res *result, tr *flowTruth) {
+	t.Helper()
+	got := map[steer.FlowKey]uint64{}
+	var frames, bytes uint64
+	for _, r := range res.Records {
+		got[r.Key] += r.Packets
+		frames += r.Packets
+		bytes += r.Bytes
+		if r.Last.Before(r.First) {
+			t.Errorf("flow %s: last %v before first %v", flowString(r.Key), r.Last, r.First)
+		}
+	}
+	if frames != tr.frames || bytes != tr.bytes {
+		t.Errorf("records hold %d frames, %d bytes; the sample has %d frames, %d bytes", frames, bytes, tr.frames, tr.bytes)
+	}
+	if res.Frames != tr.frames {
+		t.Errorf("dispatcher took in %d frames, the sample has %d", res.Frames, tr.frames)
+	}
+	if len(got) != len(tr.packets) {
+		t.Errorf("%d flows metered, %d in the sample", len(got), len(tr.packets))
+	}
+	bad := 0
+	for k, n := range tr.packets {
+		if got[k] != n {
+			if bad++; bad <= 5 {
+				t.Errorf("flow %s: metered %d packets, the sample has %d", flowString(k), got[k], n)
+			}
+		}
+	}
+}
+
+func TestTotalsAndPerFlowCounts(t *testing.T) {
+	tr := countSample(t)
+	for _, workers := range []int{1, 2, 3} {
+		res := runMeter(t, options{workers: workers})
+		checkCounts(t, res, tr)
+		if res.Moves != 0 || res.MovedIn != 0 {
+			t.Errorf("%d workers without -rotate: %d moves, %d records moved", workers, res.Moves, res.MovedIn)
+		}
+	}
+}
+
+// TestStateFollowsMovedFlows reprograms the table every 300 frames: the flows
+// change worker many times, and their records must follow them, or a flow
+// would be counted in two records on two workers (or lose packets).
+func TestStateFollowsMovedFlows(t *testing.T) {
+	tr := countSample(t)
+	res := runMeter(t, options{workers: 3, rotate: 300, idle: time.Hour})
+	checkCounts(t, res, tr)
+	if res.Moves == 0 || res.MovedIn == 0 {
+		t.Fatalf("-rotate 300: %d bucket moves, %d records handed over; want both > 0", res.Moves, res.MovedIn)
+	}
+	// With an idle timeout longer than the capture, every flow is one record.
+	if len(res.Records) != len(tr.packets) {
+		t.Errorf("%d records for %d flows: a flow was split across workers", len(res.Records), len(tr.packets))
+	}
+}
+
+// TestExpiry uses a small -idle: a flow's records must be exactly the runs of
+// its frames separated by gaps longer than -idle, and a record ends idle
+// unless it is still active at the end of the capture.
+func TestExpiry(t *testing.T) {
+	tr := countSample(t)
+	const idle = 500 * time.Millisecond
+	var end time.Time
+	for _, ts := range tr.times {
+		if last := ts[len(ts)-1]; last.After(end) {
+			end = last
+		}
+	}
+	type want struct{ records, idle int }
+	wants := map[steer.FlowKey]want{}
+	totalIdle := 0
+	for k, ts := range tr.times {
+		w := want{records: 1}
+		for i := 1; i < len(ts); i++ {
+			if ts[i].Sub(ts[i-1]) > idle {
+				w.records++
+				w.idle++
+			}
+		}
+		if end.Sub(ts[len(ts)-1]) > idle {
+			w.idle++
+		}
+		wants[k] = w
+		totalIdle += w.idle
+	}
+	if totalIdle == 0 {
+		t.Fatal("the sample has no idle gap; the test cannot fail")
+	}
+	for _, tick := range []time.Duration{time.Millisecond, time.Hour} {
+		res := runMeter(t, options{workers: 2, idle: idle, tick: tick})
+		checkCounts(t, res, tr)
+		got := map[steer.FlowKey]want{}
+		for _, r := range res.Records {
+			g := got[r.Key]
+			g.records++
+			if r.Idle {
+				g.idle++
+			}
+			got[r.Key] = g
+		}
+		bad := 0
+		for k, w := range wants {
+			if got[k] != w {
+				if bad++; bad <= 5 {
+					t.Errorf("tick %v, flow %s: %d records (%d ended idle), want %d (%d)",
+						tick, flowString(k), got[k].records, got[k].idle, w.records, w.idle)
+				}
+			}
+		}
+		t.Logf("tick %v: %d records, %d ticks expired flows", tick, len(res.Records), res.TickExpiry)
+	}
+}
+
+// TestShardExpire checks the tick's expiry directly, without timing.
+func TestShardExpire(t *testing.T) {
+	m := newMeter(1, time.Second)
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	k1 := steer.FlowKey{Proto: 6, SrcPort: 1}
+	k2 := steer.FlowKey{Proto: 6, SrcPort: 2}
+	m.handle(&steer.Packet{Key: k1, Timestamp: t0, Length: 100, Worker: 0})
+	m.handle(&steer.Packet{Key: k2, Timestamp: t0.Add(1500 * time.Millisecond), Length: 60, Worker: 0})
+	// A frame of k1 after a gap longer than the timeout starts a new record
+	// in the handler, tick or no tick.
+	m.handle(&steer.Packet{Key: k1, Timestamp: t0.Add(1100 * time.Millisecond), Length: 100, Worker: 0})
+	m.handle(&steer.Packet{Key: k1, Timestamp: t0.Add(1200 * time.Millisecond), Length: 100, Worker: 0})
+	s := &m.shards[0]
+	if len(s.ended) != 1 || s.ended[0].Key != k1 || s.ended[0].Packets != 1 || !s.ended[0].Idle {
+		t.Fatalf("after the gap: ended %v; want k1's first record (1 packet, idle)", s.ended)
+	}
+	if r := s.flows[k1]; r == nil || r.Packets != 2 || r.Bytes != 200 || !r.First.Equal(t0.Add(1100*time.Millisecond)) {
+		t.Fatalf("k1's second record: %+v", r)
+	}
+	// The clock is now 1.5 s; with k2 at 1.5 s and k1 last at 1.2 s, nothing
+	// is idle for more than 1 s.
+	m.expireShard(0)
+	if len(s.ended) != 1 || s.ticks != 0 {
+		t.Fatalf("nothing idle yet, but %d ended, %d expiring ticks", len(s.ended), s.ticks)
+	}
+	// A frame of k2 at 2.3 s moves the clock: k1 (1.2 s) is idle, k2 is not.
+	m.handle(&steer.Packet{Key: k2, Timestamp: t0.Add(2300 * time.Millisecond), Length: 60, Worker: 0})
+	m.expireShard(0)
+	if len(s.ended) != 2 || s.ended[1].Key != k1 || s.flows[k2] == nil || s.flows[k1] != nil || s.ticks != 1 {
+		t.Fatalf("ended %v, open %v, %d ticks; want k1 ended and k2 open", s.ended, s.flows, s.ticks)
+	}
+}
+
+func TestOutput(t *testing.T) {
+	tr := countSample(t)
+	res := runMeter(t, options{workers: 2, top: 3})
+	var b bytes.Buffer
+	if err := res.write(&b, 3); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasPrefix(out, fmt.Sprintf("%d frames, %d bytes, ", tr.frames, tr.bytes)) || strings.Count(out, "\n") != 1+1+1+3 {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, o := range []options{
+		{idle: 0, key: "random"},
+		{idle: time.Second, key: "nope"},
+		{idle: time.Second, key: "random", rotate: -1},
+		{idle: time.Second, key: "random", workers: -1},
+		{idle: time.Second, key: "random", file: "/nonexistent/trace.pcap"},
+	} {
+		if _, err := run(context.Background(), o); err == nil {
+			t.Errorf("run(%+v) succeeded; want an error", o)
+		}
+	}
+}
