@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/affinity"
 	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 )
@@ -129,6 +129,11 @@ func reportRate(b *testing.B, el time.Duration, n int) {
 // channel send per frame to the chosen worker. It returns the time for n
 // frames.
 func runIdiomatic(fs *frameSet, workers int, h func([]byte), n int) time.Duration {
+	return runIdiomaticW(fs, workers, func(int) func([]byte) { return h }, n)
+}
+
+// runIdiomaticW is runIdiomatic with a handler per worker, made by mk.
+func runIdiomaticW(fs *frameSet, workers int, mk func(worker int) func([]byte), n int) time.Duration {
 	var eth layers.Ethernet
 	var ip4 layers.IPv4
 	var ip6 layers.IPv6
@@ -143,12 +148,12 @@ func runIdiomatic(fs *frameSet, workers int, h func([]byte), n int) time.Duratio
 	for i := range chans {
 		chans[i] = make(chan []byte, steer.DefaultQLimit)
 		wg.Add(1)
-		go func(c chan []byte) {
+		go func(c chan []byte, h func([]byte)) {
 			defer wg.Done()
 			for f := range c {
 				h(f)
 			}
-		}(chans[i])
+		}(chans[i], mk(i))
 	}
 	nf := len(fs.raw)
 	start := time.Now()
@@ -189,12 +194,13 @@ func idiomaticCase(b *testing.B, fs *frameSet, workers int, h func([]byte)) {
 // pinnedCPUs returns the CPUs to pin workers to, or nil where pinning is not
 // possible.
 func pinnedCPUs() []int {
-	if runtime.GOOS != "linux" {
+	if !affinity.Supported() {
 		return nil
 	}
-	cpus := make([]int, runtime.NumCPU())
-	for i := range cpus {
-		cpus[i] = i
+	cpus, err := affinity.Allowed()
+	if err != nil || len(cpus) == 0 {
+		return nil
 	}
 	return cpus
 }
+

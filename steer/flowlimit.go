@@ -2,14 +2,30 @@ package steer
 
 import "sync"
 
-// Flow limit, Linux's skb_flow_limit: when a worker's queue is more than half
-// full, a ring of the last flowHistoryLen flow buckets enqueued to it is kept,
-// and a frame whose flow bucket holds more than half of that history is
-// dropped (counted as a flow-limit drop, apart from QDrops), so one elephant
-// cannot starve the small flows sharing its worker.
+// Flow limit, Linux's skb_flow_limit (net/core/dev.c, CONFIG_NET_FLOW_LIMIT).
+//
+// While a worker's queue holds at least half its qlimit, every frame steered
+// to it is recorded in a ring of the last flowHistoryLen flow buckets
+// (FLOW_LIMIT_HISTORY, 128), and a frame whose flow bucket then holds more
+// than half of that ring is dropped: counted as a flow-limit drop
+// (WorkstreamStats.FlowLimitDrops), apart from QDrops. One elephant can so
+// take at most about half of a backed-up worker, and the small flows that
+// share the worker keep finding room in its queue instead of being tail
+// dropped with the elephant.
+//
+// As in Linux: the check runs before the queue-full check; a frame is
+// recorded in the history whether or not it is then dropped; below half
+// full nothing is recorded; the flow bucket is hash_32(flowid, 12), the
+// golden-ratio multiplicative hash over 4096 buckets (flow_limit_table_len),
+// not the flowid's low bits, which the RSS bucket already fixed for every
+// flow on one worker. Unlike Linux, whose history belongs to the CPU doing
+// the steering, each worker keeps its own history, so several inputs feeding
+// one worker share it.
 const (
 	flowHistoryLen     = 128 // FLOW_LIMIT_HISTORY
-	flowHistoryBuckets = 4096
+	flowHistoryLog     = 12  // log2 of flow_limit_table_len's default, 4096
+	flowHistoryBuckets = 1 << flowHistoryLog
+	goldenRatio32      = 0x61C88647 // GOLDEN_RATIO_32, the hash_32 multiplier
 )
 
 type flowHistory struct {
@@ -20,16 +36,25 @@ type flowHistory struct {
 	n      int // entries of ring in use
 }
 
+// flowLimitBucket is Linux's hash_32(hash, bits) with bits = 12.
+func flowLimitBucket(flowid uint32) uint16 {
+	return uint16(flowid * goldenRatio32 >> (32 - flowHistoryLog))
+}
+
 // overLimit reports whether a frame of flowid should be dropped by the flow
-// limit. It costs two atomic loads while the queue is at most half full.
+// limit. It costs two atomic loads while the queue is less than half full.
 func (w *Worker) overLimit(flowid uint32) bool {
-	if w.tail.Load()-w.head.Load() <= uint64(w.d.cfg.QLimit/2) {
+	if w.tail.Load()-w.head.Load() < uint64(w.d.cfg.QLimit>>1) {
 		return false
 	}
-	h := &w.flowHist
+	return w.flowHist.record(flowLimitBucket(flowid))
+}
+
+// record adds a frame of flow bucket nb to the history and reports whether
+// nb now holds more than half of it.
+func (h *flowHistory) record(nb uint16) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	nb := uint16(flowid & (flowHistoryBuckets - 1))
 	if h.n == flowHistoryLen {
 		h.counts[h.ring[h.head]]--
 	} else {

@@ -313,7 +313,13 @@ func (p *producer) rss(bucket uint32) int {
 	}
 	p.bucketWorker[bucket] = want
 	p.bucketMoves++
-	p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: int(cur), To: int(want)})
+	if p.flows == nil {
+		// With RFS on, every flow with an entry moves on its own, under its
+		// own last_qtail, with its own hooks (rfs): a bucket hook would also
+		// carry off the state of flows whose consumer keeps them on the old
+		// worker.
+		p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: int(cur), To: int(want)})
+	}
 	return int(want)
 }
 
@@ -325,6 +331,13 @@ func (p *producer) moveHooks(m Move) {
 	}
 	in := &control{m: m, ready: make(chan struct{})}
 	out := &control{m: m, out: true, peer: in}
+	if d.cfg.Dispatch == Direct {
+		// DIRECT runs handlers in this goroutine, not in the workers: run
+		// the hooks here too, before the moved flow's next frame.
+		d.workers[m.From].control(out)
+		d.workers[m.To].control(in)
+		return
+	}
 	bo, bi := getBatch(), getBatch()
 	bo.ctl, bi.ctl = out, in
 	d.workers[m.From].enqueue(bo, false, nil, nil)
@@ -357,7 +370,10 @@ func (p *producer) setTails(b *pbatch, base uint64) {
 	for i := 0; i < b.n; i++ {
 		pos := base + uint64(i) + 1
 		pk := &b.pkts[i]
-		if pk.HashType.IsHash() {
+		// Only frames queued to the bucket's own worker are the bucket's
+		// there: a frame RFS sent elsewhere has a position in another
+		// worker's queue, which rss must never compare with this one's head.
+		if pk.HashType.IsHash() && uint32(pk.Worker) == p.bucketWorker[pk.bucket] {
 			p.bucketTail[pk.bucket] = pos
 		}
 	}

@@ -2,7 +2,11 @@ package steer
 
 import (
 	"fmt"
+	"io"
+	"sort"
+	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 )
 
@@ -86,8 +90,9 @@ func (d *Dispatcher) Rebalance() []Move {
 // rebalanceOnce is Rebalance with the live rebalancer's memory of the last
 // round (r may be nil).
 func (d *Dispatcher) rebalanceOnce(r *rebalancer) []Move {
-	st := d.Stats()
-	load := st.BucketFrames
+	// Only the bucket counters and the table: Stats would also walk every
+	// flow table for TopFlows, holding each input's table lock meanwhile.
+	load := d.bucketLoad()
 	if r != nil {
 		cur := load
 		if r.last != nil {
@@ -98,7 +103,7 @@ func (d *Dispatcher) rebalanceOnce(r *rebalancer) []Move {
 		}
 		r.last = cur
 	}
-	table := st.Table
+	table := d.table.snapshot()
 	moves := planRebalance(load, table, len(d.workers), d.cfg.Rebalance, r)
 	for _, m := range moves {
 		d.table.ents[m.Bucket].Store(uint32(m.To))
@@ -177,4 +182,148 @@ func absDiff(a, b uint64) uint64 {
 		return a - b
 	}
 	return b - a
+}
+
+// bucketLoad sums the hashed frames each bucket received, over every input.
+func (d *Dispatcher) bucketLoad() []uint64 {
+	load := make([]uint64, len(d.table.ents))
+	d.mu.Lock()
+	prods := append([]*producer(nil), d.producers...)
+	d.mu.Unlock()
+	for _, p := range prods {
+		p.mu.Lock()
+		for b, n := range p.bucketFrames {
+			load[b] += n
+		}
+		p.mu.Unlock()
+	}
+	return load
+}
+
+// WorkerLoad returns the hashed frames each worker carries under the current
+// indirection table: the sum of BucketFrames over the buckets the table gives
+// it. It is the load the rebalancer evens out. Flows that RFS steers to
+// their consumers are counted with their bucket's worker.
+func (s *Stats) WorkerLoad() []uint64 {
+	wl := make([]uint64, s.Workers)
+	for b, n := range s.BucketFrames {
+		if b < len(s.Table) && s.Table[b] >= 0 && s.Table[b] < len(wl) {
+			wl[s.Table[b]] += n
+		}
+	}
+	return wl
+}
+
+// Elephant is a bucket or a flow whose load alone exceeds what one worker
+// should carry: moving buckets cannot balance it, since a bucket (and a
+// flow) is handled by one worker at a time.
+type Elephant struct {
+	Bucket int    // the bucket, or -1 for a single flow
+	FlowID uint32 // the flow, when Bucket is -1
+	Worker int    // the worker carrying it now
+	Frames uint64 // its hashed frames (a flow: counted by its input's flow table)
+	Share  float64
+}
+
+// Elephants lists, largest first, the buckets and the flows (from TopFlows,
+// so RFS on) whose frames exceed threshold times the mean load per worker,
+// that is threshold/Workers of all hashed frames: no table can bring the
+// busiest worker within threshold of the mean while one of them exists.
+// The rebalancer stops moving buckets off a worker whose load is such an
+// elephant; this is how to find out why. A threshold below 1 means 1.25.
+func (s *Stats) Elephants(threshold float64) []Elephant {
+	if threshold < 1 {
+		threshold = 1.25
+	}
+	var total uint64
+	for _, n := range s.BucketFrames {
+		total += n
+	}
+	if total == 0 || s.Workers == 0 {
+		return nil
+	}
+	limit := threshold * float64(total) / float64(s.Workers)
+	var out []Elephant
+	for b, n := range s.BucketFrames {
+		if float64(n) > limit {
+			w := -1
+			if b < len(s.Table) {
+				w = s.Table[b]
+			}
+			out = append(out, Elephant{Bucket: b, Worker: w, Frames: n, Share: float64(n) / float64(total)})
+		}
+	}
+	for _, f := range s.TopFlows {
+		if float64(f.Packets) > limit {
+			out = append(out, Elephant{Bucket: -1, FlowID: f.FlowID, Worker: f.Worker, Frames: f.Packets,
+				Share: float64(f.Packets) / float64(total)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Frames > out[j].Frames })
+	return out
+}
+
+// WriteLoad prints the load picture the rebalancer works from: each
+// worker's hashed frames under the current table against the mean, the
+// busiest buckets, and the elephants over threshold (see Elephants).
+func (s *Stats) WriteLoad(out io.Writer, threshold float64) error {
+	if threshold < 1 {
+		threshold = 1.25
+	}
+	var b strings.Builder
+	wl := s.WorkerLoad()
+	var total uint64
+	for _, n := range wl {
+		total += n
+	}
+	mean := float64(total) / float64(max(len(wl), 1))
+	fmt.Fprintf(&b, "Load by worker (hashed frames under the current table, mean %.0f):\n", mean)
+	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "WSID\t Frames\t xMean\t Buckets\t\n")
+	nb := make([]int, len(wl))
+	for _, w := range s.Table {
+		if w >= 0 && w < len(nb) {
+			nb[w]++
+		}
+	}
+	for w, n := range wl {
+		ratio := 0.0
+		if mean > 0 {
+			ratio = float64(n) / mean
+		}
+		fmt.Fprintf(tw, "%d\t %d\t %.2f\t %d\t\n", w, n, ratio, nb[w])
+	}
+	tw.Flush()
+	idx := make([]int, len(s.BucketFrames))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool { return s.BucketFrames[idx[i]] > s.BucketFrames[idx[j]] })
+	fmt.Fprintf(&b, "Busiest buckets:")
+	for _, bk := range idx[:min(8, len(idx))] {
+		if s.BucketFrames[bk] == 0 {
+			break
+		}
+		w := -1
+		if bk < len(s.Table) {
+			w = s.Table[bk]
+		}
+		fmt.Fprintf(&b, " %d(w%d)=%d", bk, w, s.BucketFrames[bk])
+	}
+	fmt.Fprintln(&b)
+	els := s.Elephants(threshold)
+	if len(els) == 0 {
+		fmt.Fprintf(&b, "Elephants over %.2fx the mean: none\n", threshold)
+	} else {
+		fmt.Fprintf(&b, "Elephants over %.2fx the mean (no bucket move can balance these):\n", threshold)
+		for _, e := range els {
+			if e.Bucket >= 0 {
+				fmt.Fprintf(&b, "  bucket %d on worker %d: %d frames, %.1f%% of all\n", e.Bucket, e.Worker, e.Frames, 100*e.Share)
+			} else {
+				fmt.Fprintf(&b, "  flowid 0x%08x on worker %d: %d frames, %.1f%% of all\n", e.FlowID, e.Worker, e.Frames, 100*e.Share)
+			}
+		}
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
 }

@@ -57,6 +57,12 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 		return cur, true
 	}
 	e.Current = int32(want)
+	// LastTail named a position in the old worker's queue; nothing of the
+	// flow is queued on the new one yet. (The frame being steered sets it to
+	// tailPending when it is queued; when it is dropped by the flow limit or
+	// handled inline it stays 0, so a stale position on another worker can
+	// never hold the next move back or let it skip ahead.)
+	e.LastTail = 0
 	p.flowMoves++
 	p.moveHooks(Move{Bucket: -1, Mask: d.table.mask, FlowID: flowid, From: cur, To: want})
 	return want, true

@@ -38,6 +38,11 @@ func (s *Source) Close() error { return nil }
 // Stats returns ErrNotSupported.
 func (s *Source) Stats() (Stats, error) { return Stats{}, ErrNotSupported }
 
+// SourceStats returns ErrNotSupported.
+func (s *Source) SourceStats() (steer.SourceStats, error) {
+	return steer.SourceStats{}, ErrNotSupported
+}
+
 // Interface returns 0.
 func (s *Source) Interface() int { return 0 }
 
