@@ -69,4 +69,31 @@
 // closed as a whole. Until every member has joined, each carries a
 // drop-everything filter, so that no flow is first delivered to a smaller
 // group and later to another socket.
+//
+// # Steering a group with the dispatcher
+//
+// NewSteering (or RunGroup) binds a group of N sockets to a dispatcher of N
+// workers: worker i reads socket i itself (steer.Dispatcher.RunOnWorkers)
+// and, with DIRECT dispatch, classifies and handles each frame where it
+// was read, so the kernel's choice of socket is the choice of worker, each
+// frame is classified once, and the stats keep their netstat -Q shape, with
+// every socket's PACKET_STATISTICS shown as a source. What each mode
+// promises about flows (FanoutMode.KeepsFlows):
+//
+//	hash      one worker per flow (the kernel's skb hash), in order
+//	ebpf      one worker per flow: the library's Toeplitz RSS in the kernel,
+//	          the worker Table()[flowid & (buckets-1)]; table changes in order
+//	lb, rnd   frames dealt by turn or at random: flows are split and may be
+//	          reordered across workers
+//	rollover  fills one socket, then the next: flows split under load
+//	cpu, qm   follow the receiving CPU or NIC queue: one worker per flow only
+//	          as long as the NIC's RSS and IRQ affinity keep the flow there
+//
+// FlowMoves counts how often flows change worker, to see what a mode does.
+// In EBPF mode Steering.SetTable moves buckets between workers without
+// reordering: the new worker holds a moved bucket's frames back until the
+// old worker has handled everything its ring held at the switch (see
+// SetTable for the protocol). With HYBRID or DEFERRED dispatch each worker
+// re-steers what its socket delivers through the user-space table, and a
+// flow is ordered only per socket.
 package afpacket

@@ -1,0 +1,512 @@
+//go:build linux
+
+package afpacket
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
+)
+
+// flowRec is what the handler saw of one flow.
+type flowRec struct {
+	workers map[int]int
+	lastSeq uint32
+	haveSeq bool
+	regress int // TCP sequence numbers that went backwards
+	lastID  uint16
+	idBack  int // IP IDs that went backwards
+	frames  int
+}
+
+// live is a dispatcher fed from a veth in a test namespace, recording every
+// frame its handler gets.
+type live struct {
+	t       *testing.T
+	p       *netns.Pair
+	d       *steer.Dispatcher
+	st      *Steering // nil for a single socket
+	single  *Source
+	fm      *FlowMoves
+	cancel  context.CancelFunc
+	runErr  chan error
+	r0      uint64
+	handled atomic.Uint64
+
+	mu        sync.Mutex
+	flows     map[flow]*flowRec
+	table     []int // for the agreement check, nil to skip it
+	mismatch  int   // hashed frames not on table[flowid & mask]
+	hashed    int
+	unhashed  int
+	fallback  int // the worker unhashed frames must be on, -1 for any
+	offWorker int // unhashed frames elsewhere
+
+	// ref is an independent socket on the same link: its capture order is
+	// the reference for the handler's (the kernel itself may deliver a
+	// flow out of send order, when the sender's frames cross two CPUs).
+	ref      *collector
+	refFlows map[flow]*flowRec
+}
+
+type liveOpts struct {
+	mode     FanoutMode
+	single   bool // one socket, Dispatcher.Run
+	dispatch steer.DispatchMode
+	workers  int
+	cfg      Config
+	udp4     bool
+}
+
+func startLive(t *testing.T, p *netns.Pair, o liveOpts) *live {
+	t.Helper()
+	l := &live{t: t, p: p, flows: map[flow]*flowRec{}, fallback: -1, runErr: make(chan error, 1)}
+	l.fm = NewFlowMoves(o.workers, 0)
+	d, err := steer.New(steer.Config{Workers: o.workers, Dispatch: o.dispatch, UDP4Tuple: o.udp4, QLimit: steer.MaxQLimit},
+		l.fm.Handler(l.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.d = d
+	l.refFlows = map[flow]*flowRec{}
+	refSrc := openIn(t, p.A, p.A.Link, Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond})
+	l.ref = collect(refSrc, func(f *steer.Frame) {
+		if k, ok := parseFlow(f.Data); ok {
+			r := l.refFlows[k]
+			if r == nil {
+				r = &flowRec{workers: map[int]int{}}
+				l.refFlows[k] = r
+			}
+			r.observe(f.Data)
+		}
+	})
+	t.Cleanup(func() { l.ref.stop(t) })
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	if o.single {
+		l.single = openIn(t, p.A, p.A.Link, o.cfg)
+		l.r0 = rx(t, p.A)
+		go func() { l.runErr <- d.Run(ctx, l.single) }()
+		return l
+	}
+	g := openGroupIn(t, p.A, o.workers, o.cfg, o.mode, 0)
+	l.st, err = NewSteering(d, g, SteeringOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.st.Close() })
+	if o.mode == FanoutEBPF {
+		l.table = d.Table()
+		l.fallback = 0
+	}
+	l.r0 = rx(t, p.A)
+	go func() { l.runErr <- l.st.Run(ctx) }()
+	return l
+}
+
+// tcpSeq returns the sequence number of an untagged IPv4 TCP frame.
+func tcpSeq(b []byte) (uint32, bool) {
+	if len(b) < 14+20 || b[14]>>4 != 4 || b[14+9] != 6 {
+		return 0, false
+	}
+	ihl := int(b[14]&0xf) * 4
+	if len(b) < 14+ihl+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b[14+ihl+4:]), true
+}
+
+func (l *live) handle(p *steer.Packet) {
+	l.handled.Add(1)
+	k, ok := parseFlow(p.Data)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.HashType.IsHash() {
+		l.hashed++
+		if l.table != nil && l.table[p.FlowID&uint32(len(l.table)-1)] != p.Worker {
+			l.mismatch++
+		}
+	} else {
+		l.unhashed++
+		if l.fallback >= 0 && p.Worker != l.fallback {
+			l.offWorker++
+		}
+	}
+	if !ok {
+		return
+	}
+	r := l.flows[k]
+	if r == nil {
+		r = &flowRec{workers: map[int]int{}}
+		l.flows[k] = r
+	}
+	r.frames++
+	r.workers[p.Worker]++
+	r.observe(p.Data)
+}
+
+// observe tracks the TCP sequence number and IP ID of a frame of the flow.
+func (r *flowRec) observe(b []byte) {
+	seq, ok := tcpSeq(b)
+	if !ok {
+		return
+	}
+	if r.haveSeq && int32(seq-r.lastSeq) < 0 {
+		r.regress++
+	}
+	if !r.haveSeq || int32(seq-r.lastSeq) > 0 {
+		r.lastSeq = seq
+	}
+	id := binary.BigEndian.Uint16(b[14+4:])
+	if r.haveSeq && int16(id-r.lastID) < 0 {
+		r.idBack++
+	}
+	r.lastID = id
+	r.haveSeq = true
+}
+
+// sourceSums adds up the kernel counters the dispatcher shows.
+func sourceSums(s *steer.Stats) (recv, drop uint64) {
+	for _, src := range s.Sources {
+		recv += src.Received
+		drop += src.Dropped
+	}
+	return recv, drop
+}
+
+// finish waits until the counters add up (the interface's rx delta equals
+// the kernel's count for the sockets, and every frame the rings got reached
+// the dispatcher), stops the run, closes the dispatcher and checks the
+// accounting. It returns the final stats.
+func (l *live) finish() steer.Stats {
+	t := l.t
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	for stable := 0; stable < 2; {
+		s := l.d.Stats()
+		recv, drop := sourceSums(&s)
+		r := rx(t, l.p.A) - l.r0
+		cur := fmt.Sprintf("rx delta %d, kernel received %d dropped %d, dispatcher frames %d, handled %d, dropped %d",
+			r, recv, drop, s.Frames, s.Handled(), s.Dropped())
+		if r == recv && recv == s.Frames+drop && s.Frames == s.Handled()+s.Dropped() && cur == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = cur
+		if time.Now().After(deadline) {
+			t.Fatalf("counters do not add up: %s", cur)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	l.cancel()
+	select {
+	case err := <-l.runErr:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.d.Close(ctx); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	s := l.d.Stats()
+	recv, drop := sourceSums(&s)
+	if s.Frames != s.Handled()+s.Dropped() || l.handled.Load() != s.Handled() {
+		t.Errorf("frames %d != handled %d + dropped %d (handler saw %d)", s.Frames, s.Handled(), s.Dropped(), l.handled.Load())
+	}
+	if recv != s.Frames+drop {
+		t.Errorf("kernel received %d != dispatcher frames %d + ring drops %d", recv, s.Frames, drop)
+	}
+	t.Logf("%s", last)
+	return s
+}
+
+// checkFlows checks that each flow was handled by one worker (when
+// oneWorker is set) and that TCP sequence numbers went backwards at the
+// handler no more often than the sender retransmitted (retr; a
+// retransmission is a step back in capture order too). A negative retr
+// skips the order check (modes that split flows).
+func (l *live) checkFlows(oneWorker bool, retr, minTCP int) {
+	t := l.t
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tcp, split, regress, idBack := 0, 0, 0, 0
+	for k, r := range l.flows {
+		if k.proto == 6 && r.frames > 10 {
+			tcp++
+		}
+		if len(r.workers) > 1 {
+			split++
+			if oneWorker {
+				t.Errorf("flow %v handled by %d workers: %v", k, len(r.workers), r.workers)
+			}
+		}
+		regress += r.regress
+		idBack += r.idBack
+	}
+	// The reference capture's own steps back (retransmissions, and frames
+	// the kernel delivered out of send order) are the allowance.
+	l.ref.mu.Lock()
+	refRegress, refIDBack := 0, 0
+	for _, r := range l.refFlows {
+		refRegress += r.regress
+		refIDBack += r.idBack
+	}
+	l.ref.mu.Unlock()
+	if retr >= 0 && idBack > refIDBack {
+		t.Errorf("IP IDs of TCP flows went backwards %d times at the handler, %d times in the reference capture", idBack, refIDBack)
+	}
+	if retr >= 0 && regress > refRegress {
+		t.Errorf("TCP sequence numbers went backwards %d times at the handler, %d times in the reference capture (%d retransmissions)", regress, refRegress, retr)
+	}
+	if tcp < minTCP {
+		t.Errorf("saw %d TCP flows, want at least %d", tcp, minTCP)
+	}
+	if l.table != nil {
+		if l.mismatch > 0 {
+			t.Errorf("%d of %d hashed frames were not on the worker the user-space table picks", l.mismatch, l.hashed)
+		}
+		if l.offWorker > 0 {
+			t.Errorf("%d of %d unhashed frames were not on the fallback worker", l.offWorker, l.unhashed)
+		}
+	}
+	t.Logf("%d flows (%d TCP), %d split over workers, %d hashed frames, %d unhashed, %d mismatches, flow moves %d, sequence steps back %d (reference %d), retransmissions %d, IP ID steps back %d (reference %d)",
+		len(l.flows), tcp, split, l.hashed, l.unhashed, l.mismatch, l.fm.Moves(), regress, refRegress, retr, idBack, refIDBack)
+}
+
+// iperfRetr runs iperf3 as iperf does, with JSON output, and returns the
+// number of segments the senders retransmitted.
+func iperfRetr(t *testing.T, p *netns.Pair, args ...string) int {
+	t.Helper()
+	var r struct {
+		Error string `json:"error"`
+		End   struct {
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	for try := 0; ; try++ {
+		out := iperf(t, p, append(args, "-J", "-A", "0")...)
+		r.Error = ""
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("iperf3 JSON: %v", err)
+		}
+		if r.Error == "" {
+			return r.End.SumSent.Retransmits
+		}
+		if try == 5 {
+			t.Fatalf("iperf3: %s", r.Error)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestSteerLive runs real traffic through a fanout group steered by the
+// dispatcher (DIRECT, one socket per worker) and through a single socket
+// with user-space steering (DEFERRED): every frame the interface received
+// is handled or counted as dropped, flows stay on one worker in the modes
+// that promise it, TCP sequence numbers reach the handler in order, and in
+// EBPF mode every hashed frame is on the worker the user-space table picks.
+func TestSteerLive(t *testing.T) {
+	netns.Require(t, "iperf3", "trafgen", "ethtool")
+	p := netns.New(t, netns.Options{})
+	cases := []struct {
+		name string
+		o    liveOpts
+	}{
+		{"hash", liveOpts{mode: FanoutHash, dispatch: steer.Direct, workers: 3, udp4: true}},
+		{"ebpf", liveOpts{mode: FanoutEBPF, dispatch: steer.Direct, workers: 3, udp4: true}},
+		{"single-deferred", liveOpts{single: true, dispatch: steer.Deferred, workers: 3, udp4: true}},
+		{"lb", liveOpts{mode: FanoutLB, dispatch: steer.Direct, workers: 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.o.cfg = Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}
+			l := startLive(t, p, c.o)
+			retr := iperfRetr(t, p, "-P", "8", "-t", "1", "-b", "40M")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			trafgenUDP(t, ctx, p, 20000)
+			cancel()
+			s := l.finish()
+			keeps := c.o.single || c.o.mode.KeepsFlows()
+			if c.o.mode == FanoutLB && !c.o.single {
+				// LB deals frames round robin: flows are split, and counted.
+				l.checkFlows(false, -1, 8)
+				if l.fm.Moves() == 0 {
+					t.Errorf("lb: no flow moves counted over %d frames", l.fm.Frames())
+				}
+			} else {
+				l.checkFlows(keeps, retr, 8)
+				if l.fm.Moves() != 0 {
+					t.Errorf("%s: %d flow moves", c.name, l.fm.Moves())
+				}
+			}
+			if len(s.Sources) != max(1, map[bool]int{true: 1, false: c.o.workers}[c.o.single]) {
+				t.Errorf("%d sources in the stats", len(s.Sources))
+			}
+			if !c.o.single {
+				for _, w := range s.Workstreams {
+					if w.Dispatched == 0 || w.Queued != 0 {
+						t.Errorf("workstream %d: Disp'd %d, Queued %d: want DIRECT dispatch in every worker", w.WSID, w.Dispatched, w.Queued)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSteerOffloads runs TCP with the veth's offloads on: 64 KiB
+// super-frames, each one frame in every counter, still one worker per flow
+// and in order.
+func TestSteerOffloads(t *testing.T) {
+	netns.Require(t, "iperf3")
+	p := netns.New(t, netns.Options{KeepOffloads: true})
+	l := startLive(t, p, liveOpts{mode: FanoutHash, dispatch: steer.Direct, workers: 2,
+		cfg: Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}})
+	retr := iperfRetr(t, p, "-P", "4", "-t", "1", "-b", "100M")
+	l.finish()
+	l.checkFlows(true, retr, 4)
+}
+
+// TestSteerModes runs a short UDP burst through every other fanout mode:
+// the counters add up and every frame reaches a handler or a drop counter.
+func TestSteerModes(t *testing.T) {
+	netns.Require(t, "trafgen", "ethtool")
+	p := netns.New(t, netns.Options{})
+	for _, m := range []FanoutMode{FanoutCPU, FanoutQM, FanoutRollover, FanoutRandom} {
+		t.Run(m.String(), func(t *testing.T) {
+			l := startLive(t, p, liveOpts{mode: m, dispatch: steer.Direct, workers: 2, udp4: true,
+				cfg: Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			trafgenUDP(t, ctx, p, 5000)
+			cancel()
+			s := l.finish()
+			if s.Frames == 0 {
+				t.Fatal("no frames")
+			}
+			t.Logf("%v: flow moves %d over %d hashed frames", m, l.fm.Moves(), l.fm.Frames())
+		})
+	}
+}
+
+// TestSteerSetTable reprograms the indirection table of an EBPF group
+// again and again while eight TCP streams run: no TCP sequence number may
+// go backwards at the handler, no hold may time out, and afterwards the
+// kernel's table, the dispatcher's and the workers that handle each flow
+// agree again.
+func TestSteerSetTable(t *testing.T) {
+	netns.Require(t, "iperf3", "ethtool")
+	p := netns.New(t, netns.Options{})
+	const workers = 3
+	l := startLive(t, p, liveOpts{mode: FanoutEBPF, dispatch: steer.Direct, workers: workers,
+		cfg: Config{IgnoreOutgoing: true, BlockTimeout: 4 * time.Millisecond}})
+	l.mu.Lock()
+	l.table = nil // the table changes: the agreement is checked at the end
+	l.mu.Unlock()
+	done := make(chan struct{})
+	var changes int
+	go func() {
+		defer close(done)
+		time.Sleep(300 * time.Millisecond)
+		for k := 1; k <= 12; k++ {
+			tab := l.d.Table()
+			for b := range tab {
+				tab[b] = (b*7 + k) % workers
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			err := l.st.SetTable(ctx, tab)
+			cancel()
+			if err != nil {
+				t.Errorf("SetTable %d: %v", k, err)
+				return
+			}
+			changes++
+			time.Sleep(80 * time.Millisecond)
+		}
+	}()
+	retr := iperfRetr(t, p, "-P", "8", "-t", "2", "-b", "40M")
+	<-done
+	kt, err := l.st.KernelTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ut := l.d.Table()
+	for b := range kt {
+		if kt[b] != ut[b] {
+			t.Fatalf("bucket %d: kernel table says worker %d, the dispatcher %d", b, kt[b], ut[b])
+		}
+	}
+	l.finish()
+	l.checkFlows(false, retr, 8)
+	ss := l.st.Stats()
+	t.Logf("%d table changes, %+v", changes, ss)
+	if ss.HoldTimeouts != 0 || ss.HoldOverflows != 0 {
+		t.Errorf("holds lifted early: %+v", ss)
+	}
+	if ss.TableChanges != uint64(changes) || ss.BucketsMoved == 0 {
+		t.Errorf("stats %+v after %d changes", ss, changes)
+	}
+	if ss.HeldFrames == 0 {
+		t.Errorf("no frame was ever held: the test did not exercise the hold")
+	}
+}
+
+// TestSteeringErrors checks NewSteering's and SetTable's refusals.
+func TestSteeringErrors(t *testing.T) {
+	netns.Require(t)
+	p := netns.New(t, netns.Options{KeepOffloads: true})
+	h := func(*steer.Packet) {}
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	g3 := openGroupIn(t, p.A, 3, Config{BlockSize: 4096, NumBlocks: 2}, FanoutHash, 0)
+	if _, err := NewSteering(d, g3, SteeringOptions{}); !errors.Is(err, ErrConfig) {
+		t.Errorf("3 sockets for 2 workers: %v", err)
+	}
+	g2 := openGroupIn(t, p.A, 2, Config{BlockSize: 4096, NumBlocks: 2}, FanoutHash, 0)
+	st, err := NewSteering(d, g2, SteeringOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetTable(context.Background(), d.Table()); !errors.Is(err, ErrConfig) {
+		t.Errorf("SetTable in hash mode with direct dispatch: %v", err)
+	}
+	if _, err := NewSteering(d, g2, SteeringOptions{Fallback: 2}); !errors.Is(err, ErrConfig) {
+		t.Errorf("fallback 2 of 2: %v", err)
+	}
+	dflow, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct, Policy: steer.PolicyFlow}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dflow.Close(context.Background())
+	ge := openGroupIn(t, p.A, 2, Config{BlockSize: 4096, NumBlocks: 2}, FanoutEBPF, 0)
+	if _, err := NewSteering(dflow, ge, SteeringOptions{}); !errors.Is(err, ErrConfig) {
+		t.Errorf("ebpf with the flow policy: %v", err)
+	}
+	if _, err := ParseFanoutMode("nope"); !errors.Is(err, ErrConfig) {
+		t.Errorf("ParseFanoutMode: %v", err)
+	}
+	for m, n := range fanoutModeNames {
+		if got, err := ParseFanoutMode(n); err != nil || got != m {
+			t.Errorf("ParseFanoutMode(%q) = %v, %v", n, got, err)
+		}
+	}
+}
