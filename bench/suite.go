@@ -203,4 +203,3 @@ func pinnedCPUs() []int {
 	}
 	return cpus
 }
-

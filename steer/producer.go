@@ -175,10 +175,7 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 		// The frame has no queue position until its batch is flushed; until
 		// then the entry counts as busy, so no Lookup evicts it and no move
 		// skips ahead of the frame (see setFlowTails and the busy check).
-		ent.LastTail = tailPending
-		ent.Packets++
-		ent.Bytes += uint64(f.WireLen())
-		ent.LastSeen = f.Timestamp.UnixNano()
+		ent.LastTail = tailPending // rfs counted the frame and Lookup set LastSeen
 	}
 	if depth > 0 {
 		p.flush(w, false) // a re-dispatch never waits

@@ -2,6 +2,32 @@ package steer
 
 import "github.com/rpsgo/rps/flowtable"
 
+// RFS in this package, and where it differs from Linux.
+//
+// d.desired (flowtable.Desired) is rps_sock_flow_table: one global table,
+// written by SetDesired/ClearDesired from any goroutine, read per frame.
+// Each producer (an Input, or a worker re-dispatching) has its own
+// flowtable.Table, as each receive queue has its rps_dev_flow_table: the
+// flow's current worker (rps_dev_flow.cpu) and LastTail (last_qtail), the
+// tail position of the producer's last frame of the flow in that worker's
+// queue. Unlike Linux, entries are keyed by the full flowid (no two flows
+// share one), and an entry whose frame still waits in a pending batch has
+// LastTail == tailPending, so it counts as busy and is never evicted.
+//
+// Moves and hooks. With RFS on, every flow that has an entry moves on its
+// own, under its own LastTail, and Config.MoveOut/MoveIn run once per flow
+// move (Move.Bucket == -1): for a changed desired worker, and also when a
+// reprogrammed or rebalanced bucket takes a flow along (the producer's
+// bucket view moves without hooks of its own, since a bucket hook would
+// also carry off the state of flows whose consumer keeps them on the old
+// worker). Per-flow state so follows every flow exactly, with two limits:
+// a flow that got no entry (all sixteen candidate entries busy) is steered
+// by the policy and its moves run no hook; and a flow whose entry was
+// evicted (more active flows than FlowTableSize) starts over from the
+// policy's worker, so state it left on a desired worker stays there. With
+// DIRECT dispatch the hooks run in the dispatching goroutine, where the
+// handlers run.
+
 // rfs is receive flow steering for one frame: Linux's get_rps_cpu with the
 // producer's flow table standing for rps_dev_flow_table and d.desired for
 // rps_sock_flow_table. It returns the flow's worker, or ok=false when the
@@ -10,12 +36,19 @@ import "github.com/rpsgo/rps/flowtable"
 func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtable.Entry) (int, bool) {
 	d := p.d
 	flowid := c.FlowID
+	// The desired slot is read first: its cache miss, independent of the
+	// flow table's two (the set's tags, then the entry), overlaps them.
+	want, ok := d.desired.Get(flowid)
 	e, inserted := p.flows.Lookup(flowid, f.Timestamp.UnixNano())
 	if e == nil {
 		p.rfsMiss = true
 		return 0, false
 	}
 	*ent = e
+	// Counted here, not at the hand-off, so that frames handled inline
+	// (DIRECT) and frames the flow limit drops count too.
+	e.Packets++
+	e.Bytes += uint64(f.WireLen())
 	if inserted {
 		// The flow has no frame queued under an entry (an entry is never
 		// evicted while it has), but it may have frames queued through the
@@ -29,7 +62,6 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 		e.Desired = -1
 		e.LastTail = d.workers[cur].tail.Load()
 	}
-	want, ok := d.desired.Get(flowid)
 	if ok && want < len(d.workers) {
 		e.Desired = int32(want)
 		if d.cfg.Trace != nil {
