@@ -1,0 +1,158 @@
+package steer
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/rpsgo/rps/internal/synth"
+	"go.uber.org/goleak"
+)
+
+// TestFlowLimitRule checks skb_flow_limit's rule on one worker: nothing is
+// recorded below half a queue, a flow bucket is dropped once it holds more
+// than half of the 128-frame history, and the history slides.
+func TestFlowLimitRule(t *testing.T) {
+	w := &Worker{d: &Dispatcher{cfg: Config{QLimit: 256}}}
+	const elephant = 0xdeadbeef
+	w.tail.Store(127) // qlen 127 < 256/2: not recorded, never dropped
+	for range 200 {
+		if w.overLimit(elephant) {
+			t.Fatal("dropped with the queue under half full")
+		}
+	}
+	if w.flowHist.n != 0 {
+		t.Fatalf("%d frames recorded with the queue under half full", w.flowHist.n)
+	}
+	w.tail.Store(128) // qlen 128 >= 128: Linux's "qlen < max_backlog >> 1" no longer holds
+	for i := 1; i <= 64; i++ {
+		if w.overLimit(elephant) {
+			t.Fatalf("frame %d of the flow dropped while it held %d of the history", i, i)
+		}
+	}
+	if !w.overLimit(elephant) {
+		t.Fatal("65th frame of one flow in the history not dropped")
+	}
+	// 63 frames of other flows: the elephant holds 65 of 128 and is still
+	// over (its next frame makes 66 of 128, the oldest entry being its own).
+	for i := range 63 {
+		if w.overLimit(uint32(i * 7919)) {
+			t.Fatalf("a small flow (%d) dropped", i)
+		}
+	}
+	if !w.overLimit(elephant) {
+		t.Fatal("elephant holding more than half of the history not dropped")
+	}
+	// Another 64 small frames push the elephant's share down to half.
+	for i := range 64 {
+		w.overLimit(uint32(100000 + i*7919))
+	}
+	if w.overLimit(elephant) {
+		t.Fatalf("elephant dropped holding %d of 128", w.flowHist.counts[flowLimitBucket(elephant)])
+	}
+}
+
+// TestFlowLimitHashesFlowids: the history's flow bucket is Linux's
+// hash_32(flowid, 12), so flows sharing a worker (whose RSS buckets, the
+// flowids' low bits, agree) do not share one flow-limit bucket.
+func TestFlowLimitHashesFlowids(t *testing.T) {
+	if got := flowLimitBucket(1); got != 0x61C88647>>20 {
+		t.Errorf("flowLimitBucket(1) = %#x, want hash_32(1, 12) = %#x", got, 0x61C88647>>20)
+	}
+	w := &Worker{d: &Dispatcher{cfg: Config{QLimit: 256}}}
+	w.tail.Store(256)
+	// Four flows with the same low 12 bits, each a quarter of the history.
+	for i := range 512 {
+		if id := uint32(i%4) << 12; w.overLimit(id) {
+			t.Fatalf("flow %#x dropped holding a quarter of the history", id)
+		}
+	}
+}
+
+// elephantRun feeds one worker with an elephant (80% of frames) and 200
+// small flows while its handler is gated to half the offered rate, and
+// returns the frames sent and lost of each kind and the stats.
+func elephantRun(t *testing.T, flowLimit bool) (smallSent, smallLost, eleSent, eleLost uint64, st Stats) {
+	const flows, rounds = 201, 300
+	tokens := make(chan struct{}, 1<<16)
+	free := make(chan struct{})
+	handled := make([]uint64, flows) // one worker: no lock needed
+	d, err := New(Config{Workers: 1, QLimit: 256, FlowLimit: flowLimit}, func(p *Packet) {
+		select {
+		case <-tokens:
+		case <-free:
+		}
+		handled[synthFlow(p)]++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := d.workers[0]
+	in := d.NewInput()
+	rng := rand.New(rand.NewPCG(21, 22))
+	sent := make([]uint64, flows)
+	for range rounds {
+		frames := make([]Frame, BatchSize)
+		for i := range frames {
+			f := 0
+			if rng.IntN(5) == 0 {
+				f = 1 + rng.IntN(flows-1)
+			}
+			sent[f]++
+			b := make([]byte, 64)
+			synth.Build(b, f, uint32(sent[f]), false)
+			frames[i] = Frame{Data: b}
+		}
+		if err := in.Dispatch(frames, nil); err != nil {
+			t.Fatal(err)
+		}
+		// The handler may take half of what was offered, and does so
+		// before the next batch comes (unless it runs out of frames).
+		for range BatchSize / 2 {
+			tokens <- struct{}{}
+		}
+		for len(tokens) > 0 && w.tail.Load() != w.head.Load() {
+			runtime.Gosched()
+		}
+	}
+	close(free)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st = checkAccounting(t, d, rounds*BatchSize)
+	for f := 1; f < flows; f++ {
+		smallSent += sent[f]
+		smallLost += sent[f] - handled[f]
+	}
+	return smallSent, smallLost, sent[0], sent[0] - handled[0], st
+}
+
+// TestFlowLimitProtectsSmallFlows: an elephant and many small flows share a
+// worker whose handler keeps up with half the traffic. With the flow limit
+// the small flows lose (almost) nothing and the elephant's losses are
+// flow-limit drops; without it the small flows suffer tail drops.
+func TestFlowLimitProtectsSmallFlows(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ss, sl, es, el, st := elephantRun(t, true)
+	ws := st.Workstreams[0]
+	t.Logf("flow limit on:  small flows lost %d of %d, elephant lost %d of %d; FlowLimitDrops %d, QDrops %d",
+		sl, ss, el, es, ws.FlowLimitDrops, ws.QDrops)
+	if sl*100 > ss {
+		t.Errorf("with the flow limit the small flows lost %d of %d frames (more than 1%%)", sl, ss)
+	}
+	if ws.FlowLimitDrops == 0 || ws.FlowLimitDrops*10 < el*9 {
+		t.Errorf("FlowLimitDrops %d for %d elephant frames lost", ws.FlowLimitDrops, el)
+	}
+	ss0, sl0, es0, el0, st0 := elephantRun(t, false)
+	ws0 := st0.Workstreams[0]
+	t.Logf("flow limit off: small flows lost %d of %d, elephant lost %d of %d; FlowLimitDrops %d, QDrops %d",
+		sl0, ss0, el0, es0, ws0.FlowLimitDrops, ws0.QDrops)
+	if ws0.FlowLimitDrops != 0 {
+		t.Errorf("FlowLimitDrops %d with the flow limit off", ws0.FlowLimitDrops)
+	}
+	if sl0*10 < ss0 || ws0.QDrops == 0 {
+		t.Errorf("without the flow limit the small flows lost only %d of %d (QDrops %d): the test does not overload the worker",
+			sl0, ss0, ws0.QDrops)
+	}
+}
