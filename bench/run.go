@@ -1,0 +1,540 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rpsgo/rps/internal/synth"
+	"github.com/rpsgo/rps/steer"
+)
+
+// job is one run of one configuration.
+type job struct {
+	name string
+	run  func(ctx context.Context) (Result, error)
+}
+
+// suite builds the jobs of one invocation and the shared state they need.
+type suite struct {
+	o      options
+	sp     spinner
+	sets   frameSets
+	tmp    string
+	notes  []string
+	live   *liveEnv
+	fwdBin string
+	closes []func()
+}
+
+func (s *suite) want(exp string) bool {
+	if s.o.exps == "" {
+		return true
+	}
+	return slices.Contains(strings.Split(s.o.exps, ","), exp)
+}
+
+func (s *suite) frames(n int) int { return max(int(float64(n)*s.o.scale), 256) }
+
+func (s *suite) note(format string, args ...any) {
+	s.notes = append(s.notes, fmt.Sprintf(format, args...))
+}
+
+// cases returns the configurations, experiment by experiment.
+func (s *suite) cases() []Case {
+	q := s.o.quick
+	ws := workerCounts()
+	nCPU := ws[len(ws)-1]
+	var cs []Case
+	base := Case{Source: "mem", Size: 64, Flows: 1024, Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
+	count := func(h string) int {
+		switch {
+		case h == handlerSpin && q:
+			return s.frames(1 << 17)
+		case h == handlerSpin:
+			return s.frames(1 << 19)
+		case q:
+			return s.frames(1 << 20)
+		}
+		return s.frames(1 << 22)
+	}
+	if s.want("workers") {
+		handlers := []string{handlerNone, handlerSpin, handlerStateful}
+		pins := []bool{false, true}
+		if q {
+			handlers, pins = handlers[:2], pins[:1]
+		}
+		if pinnedCPUs() == nil {
+			pins = pins[:1]
+		}
+		for _, h := range handlers {
+			c := base
+			c.Experiment, c.Handler, c.Frames = "workers", h, count(h)
+			c.Impl, c.Workers = "single", 1
+			cs = append(cs, c)
+			for _, w := range ws {
+				c.Workers = w
+				for _, pin := range pins {
+					c.Impl, c.Pinned = "rps", pin
+					cs = append(cs, c)
+				}
+				c.Impl, c.Pinned = "idiomatic", false
+				cs = append(cs, c)
+			}
+		}
+	}
+	if s.want("sizes") && !q {
+		for _, size := range []int{64, 128, 512, 1500} {
+			for _, flows := range []int{1, 16, 1024, 100000} {
+				c := base
+				c.Experiment, c.Handler, c.Size, c.Flows, c.Frames = "sizes", handlerNone, size, flows, s.frames(1<<21)
+				c.Impl, c.Workers = "single", 1
+				cs = append(cs, c)
+				c.Impl, c.Workers = "rps", nCPU
+				cs = append(cs, c)
+			}
+		}
+	}
+	if s.want("modes") && !q {
+		pins := []bool{false, true}
+		if pinnedCPUs() == nil {
+			pins = pins[:1]
+		}
+		for _, m := range []steer.DispatchMode{steer.Direct, steer.Hybrid, steer.Deferred} {
+			for _, p := range []steer.Policy{steer.PolicyRSS, steer.PolicyFlow, steer.PolicySource} {
+				for _, pin := range pins {
+					c := base
+					c.Experiment, c.Handler, c.Frames = "modes", handlerSpin, s.frames(1<<18)
+					c.Impl, c.Workers, c.Dispatch, c.Policy, c.Pinned = "rps", nCPU, m, p, pin
+					cs = append(cs, c)
+				}
+			}
+		}
+	}
+	if s.want("skew") {
+		for _, reb := range []bool{false, true} {
+			c := base
+			c.Experiment, c.Handler, c.Zipf, c.Frames = "skew", handlerSpin, 1.0, s.frames(1<<18)
+			if !q {
+				c.Frames = s.frames(1 << 19)
+			}
+			c.Impl, c.Workers, c.Rebalance = "rps", nCPU, reb
+			cs = append(cs, c)
+		}
+	}
+	if s.want("pcap") && !q {
+		for _, h := range []string{handlerNone, handlerSpin} {
+			c := base
+			c.Experiment, c.Source, c.Handler = "pcap", "pcap", h
+			c.Impl, c.Workers = "single", 1
+			cs = append(cs, c)
+			for _, w := range ws {
+				c.Impl, c.Workers = "rps", w
+				cs = append(cs, c)
+			}
+		}
+	}
+	if s.want("live") {
+		if why := liveMissing(); why != "" {
+			s.note("live: skipped: %s", why)
+		} else {
+			handlers := []string{handlerNone, handlerSpin}
+			n := s.frames(1 << 20)
+			if q {
+				handlers, n = handlers[1:], s.frames(300000)
+			}
+			for _, h := range handlers {
+				c := Case{Experiment: "live", Source: "afpacket", Handler: h, Size: 64, Flows: 1 << 24, Frames: n,
+					Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
+				c.Impl, c.Workers = "single", 1
+				cs = append(cs, c)
+				for _, w := range ws {
+					if q && w != nCPU {
+						continue
+					}
+					c.Impl, c.Workers, c.Source = "rps", w, "afpacket"
+					cs = append(cs, c)
+				}
+				if !q {
+					c.Workers = nCPU
+					c.Impl, c.Source = "rps-fanout", "fanout-hash"
+					cs = append(cs, c)
+					c.Impl = "kernel-fanout"
+					cs = append(cs, c)
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// job makes the job of one case and repetition.
+func (s *suite) job(c Case, rep int) job {
+	return job{name: c.Name(), run: func(ctx context.Context) (Result, error) {
+		switch c.Source {
+		case "mem":
+			fs := s.sets.get(synth.Spec{Flows: c.Flows, Size: c.Size, Zipf: c.Zipf, Seed: 1})
+			return runMem(c, fs, s.sp, rep)
+		case "pcap":
+			path, err := s.pcapFile()
+			if err != nil {
+				return c.result(rep), err
+			}
+			return runPcap(c, path, s.sp, rep)
+		default:
+			if s.live == nil {
+				e, err := newLiveEnv(s.tmp)
+				if err != nil {
+					return c.result(rep), err
+				}
+				s.live = e
+				s.closes = append(s.closes, func() { e.Close() })
+			}
+			return runLive(ctx, s.live, c, s.sp, rep)
+		}
+	}}
+}
+
+// pcapFile writes, once, a pcap file of 1<<18 frames of the in-memory
+// workload (64 bytes, 1024 flows) into the temporary directory.
+func (s *suite) pcapFile() (string, error) {
+	path := filepath.Join(s.tmp, "synth64.pcap")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	frames := synth.Frames(synth.Spec{Flows: 1024, Size: 64, Seed: 1}, s.frames(1<<18))
+	err = writePcap(w, frames, time.Unix(1_700_000_000, 0))
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("bench: writing %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// rrJobs returns the request/response runs: one worker, then one per CPU.
+func (s *suite) rrJobs() []job {
+	if !s.want("rr") {
+		return nil
+	}
+	if why := rrMissing(); why != "" {
+		s.note("rr: skipped: %s", why)
+		return nil
+	}
+	dur := s.o.rrDur
+	if dur == 0 {
+		dur = 10 * time.Second
+		if s.o.quick {
+			dur = 3 * time.Second
+		}
+	}
+	reps := s.o.count
+	if s.o.quick {
+		reps = 1
+	}
+	ws := workerCounts()
+	var jobs []job
+	for rep := 0; rep < reps; rep++ {
+		for _, w := range []int{1, ws[len(ws)-1]} {
+			spec := rrSpec{Workers: w, Work: s.o.rrWork, Conns: s.o.rrConns, Duration: dur}
+			jobs = append(jobs, job{name: fmt.Sprintf("rr forwarder w=%d %d conns", w, spec.Conns),
+				run: func(ctx context.Context) (Result, error) {
+					if s.fwdBin == "" {
+						bin, err := buildForwarder(ctx, s.tmp)
+						if err != nil {
+							return Result{Experiment: "rr"}, err
+						}
+						s.fwdBin = bin
+					}
+					return runRR(ctx, s.fwdBin, spec, rep)
+				}})
+		}
+	}
+	return jobs
+}
+
+// runAll runs the matrix o describes and prints the tables to stdout and
+// the progress to progress.
+func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report, error) {
+	tmp, err := os.MkdirTemp("", "rpsbench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	s := &suite{o: o, tmp: tmp, sp: newSpinner(time.Microsecond)}
+	defer func() {
+		for _, c := range s.closes {
+			c()
+		}
+	}()
+	rep := &Report{Machine: machine(), Command: commandLine(), Started: time.Now().UTC(), Quick: o.quick}
+	t0 := time.Now()
+	for i := 0; i < 2000; i++ {
+		s.sp.spin()
+	}
+	rep.SpinNs = float64(time.Since(t0).Nanoseconds()) / 2000
+	cases := s.cases()
+	var jobs []job
+	for r := 0; r < o.count; r++ {
+		for _, c := range cases {
+			jobs = append(jobs, s.job(c, r))
+		}
+	}
+	jobs = append(jobs, s.rrJobs()...)
+	for _, n := range s.notes {
+		fmt.Fprintln(progress, "bench: note:", n)
+	}
+	pr := newProgress(progress, len(jobs), o.verbose)
+	var runErr error
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			runErr = ctx.Err()
+			break
+		}
+		pr.start(j.name)
+		runtime.GC()
+		debug.FreeOSMemory()
+		r, err := j.run(ctx)
+		if err != nil {
+			msg := fmt.Sprintf("%s: %v", j.name, err)
+			s.note("failed: %s", msg)
+			pr.fail(msg)
+			continue
+		}
+		rep.Results = append(rep.Results, r)
+		pr.done(&r)
+	}
+	pr.finish()
+	rep.Notes = s.notes
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	printTables(stdout, rep)
+	return rep, runErr
+}
+
+// printTables prints the machine, then one table of medians per experiment.
+func printTables(w io.Writer, rep *Report) {
+	m := rep.Machine
+	fmt.Fprintf(w, "machine: %s, %d CPUs, %s, %s\ncommand: %s\nspin1us handler: %.0f ns per call\n",
+		m.CPU, m.Cores, m.Kernel, m.Go, rep.Command, rep.SpinNs)
+	meds := medians(rep.Results)
+	var exps []string
+	for _, r := range meds {
+		if !slices.Contains(exps, r.Experiment) {
+			exps = append(exps, r.Experiment)
+		}
+	}
+	for _, e := range exps {
+		fmt.Fprintf(w, "\n== %s (median of runs)\n", e)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		if e == "rr" {
+			fmt.Fprintln(tw, "workers\ttps\tx 1 worker\tp50 ms\tp99 ms\tp99.9 ms\tretrans\tfwd CPU\t")
+			for _, r := range meds {
+				if r.Experiment != e {
+					continue
+				}
+				ratio := "-"
+				if b := baseline(meds, &r); b != nil && b.TPS > 0 {
+					ratio = fmt.Sprintf("%.2f", r.TPS/b.TPS)
+				}
+				fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t\n", r.Workers, r.TPS, ratio,
+					r.LatP50/1e3, r.LatP99/1e3, r.LatP999/1e3, r.Retrans, r.CPUShare)
+			}
+			tw.Flush()
+			continue
+		}
+		fmt.Fprintln(tw, "impl\tsource\thandler\tbytes\tflows\tw\tmode\tpin\tMpps\tGbit/s\tns/frame\tx single\tCPU\tsys s\tallocs/f\timbal\tdrops\tp50 µs\tp99 µs\tp99.9 µs\t")
+		for _, r := range meds {
+			if r.Experiment != e {
+				continue
+			}
+			ratio := "-"
+			if b := baseline(meds, &r); b != nil && b.Mpps > 0 {
+				ratio = fmt.Sprintf("%.2f", r.Mpps/b.Mpps)
+			}
+			mode := "-"
+			if r.Dispatch != "" {
+				mode = r.Dispatch + "/" + r.Policy
+				if r.Rebalance {
+					mode += "+rebal"
+				}
+			}
+			lat := func(v float64) string {
+				if r.LatSamples == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f", v)
+			}
+			flows := fmt.Sprint(r.Flows)
+			if r.Zipf > 0 {
+				flows += fmt.Sprintf("z%g", r.Zipf)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%.2f\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.3f\t%.2f\t%d\t%s\t%s\t%s\t\n",
+				r.Impl, r.Source, r.Handler, r.FrameSize, flows, r.Workers, mode, yesNo(r.Pinned), r.Mpps, r.Gbps,
+				r.NsPerFrame, ratio, r.CPUShare, r.SysSec, r.AllocsPerFrame, r.Imbalance, r.Drops+r.KernelDrops,
+				lat(r.LatP50), lat(r.LatP99), lat(r.LatP999))
+		}
+		tw.Flush()
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range rep.Notes {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	fmt.Fprintf(w, "\n%d runs in %.0f s\n", len(rep.Results), rep.Seconds)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// baseline returns the median result r is compared with: the single-queue
+// run of the same experiment, handler, frame size and flows (for rr, the
+// one-worker run), or nil.
+func baseline(meds []Result, r *Result) *Result {
+	for i := range meds {
+		b := &meds[i]
+		if b.Experiment != r.Experiment || b.Handler != r.Handler || b.FrameSize != r.FrameSize || b.Flows != r.Flows || b.Zipf != r.Zipf {
+			continue
+		}
+		if r.Experiment == "rr" && b.Workers == 1 {
+			return b
+		}
+		if b.Impl == "single" {
+			return b
+		}
+	}
+	return nil
+}
+
+// progress reports runs as they go: a bar on a terminal, a line per run
+// otherwise.
+type progress struct {
+	w       io.Writer
+	total   int
+	n       int
+	tty     bool
+	verbose bool
+	began   time.Time
+	name    string
+}
+
+func newProgress(w io.Writer, total int, verbose bool) *progress {
+	p := &progress{w: w, total: total, verbose: verbose, began: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) start(name string) {
+	p.name = name
+	if p.tty {
+		p.bar()
+	}
+}
+
+func (p *progress) bar() {
+	const width = 30
+	fill := width * p.n / max(p.total, 1)
+	el := time.Since(p.began)
+	eta := "?"
+	if p.n > 0 {
+		eta = (el * time.Duration(p.total-p.n) / time.Duration(p.n)).Round(time.Second).String()
+	}
+	name := p.name
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	fmt.Fprintf(p.w, "\r\033[K[%s%s] %d/%d %s eta %s  %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
+		p.n, p.total, el.Round(time.Second), eta, name)
+}
+
+func (p *progress) line(s string) {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "bench: [%d/%d] %s\n", p.n, p.total, s)
+}
+
+func (p *progress) done(r *Result) {
+	p.n++
+	if !p.tty || p.verbose {
+		if r.Experiment == "rr" {
+			p.line(fmt.Sprintf("%s: %.0f tps, p99 %.2f ms, %d retransmissions", p.name, r.TPS, r.LatP99/1e3, r.Retrans))
+		} else {
+			p.line(fmt.Sprintf("%s: %.2f Mpps, %.1f ns/frame, %.2f s", p.name, r.Mpps, r.NsPerFrame, r.Seconds))
+		}
+	}
+	if p.tty {
+		p.bar()
+	}
+}
+
+func (p *progress) fail(msg string) {
+	p.n++
+	p.line("FAILED " + msg)
+	if p.tty {
+		p.bar()
+	}
+}
+
+func (p *progress) finish() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "bench: %d runs in %s\n", p.n, time.Since(p.began).Round(time.Second))
+}
+
+// writePcap writes frames as a classic pcap file (microsecond timestamps,
+// LINKTYPE_ETHERNET), one frame per microsecond from t.
+func writePcap(w io.Writer, frames [][]byte, t time.Time) error {
+	var h [24]byte
+	binary.LittleEndian.PutUint32(h[0:], 0xa1b2c3d4)
+	binary.LittleEndian.PutUint16(h[4:], 2)
+	binary.LittleEndian.PutUint16(h[6:], 4)
+	binary.LittleEndian.PutUint32(h[16:], 65535)
+	binary.LittleEndian.PutUint32(h[20:], 1) // LINKTYPE_ETHERNET
+	if _, err := w.Write(h[:]); err != nil {
+		return err
+	}
+	var rh [16]byte
+	for i, b := range frames {
+		ts := t.Add(time.Duration(i) * time.Microsecond)
+		binary.LittleEndian.PutUint32(rh[0:], uint32(ts.Unix()))
+		binary.LittleEndian.PutUint32(rh[4:], uint32(ts.Nanosecond()/1000))
+		binary.LittleEndian.PutUint32(rh[8:], uint32(len(b)))
+		binary.LittleEndian.PutUint32(rh[12:], uint32(len(b)))
+		if _, err := w.Write(rh[:]); err != nil {
+			return err
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHistBuckets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 100000; i++ {
+		v := rng.Uint64() >> rng.IntN(64)
+		idx := histIndex(v)
+		if idx < 0 || idx >= histBuckets {
+			t.Fatalf("histIndex(%d) = %d, out of [0, %d)", v, idx, histBuckets)
+		}
+		lo, w := histLower(idx)
+		if v < lo || v-lo >= w {
+			t.Fatalf("value %d in bucket %d = [%d, %d+%d)", v, idx, lo, lo, w)
+		}
+		if lo >= histExact && float64(w)/float64(lo) > 1.0/histSub+1e-12 {
+			t.Fatalf("bucket %d is %d wide at %d: more than 1/%d", idx, w, lo, histSub)
+		}
+	}
+	if histIndex(math.MaxUint64) != histBuckets-1 {
+		t.Fatalf("the largest value is in bucket %d, want the last, %d", histIndex(math.MaxUint64), histBuckets-1)
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var a, b hist
+	var all []time.Duration
+	for i := 0; i < 50000; i++ {
+		// Log-uniform from 10 ns to 10 ms.
+		d := time.Duration(math.Exp(math.Log(10) + rng.Float64()*math.Log(1e6)))
+		all = append(all, d)
+		if i%2 == 0 {
+			a.Record(d)
+		} else {
+			b.Record(d)
+		}
+	}
+	a.Merge(&b)
+	if a.Count() != uint64(len(all)) {
+		t.Fatalf("count %d after merge, want %d", a.Count(), len(all))
+	}
+	slices.Sort(all)
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999, 1} {
+		want := all[int(q*float64(len(all)-1))]
+		got := a.Quantile(q)
+		if rel := math.Abs(float64(got-want)) / float64(want); rel > 1.0/histSub {
+			t.Errorf("quantile %g = %v, exact %v: off by %.1f%%", q, got, want, 100*rel)
+		}
+	}
+	var empty hist
+	if empty.Quantile(0.5) != 0 {
+		t.Errorf("quantile of an empty histogram = %v, want 0", empty.Quantile(0.5))
+	}
+	var neg hist
+	neg.Record(-time.Second)
+	if neg.Quantile(1) != 0 {
+		t.Errorf("a negative duration is recorded as %v, want 0", neg.Quantile(1))
+	}
+}
+
+func testResults() []Result {
+	return []Result{
+		{Experiment: "workers", Impl: "single", Source: "mem", Handler: "none", FrameSize: 64, Flows: 1024, Workers: 1,
+			Frames: 1000, Mpps: 10, PerWorker: []uint64{1000}, Note: `a "quoted", note`},
+		{Experiment: "workers", Impl: "rps", Source: "mem", Handler: "none", FrameSize: 64, Flows: 1024, Workers: 2,
+			Dispatch: "deferred", Policy: "rss", Frames: 1000, Mpps: 15, PerWorker: []uint64{400, 600}, Imbalance: 1.2},
+	}
+}
+
+func TestWriteCSV(t *testing.T) {
+	var buf bytes.Buffer
+	rs := testResults()
+	if err := writeCSV(&buf, rs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatalf("reading back: %v", err)
+	}
+	if len(rows) != len(rs)+1 {
+		t.Fatalf("%d rows, want a header and %d", len(rows), len(rs))
+	}
+	col := func(name string) int {
+		i := slices.Index(rows[0], name)
+		if i < 0 {
+			t.Fatalf("no column %q in %v", name, rows[0])
+		}
+		return i
+	}
+	for i, r := range rs {
+		row := rows[i+1]
+		if len(row) != len(csvHeader) {
+			t.Fatalf("row %d has %d fields, want %d", i, len(row), len(csvHeader))
+		}
+		if row[col("impl")] != r.Impl || row[col("note")] != r.Note {
+			t.Errorf("row %d: impl %q note %q, want %q %q", i, row[col("impl")], row[col("note")], r.Impl, r.Note)
+		}
+	}
+	if got := rows[2][col("per_worker")]; got != "400 600" {
+		t.Errorf("per_worker = %q, want %q", got, "400 600")
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	rep := &Report{Machine: machine(), Command: "go run ./bench -quick", Results: testResults(), Notes: []string{"n"}}
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatalf("decoding: %v", err)
+	}
+	if back.Command != rep.Command || len(back.Results) != 2 || back.Results[1].Mpps != 15 ||
+		!slices.Equal(back.Results[1].PerWorker, []uint64{400, 600}) || back.Machine.Cores != rep.Machine.Cores {
+		t.Errorf("round trip lost data: %+v", back)
+	}
+}
+
+func TestMediansAndBaseline(t *testing.T) {
+	rs := testResults()
+	for _, m := range []float64{30, 20} {
+		r := rs[1]
+		r.Mpps = m
+		rs = append(rs, r)
+	}
+	meds := medians(rs)
+	if len(meds) != 2 {
+		t.Fatalf("%d groups, want 2", len(meds))
+	}
+	if meds[1].Mpps != 20 {
+		t.Errorf("median of 15, 30, 20 = %v, want 20", meds[1].Mpps)
+	}
+	if b := baseline(meds, &meds[1]); b == nil || b.Impl != "single" {
+		t.Errorf("baseline of the rps run = %+v, want the single run", b)
+	}
+}
+
+// TestQuickInMemory runs the -quick in-memory subset with tiny frame
+// counts, end to end: the runs, the tables and the files.
+func TestQuickInMemory(t *testing.T) {
+	o := options{quick: true, count: 1, scale: 0.002, exps: "workers,skew", out: t.TempDir()}
+	var stdout, progress bytes.Buffer
+	rep, err := runAll(context.Background(), o, &stdout, &progress)
+	if err != nil {
+		t.Fatalf("runAll: %v\n%s", err, progress.String())
+	}
+	ws := workerCounts()
+	want := 2*(1+2*len(ws)) + 2 // workers: 2 handlers x (single + rps and idiomatic per count); skew: 2
+	if len(rep.Results) != want {
+		t.Fatalf("%d results, want %d\n%s", len(rep.Results), want, progress.String())
+	}
+	for _, r := range rep.Results {
+		if r.Note != "" {
+			t.Errorf("%s/%s w=%d: %s", r.Experiment, r.Impl, r.Workers, r.Note)
+		}
+		var sum uint64
+		for _, v := range r.PerWorker {
+			sum += v
+		}
+		if r.Frames == 0 || sum != r.Frames || len(r.PerWorker) != r.Workers {
+			t.Errorf("%s/%s w=%d: %d frames, per worker %v", r.Experiment, r.Impl, r.Workers, r.Frames, r.PerWorker)
+		}
+		if r.Mpps <= 0 || r.Seconds <= 0 {
+			t.Errorf("%s/%s w=%d: %v Mpps in %v s", r.Experiment, r.Impl, r.Workers, r.Mpps, r.Seconds)
+		}
+		if r.Impl == "rps" && r.Handler == handlerNone && r.LatSamples == 0 {
+			t.Errorf("%s/%s w=%d: no latency samples", r.Experiment, r.Impl, r.Workers)
+		}
+	}
+	for _, s := range []string{"== workers", "== skew", "idiomatic", "machine:"} {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("the tables lack %q:\n%s", s, stdout.String())
+		}
+	}
+	if err := writeAll(rep, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"results.csv", "results.json", "throughput-none.png", "speedup.png", "balance.png", "latency.png"} {
+		if fi, err := os.Stat(filepath.Join(o.out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,284 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afpacket"
+	"golang.org/x/sys/unix"
+)
+
+// port is one side of the forwarder: a receive ring and a send socket on
+// the same interface.
+type port struct {
+	name    string
+	ifindex int
+	mtu     int
+	rx      *afpacket.Source
+	tx      int // AF_PACKET socket bound to the interface, protocol 0 (sends only)
+}
+
+// workerState is a worker's own counters and send addresses; only that
+// worker touches it while the forwarder runs.
+type workerState struct {
+	sent     [2]uint64 // by output port
+	txErrors uint64
+	oversize uint64
+	sink     uint64
+	sll      [2]unix.SockaddrLinklayer // by output port (Sendto writes into it)
+	_        [64]byte
+}
+
+// forwarder receives on its ports, steers frames to workers, and sends
+// each on the other port.
+type forwarder struct {
+	ports   [2]*port
+	rx      []int // the ports read (both, or only ports[0] with OneWay)
+	d       *steer.Dispatcher
+	inputs  []*steer.Input
+	outFor  map[int]int // input id -> output port
+	outByID []int       // the same, as a slice indexed by input id
+	workers []workerState
+	sp      spinner
+}
+
+// openForwarder opens the sockets in the caller's network namespace (a
+// goroutine that changed namespace must keep its thread locked) and starts
+// the workers. Run it, then Close it.
+func openForwarder(o Options) (f *forwarder, err error) {
+	if o.In == o.Out {
+		return nil, fmt.Errorf("-in and -out are both %q", o.In)
+	}
+	f = &forwarder{sp: newSpinner(o.Work)}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	bt := o.BlockTimeout
+	if bt <= 0 {
+		bt = time.Millisecond
+	}
+	// Small blocks with a short timeout: a forwarder cares about latency,
+	// and a TPACKET_V3 block is handed over when full or timed out.
+	rcfg := afpacket.Config{BlockSize: 64 << 10, NumBlocks: 64, BlockTimeout: bt, PollTimeout: 50 * time.Millisecond,
+		IgnoreOutgoing: true, Promisc: true}
+	for i, name := range []string{o.In, o.Out} {
+		p, err := openPort(name, rcfg, i == 0 || !o.OneWay)
+		f.ports[i] = p
+		if err != nil {
+			return f, err
+		}
+	}
+	f.rx = []int{0, 1}
+	if o.OneWay {
+		f.rx = []int{0}
+	}
+	cfg := steer.Config{Workers: o.Workers, Symmetric: true, Block: true}
+	if o.Pin {
+		if cfg.CPUs, err = affinity.Allowed(); err != nil {
+			return f, fmt.Errorf("listing CPUs: %w", err)
+		}
+		if cfg.Workers == 0 {
+			cfg.Workers = len(cfg.CPUs)
+		}
+	}
+	n := cfg.Workers
+	if n == 0 {
+		cpus, err := affinity.Allowed()
+		if err != nil || len(cpus) == 0 {
+			return f, fmt.Errorf("listing CPUs: %w", err)
+		}
+		n, cfg.Workers = len(cpus), len(cpus)
+	}
+	f.workers = make([]workerState, n)
+	for w := range f.workers {
+		for out, p := range f.ports {
+			f.workers[w].sll[out] = unix.SockaddrLinklayer{Ifindex: p.ifindex, Halen: 6}
+		}
+	}
+	f.d, err = steer.New(cfg, f.handle)
+	if err != nil {
+		return f, err
+	}
+	f.outFor = map[int]int{}
+	for _, i := range f.rx {
+		in := f.d.NewInput()
+		f.inputs = append(f.inputs, in)
+		f.outFor[in.ID()] = 1 - i
+	}
+	maxID := 0
+	for id := range f.outFor {
+		maxID = max(maxID, id)
+	}
+	f.outByID = make([]int, maxID+1)
+	for id, out := range f.outFor {
+		f.outByID[id] = out
+	}
+	return f, nil
+}
+
+func openPort(name string, cfg afpacket.Config, receive bool) (*port, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q: %w", name, err)
+	}
+	p := &port{name: name, ifindex: ifi.Index, mtu: ifi.MTU, tx: -1}
+	if receive {
+		if p.rx, err = afpacket.Open(name, cfg); err != nil {
+			return p, err
+		}
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return p, fmt.Errorf("send socket on %q: %w", name, err)
+	}
+	p.tx = fd
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi.Index}); err != nil {
+		return p, fmt.Errorf("binding the send socket to %q: %w", name, err)
+	}
+	// Best effort: hand frames straight to the driver, skipping the qdisc.
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
+	return p, nil
+}
+
+// handle is the worker's job: the inspection stand-in, then the send.
+func (f *forwarder) handle(p *steer.Packet) {
+	w := &f.workers[p.Worker]
+	w.sink += f.sp.spin()
+	out := f.outByID[p.Source]
+	port := f.ports[out]
+	if p.Length > len(p.Data) || len(p.Data) > port.mtu+14 || len(p.Data) < 14 {
+		w.oversize++
+		return
+	}
+	sll := &w.sll[out]
+	sll.Protocol = htons(binary.BigEndian.Uint16(p.Data[12:14]))
+	if err := unix.Sendto(port.tx, p.Data, 0, sll); err != nil {
+		w.txErrors++
+		return
+	}
+	w.sent[out]++
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Run forwards until ctx ends, then lets the workers finish what is queued.
+func (f *forwarder) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(f.rx))
+	for k, i := range f.rx {
+		src, in, name := f.ports[i].rx, f.inputs[k], f.ports[i].name
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b steer.Batch
+			for {
+				b.Frames, b.Release = b.Frames[:0], nil
+				err := src.ReadBatch(ctx, &b)
+				if len(b.Frames) > 0 || b.Release != nil {
+					if derr := in.Dispatch(b.Frames, b.Release); derr != nil {
+						errs <- derr
+						return
+					}
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- fmt.Errorf("reading %s: %w", name, err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := f.d.Close(cctx)
+	for e := range errs {
+		err = errors.Join(err, e)
+	}
+	return err
+}
+
+// Stats adds up the workers' counters; call it after Run returned.
+func (f *forwarder) Stats() Stats {
+	var s Stats
+	for i := range f.workers {
+		w := &f.workers[i]
+		s.InToOut += w.sent[1]
+		s.OutToIn += w.sent[0]
+		s.TxErrors += w.txErrors
+		s.Oversize += w.oversize
+	}
+	for _, p := range f.ports {
+		if p != nil && p.rx != nil {
+			if st, err := p.rx.Stats(); err == nil {
+				s.KernelDrops += st.Drops
+			}
+		}
+	}
+	if f.d != nil {
+		st := f.d.Stats()
+		s.QueueDrops = st.Dropped()
+	}
+	return s
+}
+
+// Close closes the dispatcher (if Run did not) and the sockets.
+func (f *forwarder) Close() error {
+	var err error
+	if f.d != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if cerr := f.d.Close(ctx); cerr != nil && !errors.Is(cerr, steer.ErrClosed) {
+			err = cerr
+		}
+		cancel()
+	}
+	for _, p := range f.ports {
+		if p == nil {
+			continue
+		}
+		if p.rx != nil {
+			err = errors.Join(err, p.rx.Close())
+		}
+		if p.tx >= 0 {
+			err = errors.Join(err, unix.Close(p.tx))
+			p.tx = -1
+		}
+	}
+	return err
+}
+
+// run is main's body on Linux.
+func run(ctx context.Context, o Options, report bool) error {
+	f, err := openForwarder(o)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dir := "<->"
+	if o.OneWay {
+		dir = "->"
+	}
+	fmt.Fprintf(os.Stderr, "forwarder: forwarding %s %s %s with %d workers, %v of work per frame\n",
+		o.In, dir, o.Out, len(f.workers), o.Work)
+	err = f.Run(ctx)
+	fmt.Fprintf(os.Stderr, "forwarder: stats %v\n", f.Stats())
+	if report {
+		st := f.d.Stats()
+		st.WriteReport(os.Stderr)
+	}
+	return err
+}

@@ -1,0 +1,148 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/internal/netns"
+)
+
+// line builds client - forwarder - server namespaces for the test: C's c0
+// (10.202.0.1/24) is cabled to F's f0, F's f1 to S's s0 (10.202.0.2/24);
+// F has no addresses and does not route, so only the forwarder connects C
+// and S. Offloads and TX checksumming are off on every veth.
+func line(t *testing.T) (c, f, s *netns.NS) {
+	t.Helper()
+	netns.Require(t, "ethtool", "sysctl")
+	base := fmt.Sprintf("rpsfwd-%d", os.Getpid())
+	c = &netns.NS{Name: base + "-c", Link: "c0"}
+	f = &netns.NS{Name: base + "-f", Link: "f0"}
+	s = &netns.NS{Name: base + "-s", Link: "s0"}
+	t.Cleanup(func() {
+		for _, ns := range []*netns.NS{c, f, s} {
+			if _, err := os.Stat("/run/netns/" + ns.Name); err == nil {
+				if out, err := exec.Command("ip", "netns", "del", ns.Name).CombinedOutput(); err != nil {
+					t.Errorf("deleting %s: %v: %s", ns.Name, err, out)
+				}
+			}
+		}
+	})
+	var cmds [][]string
+	for _, ns := range []*netns.NS{c, f, s} {
+		cmds = append(cmds, []string{"ip", "netns", "add", ns.Name},
+			[]string{"ip", "netns", "exec", ns.Name, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"},
+			[]string{"ip", "netns", "exec", ns.Name, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"})
+	}
+	cmds = append(cmds,
+		[]string{"ip", "link", "add", "c0", "netns", c.Name, "type", "veth", "peer", "name", "f0", "netns", f.Name},
+		[]string{"ip", "link", "add", "s0", "netns", s.Name, "type", "veth", "peer", "name", "f1", "netns", f.Name},
+		[]string{"ip", "-n", c.Name, "addr", "add", "10.202.0.1/24", "dev", "c0"},
+		[]string{"ip", "-n", s.Name, "addr", "add", "10.202.0.2/24", "dev", "s0"})
+	for _, nl := range [][2]string{{c.Name, "c0"}, {f.Name, "f0"}, {f.Name, "f1"}, {s.Name, "s0"}} {
+		cmds = append(cmds,
+			[]string{"ip", "netns", "exec", nl[0], "ethtool", "-K", nl[1], "tso", "off", "gso", "off", "gro", "off", "tx", "off"},
+			[]string{"ip", "-n", nl[0], "link", "set", nl[1], "up"})
+	}
+	for _, cmd := range cmds {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			netns.SkipOrFatal(t, fmt.Sprintf("building the namespaces: %s: %v: %s", strings.Join(cmd, " "), err, out))
+		}
+	}
+	return c, f, s
+}
+
+// TestForwardTCP sends a bounded TCP exchange from C to S through the
+// forwarder, both directions, and checks every byte and the counters.
+func TestForwardTCP(t *testing.T) {
+	c, f, s := line(t)
+	var fw *forwarder
+	if err := f.Do(func() (err error) {
+		fw, err = openForwarder(Options{In: "f0", Out: "f1", Workers: 2, Work: 2 * time.Microsecond})
+		return err
+	}); err != nil {
+		t.Fatalf("opening the forwarder: %v", err)
+	}
+	defer fw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- fw.Run(runCtx) }()
+
+	var ln net.Listener
+	if err := s.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", "10.202.0.2:7000")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.Copy(conn, conn) // echo
+	}()
+	var conn net.Conn
+	if err := c.Do(func() (err error) {
+		d := net.Dialer{Timeout: 10 * time.Second}
+		conn, err = d.DialContext(ctx, "tcp4", "10.202.0.2:7000")
+		return err
+	}); err != nil {
+		t.Fatalf("connecting through the forwarder: %v", err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	const rounds = 200
+	var sent int
+	for i := 0; i < rounds; i++ {
+		msg := bytes.Repeat([]byte{byte(i)}, 1+i*7%1400)
+		if _, err := conn.Write(msg); err != nil {
+			t.Fatalf("round %d: write: %v", i, err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(conn, got); err != nil {
+			t.Fatalf("round %d: read: %v", i, err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("round %d: echo differs", i)
+		}
+		sent += len(msg)
+	}
+	conn.Close()
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st := fw.Stats()
+	t.Logf("%d bytes each way; %v", sent, st)
+	// Each round is at least one data segment each way.
+	if st.InToOut < rounds || st.OutToIn < rounds {
+		t.Errorf("forwarded %d frames C->S and %d S->C, want at least %d each", st.InToOut, st.OutToIn, rounds)
+	}
+	if st.TxErrors != 0 || st.Oversize != 0 || st.QueueDrops != 0 {
+		t.Errorf("errors or drops: %v", st)
+	}
+}
+
+// TestOpenErrors checks that bad options fail with a clear error.
+func TestOpenErrors(t *testing.T) {
+	if _, err := openForwarder(Options{In: "x", Out: "x"}); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Errorf("same interface twice: %v", err)
+	}
+	if _, err := openForwarder(Options{In: "rps-no-such-if0", Out: "rps-no-such-if1"}); err == nil || !strings.Contains(err.Error(), "rps-no-such-if0") {
+		t.Errorf("missing interface: %v", err)
+	}
+}
