@@ -61,8 +61,8 @@ func BenchmarkSteeredVsSingleQueue(b *testing.B) {
 	h := func(*steer.Packet) { sp.spin() }
 	workers := min(2, runtime.NumCPU())
 	n := max(b.N, 20000)
-	single, _ := runDispatch(b, fs, steer.Config{Workers: 1}, h, n)
-	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers}, h, n)
+	single, _ := runDispatch(b, fs, steer.Config{Workers: 1, QLimit: benchQLimit}, h, n)
+	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers, QLimit: benchQLimit}, h, n)
 	noop, _ := runDispatch(b, fs, steer.Config{Workers: 1}, func(*steer.Packet) {}, n)
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -78,3 +78,8 @@ func BenchmarkSteeredVsSingleQueue(b *testing.B) {
 	b.ReportMetric(ratio, "speedup")
 	b.ReportMetric(float64(workers)*T/(T+d), "ceiling")
 }
+
+// benchQLimit is the queue limit of the steered-versus-single-queue runs:
+// deep enough that the source, which shares the CPUs with the workers,
+// refills a queue long before it runs dry.
+var benchQLimit = 4096
