@@ -201,5 +201,11 @@ func pinnedCPUs() []int {
 	if err != nil || len(cpus) == 0 {
 		return nil
 	}
+	if len(cpus) > 1 {
+		// Leave the first CPU to the source goroutine: a pinned worker
+		// sharing its CPU with the reader that feeds it loses most of its
+		// time to switches between the two.
+		return cpus[1:]
+	}
 	return cpus
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rpsgo/rps/flowtable"
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/affinity"
 )
 
 // ErrClosed is returned by dispatch calls after Close has begun.
@@ -47,6 +48,9 @@ type Dispatcher struct {
 	reb       *rebalancer
 
 	created time.Time
+	// spin lets idle pinned workers poll before parking: only when each
+	// has a CPU of its own and at least one CPU is left to the sources.
+	spin bool
 }
 
 // New starts a dispatcher with cfg's workers, which run h for every frame.
@@ -74,6 +78,15 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 		table:   newIndirection(cfg.Buckets, cfg.Workers),
 		quit:    make(chan struct{}),
 		created: time.Now(),
+	}
+	if allowed, err := affinity.Allowed(); err == nil && len(cfg.CPUs) > 0 {
+		used := map[int]bool{}
+		for _, c := range cfg.CPUs[:min(len(cfg.CPUs), cfg.Workers)] {
+			used[c] = true
+		}
+		// Each worker has a CPU of its own, and a CPU is left for the
+		// sources.
+		d.spin = cfg.Workers <= len(used) && len(used) < len(allowed)
 	}
 	if cfg.RFS {
 		d.desired, err = flowtable.NewDesired(cfg.FlowTableSize)

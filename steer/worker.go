@@ -251,6 +251,20 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 				w.mu.Unlock()
 				break
 			}
+			if w.d.spin {
+				// A pinned worker owns its CPU: poll a little before
+				// parking, since waking a goroutine locked to its thread
+				// hands the thread over twice.
+				w.mu.Unlock()
+				if w.spinWait() {
+					continue
+				}
+				w.mu.Lock()
+				if w.rcount > 0 || w.closing {
+					w.mu.Unlock()
+					continue
+				}
+			}
 			w.idle = true
 			w.mu.Unlock()
 			select {
@@ -526,3 +540,22 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	}
 	return first
 }
+
+// spinWait polls the queue for up to spinFor and reports whether a batch
+// was queued meanwhile. It reads the tail and head counters only.
+func (w *Worker) spinWait() bool {
+	deadline := time.Now().Add(spinFor)
+	for {
+		for i := 0; i < 256; i++ {
+			if w.tail.Load() != w.head.Load() {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// spinFor is how long a pinned worker polls before it parks.
+const spinFor = 50 * time.Microsecond
