@@ -78,8 +78,3 @@ func BenchmarkSteeredVsSingleQueue(b *testing.B) {
 	b.ReportMetric(ratio, "speedup")
 	b.ReportMetric(float64(workers)*T/(T+d), "ceiling")
 }
-
-// benchQLimit is the queue limit of the steered-versus-single-queue runs:
-// deep enough that the source, which shares the CPUs with the workers,
-// refills a queue long before it runs dry.
-var benchQLimit = 4096

@@ -57,6 +57,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/rpsgo/rps/steer"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -91,6 +92,7 @@ func main() {
 	flag.IntVar(&o.rrConns, "rr-conns", 300, "TCP connections in the request/response experiment")
 	flag.DurationVar(&o.rrWork, "rr-work", 20*time.Microsecond, "CPU time the forwarder spends per frame")
 	flag.BoolVar(&o.noPlots, "noplots", false, "do not draw the PNG plots")
+	flag.IntVar(&benchQLimit, "qlimit", steer.DefaultQLimit, "queue limit of every dispatcher run, in frames (the Go benchmarks use 4096)")
 	flag.BoolVar(&o.verbose, "v", false, "print a line per run even on a terminal")
 	flag.Parse()
 	if flag.NArg() > 0 || o.count < 1 || o.scale <= 0 {

@@ -160,7 +160,7 @@ func (c Case) result(rep int) Result {
 // Microsoft key, so that runs are reproducible.
 func (c Case) steerConfig() steer.Config {
 	cfg := steer.Config{Workers: c.Workers, Dispatch: c.Dispatch, Policy: c.Policy, Block: true,
-		Key: hash.MicrosoftKey[:], KeyName: "microsoft"}
+		Key: hash.MicrosoftKey[:], KeyName: "microsoft", QLimit: benchQLimit}
 	if c.Pinned {
 		cfg.CPUs = pinnedCPUs()[:min(c.Workers, len(pinnedCPUs()))]
 	}

@@ -27,6 +27,12 @@ func frames64() *frameSet {
 	return benchFrames
 }
 
+// benchQLimit is the queue limit of the dispatchers the suite runs. The Go
+// benchmarks keep 4096: deep enough that the source, which shares the CPUs
+// with the workers, refills a queue long before it runs dry. go run ./bench
+// sets it from -qlimit, by default the library's 256.
+var benchQLimit = 4096
+
 // frameSet is a cycle of prebuilt frames, reused by every benchmark of a run
 // so that all see the same frames.
 type frameSet struct {
