@@ -165,7 +165,10 @@ type Config struct {
 	// worker (an RFS move, a reprogrammed bucket, the rebalancer). MoveOut
 	// runs in the old worker after its last frame of the moved flows and
 	// returns a value; MoveIn runs in the new worker with that value before
-	// its first frame of them. Nil hooks make moves free.
+	// its first frame of them. Nil hooks make moves free. With RFS on, the
+	// hooks run once per flow move (Move.Bucket == -1), not per bucket; with
+	// DIRECT dispatch they run in the dispatching goroutine, before the
+	// flow's next frame.
 	MoveOut func(w *Worker, m Move) any
 	MoveIn  func(w *Worker, m Move, state any)
 
@@ -177,7 +180,7 @@ type Config struct {
 	// FlowTableSize is the capacity of each input's flow table and of the
 	// desired-worker table, a power of two. Default 65536.
 	FlowTableSize int
-	// FlowLimit drops first, when a worker's queue is more than half full,
+	// FlowLimit drops first, when a worker's queue is at least half full,
 	// the frames of flows holding more than half of its recent history
 	// (Linux's skb_flow_limit). Counted apart from QDrops.
 	FlowLimit bool

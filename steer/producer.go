@@ -82,18 +82,33 @@ func (d *Dispatcher) newProducer(id int) *producer {
 	for b := range p.bucketWorker {
 		p.bucketWorker[b] = d.table.ents[b].Load()
 	}
-	if d.cfg.RFS {
-		wk := d.workers
-		// A flow with frames still queued must keep its entry: losing its
-		// LastTail would let a move skip ahead of them.
-		p.flows, _ = flowtable.New(d.cfg.FlowTableSize, func(e *flowtable.Entry) bool {
-			return e.Current >= 0 && int(e.Current) < len(wk) && wk[e.Current].head.Load() < e.LastTail
-		})
+	if d.cfg.RFS && id >= 0 {
+		// A worker's own producer gets its table when it first re-dispatches.
+		p.initFlows()
 	}
 	d.mu.Lock()
 	d.producers = append(d.producers, p)
 	d.mu.Unlock()
 	return p
+}
+
+// initFlows gives the producer its RFS flow table.
+func (p *producer) initFlows() {
+	wk := p.d.workers
+	// A flow with frames still queued must keep its entry: losing its
+	// LastTail would let a move skip ahead of them.
+	p.flows, _ = flowtable.New(p.d.cfg.FlowTableSize, func(e *flowtable.Entry) bool {
+		return e.Current >= 0 && int(e.Current) < len(wk) && wk[e.Current].head.Load() < e.LastTail
+	})
+}
+
+// ensureFlows gives a worker's producer its flow table on first use (RFS).
+func (p *producer) ensureFlows() {
+	if p.flows == nil && p.d.cfg.RFS {
+		p.mu.Lock() // Stats reads p.flows under p.mu
+		p.initFlows()
+		p.mu.Unlock()
+	}
 }
 
 // dispatch steers one source batch. The caller holds d.intake shared.
@@ -104,6 +119,7 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 		ref.release = release
 		ref.n.Store(int32(len(frames)) + 1) // +1 until the loop is done
 	}
+	p.ensureFlows()
 	p.lockers.Lock()
 	for i := range frames {
 		p.steer(&frames[i], ref, 0)
@@ -403,6 +419,7 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 		p.steer(f, ref, depth)
 		return nil
 	}
+	p.ensureFlows()
 	p.lockers.Lock()
 	p.steer(f, ref, depth)
 	p.flushDirect()
