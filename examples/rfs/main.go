@@ -251,7 +251,18 @@ func run() error {
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
-	return st.WriteReport(out)
+	if err := st.WriteReport(out); err != nil {
+		return err
+	}
+	switch {
+	case !exact:
+		return fmt.Errorf("rfs: per-flow state did not follow its flows")
+	case st.FlowMoves == 0:
+		return fmt.Errorf("rfs: the consumers' claims moved no flow")
+	case st.Frames != st.Handled()+st.Dropped():
+		return fmt.Errorf("rfs: %d frames in, %d handled + %d dropped", st.Frames, st.Handled(), st.Dropped())
+	}
+	return nil
 }
 
 func printPhase(out *os.File, pc *phaseCounts, owner *[ports]atomic.Int32, moves uint64) {
