@@ -136,7 +136,10 @@ func iperf(t testing.TB, p *netns.Pair, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	port := strconv.Itoa(20000 + os.Getpid()%20000)
-	srv := p.A.Command(ctx, "iperf3", "-s", "-1", "-B", p.A.Addr.Addr().String(), "-p", port)
+	// The server is pinned to CPU 0 like the clients (-A 0): its ACKs then
+	// reach the client's stack on CPU 0 too, so every data segment is sent,
+	// and delivered to every capturing socket, from one CPU in one order.
+	srv := p.A.Command(ctx, "iperf3", "-s", "-1", "-A", "0", "-B", p.A.Addr.Addr().String(), "-p", port)
 	if err := srv.Start(); err != nil {
 		t.Fatalf("iperf3 server: %v", err)
 	}
