@@ -29,6 +29,8 @@ type producer struct {
 	bucketFrames []uint64
 
 	flows   *flowtable.Table // RFS, nil when off
+	clsBuf  []Classification // steerRFS's chunk
+	touched uint64           // steerRFS's prefetch result, kept so the loads stay
 	rfsMiss bool             // a flow went without an entry since the last flush
 
 	frames      uint64
@@ -121,8 +123,12 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	}
 	p.ensureFlows()
 	p.lockers.Lock()
-	for i := range frames {
-		p.steer(&frames[i], ref, 0)
+	if p.flows == nil {
+		for i := range frames {
+			p.steer(&frames[i], ref, 0)
+		}
+	} else {
+		p.steerRFS(frames, ref)
 	}
 	p.flushAll()
 	p.flushDirect()
@@ -135,16 +141,60 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 // steer takes one frame through classify, hash, select and hand-off. The
 // producer's locks are held.
 func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
-	d := p.d
 	c := &p.cls
+	p.classify(f, c)
+	p.steerClassified(f, c, ref, depth)
+}
+
+// classify is steps 1 and 2: the classifier, then the source's own hash
+// when it has one.
+func (p *producer) classify(f *Frame, c *Classification) {
 	if f.HasVLAN {
-		d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
+		p.d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
 	} else {
-		d.cls.Classify(f.Data, c)
+		p.d.cls.Classify(f.Data, c)
 	}
 	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
 		c.FlowID, c.HashType = f.Hash, f.HashType
 	}
+}
+
+// rfsChunk is how many frames steerRFS classifies before it steers them.
+const rfsChunk = BatchSize
+
+// steerRFS steers frames with RFS on. Each flow costs three dependent
+// cache misses (its desired slot, its flow table set, its entry); so the
+// frames are classified a chunk at a time, every slot of the chunk is
+// touched, and only then are they steered, with the misses overlapped.
+func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
+	if p.clsBuf == nil {
+		p.clsBuf = make([]Classification, rfsChunk)
+	}
+	for start := 0; start < len(frames); start += rfsChunk {
+		chunk := frames[start:min(start+rfsChunk, len(frames))]
+		cls := p.clsBuf[:len(chunk)]
+		var sum uint64
+		for i := range chunk {
+			p.classify(&chunk[i], &cls[i])
+			if cls[i].HashType.IsHash() {
+				sum += p.d.desired.Touch(cls[i].FlowID)
+			}
+		}
+		for i := range cls {
+			if cls[i].HashType.IsHash() {
+				sum += p.flows.Touch(cls[i].FlowID)
+			}
+		}
+		p.touched += sum
+		for i := range chunk {
+			p.steerClassified(&chunk[i], &cls[i], ref, 0)
+		}
+	}
+}
+
+// steerClassified is steps 3 and 4 for a classified frame.
+func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, depth uint8) {
+	d := p.d
 	p.frames++
 	p.reasons[c.Reason]++
 	bucket := c.FlowID & d.table.mask
