@@ -41,6 +41,8 @@ type producer struct {
 	scratch     [MaxRedispatchDepth + 2]Packet
 	dec         Decision // filled while Config.Trace is set
 	batchCap    int
+	tailBucket  [BatchSize]uint32           // noteTails: the bucket of each frame of a batch
+	tailEnt     [BatchSize]*flowtable.Entry // noteTails: the flow entry of each frame
 	lockers     lockPair
 	held        bool // the owner holds the locks (set by lockers only)
 }
@@ -123,11 +125,14 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	}
 	p.ensureFlows()
 	p.lockers.Lock()
-	if p.flows == nil {
+	switch {
+	case p.queuedOnly():
+		p.steerQueued(frames, ref)
+	case p.flows == nil:
 		for i := range frames {
 			p.steer(&frames[i], ref, 0)
 		}
-	} else {
+	default:
 		p.steerRFS(frames, ref)
 	}
 	p.flushAll()
@@ -136,6 +141,64 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	if ref != nil {
 		ref.done(1)
 	}
+}
+
+// queuedOnly reports whether every frame of a source batch goes to a queue
+// with no per-frame option in the way (no trace, no flow limit, no RFS,
+// no inline dispatch): then steerQueued does the work.
+func (p *producer) queuedOnly() bool {
+	d := p.d
+	return p.flows == nil && d.cfg.Trace == nil && !d.cfg.FlowLimit &&
+		(d.cfg.Dispatch == Deferred || (d.cfg.Dispatch == Hybrid && p.self == nil))
+}
+
+// steerQueued is steer for a source batch when queuedOnly holds: the same
+// steps, with the options that cannot apply taken out of the loop.
+func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
+	d := p.d
+	mask := d.table.mask
+	rss := d.cfg.Policy == PolicyRSS
+	if p.clsBuf == nil {
+		p.clsBuf = make([]Classification, rfsChunk)
+	}
+	for start := 0; start < len(frames); start += rfsChunk {
+		chunk := frames[start:min(start+rfsChunk, len(frames))]
+		cls := p.clsBuf[:len(chunk)]
+		for i := range chunk {
+			p.classify(&chunk[i], &cls[i])
+		}
+		for i := range chunk {
+			f, c := &chunk[i], &cls[i]
+			p.reasons[c.Reason]++
+			bucket := c.FlowID & mask
+			var w int
+			switch {
+			case !c.HashType.IsHash():
+				w = p.sourceWorker(f)
+			case rss:
+				p.bucketFrames[bucket]++
+				if cur := p.bucketWorker[bucket]; cur == d.table.ents[bucket].Load() {
+					w = int(cur)
+				} else {
+					w = p.rss(bucket)
+				}
+			default:
+				p.bucketFrames[bucket]++
+				w = p.policyWorker(c, f, bucket)
+			}
+			b := p.pending[w]
+			if b == nil {
+				b = getBatch()
+				p.pending[w] = b
+			}
+			p.fill(b.slot(ref), f, c, ref, w, bucket, 0)
+			b.n++
+			if b.n == p.batchCap {
+				p.flush(w, d.cfg.Block)
+			}
+		}
+	}
+	p.frames += uint64(len(frames))
 }
 
 // steer takes one frame through classify, hash, select and hand-off. The
@@ -234,7 +297,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 		b = getBatch()
 		p.pending[w] = b
 	}
-	p.fill(&b.pkts[b.n], f, c, ref, w, bucket, depth)
+	p.fill(b.slot(ref), f, c, ref, w, bucket, depth)
 	b.pkts[b.n].ent = ent
 	b.n++
 	if ent != nil {
@@ -403,8 +466,8 @@ func (p *producer) moveHooks(m Move) {
 	}
 	bo, bi := getBatch(), getBatch()
 	bo.ctl, bi.ctl = out, in
-	d.workers[m.From].enqueue(bo, false, nil, nil)
-	d.workers[m.To].enqueue(bi, false, nil, nil)
+	d.workers[m.From].enqueue(bo, false, nil)
+	d.workers[m.To].enqueue(bi, false, nil)
 }
 
 // flush hands the pending batch for worker w over to its queue. With wait
@@ -421,27 +484,62 @@ func (p *producer) flush(w int, wait bool) {
 	if wait {
 		unlock = p.lockers
 	}
-	p.d.workers[w].enqueue(b, wait, unlock, p.setTails)
+	// What the queue positions are recorded for is read from b before the
+	// worker can have it; the positions are written once enqueue has told
+	// where b went, outside the worker's lock.
+	k := b.n
+	p.noteTails(b)
+	base, n := p.d.workers[w].enqueue(b, wait, unlock)
+	p.setTails(k, base, n)
 }
 
 // tailPending marks a flow entry whose last frame waits in a pending batch.
 const tailPending = ^uint64(0)
 
-// setTails records, under the worker's queue lock, the queue position of
-// each queued frame for its bucket and flow.
-func (p *producer) setTails(b *pbatch, base uint64) {
+// noBucket marks a frame in tailBucket whose position the bucket does not
+// record.
+const noBucket = ^uint32(0)
+
+// noteTails notes, for each frame of b, the bucket and flow entry whose
+// last queue position it will be. Only frames queued to the bucket's own
+// worker are the bucket's there: a frame RFS sent elsewhere has a position
+// in another worker's queue, which rss must never compare with this one's
+// head.
+func (p *producer) noteTails(b *pbatch) {
 	for i := 0; i < b.n; i++ {
-		pos := base + uint64(i) + 1
 		pk := &b.pkts[i]
-		// Only frames queued to the bucket's own worker are the bucket's
-		// there: a frame RFS sent elsewhere has a position in another
-		// worker's queue, which rss must never compare with this one's head.
+		p.tailBucket[i] = noBucket
 		if pk.HashType.IsHash() && uint32(pk.Worker) == p.bucketWorker[pk.bucket] {
-			p.bucketTail[pk.bucket] = pos
+			p.tailBucket[i] = pk.bucket
+		}
+		p.tailEnt[i] = pk.ent
+	}
+}
+
+// setTails records the queue positions of the k frames noteTails noted,
+// of which the first n were queued from position base on. An RFS entry
+// whose last frame was cut off takes the tail after the queued ones, which
+// no frame of the flow queued here comes after.
+func (p *producer) setTails(k int, base uint64, n int) {
+	for i := 0; i < n; i++ {
+		if bk := p.tailBucket[i]; bk != noBucket {
+			p.bucketTail[bk] = base + uint64(i) + 1
 		}
 	}
-	if p.flows != nil {
-		p.setFlowTails(b, base)
+	if p.flows == nil {
+		return
+	}
+	for i := 0; i < k; i++ {
+		e := p.tailEnt[i]
+		if e == nil {
+			continue
+		}
+		p.tailEnt[i] = nil
+		if i < n {
+			e.LastTail = base + uint64(i) + 1
+		} else if e.LastTail == tailPending {
+			e.LastTail = base + uint64(n)
+		}
 	}
 }
 

@@ -99,14 +99,3 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	p.moveHooks(Move{Bucket: -1, Mask: d.table.mask, FlowID: flowid, From: cur, To: want})
 	return want, true
 }
-
-// setFlowTails records the queue position of each frame's flow entry. The
-// entry cannot have been evicted since the frame was appended: it was busy
-// (LastTail == tailPending) the whole time.
-func (p *producer) setFlowTails(b *pbatch, base uint64) {
-	for i := 0; i < b.n; i++ {
-		if e := b.pkts[i].ent; e != nil {
-			e.LastTail = base + uint64(i) + 1
-		}
-	}
-}

@@ -60,9 +60,24 @@ func (w *Worker) CPU() int { return w.cpu }
 // pbatch is a hand-off unit: up to BatchSize packets for one worker, or one
 // control item (a move hook) when ctl is set.
 type pbatch struct {
-	n    int
-	ctl  *control
-	pkts [BatchSize]Packet
+	n   int
+	ctl *control
+	// ref is the source batch of every packet, unless mixed: the worker
+	// then releases them all with one operation and reads nothing of the
+	// packets themselves, whose cache lines so stay with the producer.
+	ref   *batchRef
+	mixed bool
+	pkts  [BatchSize]Packet
+}
+
+// slot returns the next free packet of b, for a frame of source batch ref.
+func (b *pbatch) slot(ref *batchRef) *Packet {
+	if b.n == 0 {
+		b.ref, b.mixed = ref, false
+	} else if ref != b.ref {
+		b.mixed = true
+	}
+	return &b.pkts[b.n]
 }
 
 var batchPool = sync.Pool{New: func() any { return new(pbatch) }}
@@ -75,6 +90,7 @@ func getBatch() *pbatch { return batchPool.Get().(*pbatch) }
 func putBatch(b *pbatch) {
 	b.n = 0
 	b.ctl = nil
+	b.ref, b.mixed = nil, false
 	batchPool.Put(b)
 }
 
@@ -87,13 +103,13 @@ type control struct {
 	peer  *control
 }
 
-// enqueue appends b to the queue. It returns how many of b's frames were
-// queued; the rest are dropped and released here. With wait set, it blocks
-// until there is room (the source's goroutine, blocking mode), unlocking
-// unlock meanwhile. set records the queue positions under the lock, before
-// the worker can touch b.
-func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, set func(b *pbatch, base uint64)) int {
-	n := b.n
+// enqueue appends b to the queue. It returns the queue position before
+// b's first frame and how many of b's frames were queued; the rest are
+// dropped and released here. With wait set, it blocks until there is room
+// (the source's goroutine, blocking mode), unlocking unlock meanwhile. Once
+// enqueue returns, b belongs to the worker: the caller reads nothing of it.
+func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64, n int) {
+	n = b.n
 	w.mu.Lock()
 	if b.ctl == nil {
 		limit := w.d.cfg.QLimit
@@ -121,21 +137,14 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, set func(b *p
 			}
 		}
 	}
-	// Frames past the limit are cut off before the worker can see b. An RFS
-	// entry whose last frame is cut never gets that frame's position: it
-	// takes the queue's tail after this batch instead, which no frame of the
-	// flow queued here comes after.
-	for i := n; i < b.n; i++ {
-		if e := b.pkts[i].ent; e != nil && e.LastTail == tailPending {
-			e.LastTail = w.tail.Load() + uint64(n)
-		}
-	}
+	base = w.tail.Load()
 	if n == 0 && b.ctl == nil {
 		w.mu.Unlock()
 		w.drop(b, 0, &w.qdrops)
-		return 0
+		return base, 0
 	}
-	// The cut frames' buffers are released after the lock is dropped.
+	// Frames past the limit are cut off before the worker can see b; their
+	// buffers are released after the lock is dropped.
 	var cut [BatchSize]*batchRef
 	ncut := 0
 	for i := n; i < b.n; i++ {
@@ -149,10 +158,6 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, set func(b *p
 	}
 	w.ring[(w.rhead+w.rcount)%len(w.ring)] = b
 	w.rcount++
-	base := w.tail.Load()
-	if set != nil {
-		set(b, base)
-	}
 	w.tail.Store(base + uint64(n))
 	w.qlen += n
 	if w.qlen > w.wmark {
@@ -176,7 +181,7 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, set func(b *p
 		default:
 		}
 	}
-	return n
+	return base, n
 }
 
 // drop releases b's frames from index from on, counting them in c, and
@@ -320,7 +325,11 @@ func (w *Worker) handleBatch(b *pbatch) {
 	}
 	n := uint64(b.n)
 	w.handled.Add(n)
-	releaseRange(b.pkts[:b.n])
+	if b.mixed {
+		releaseRange(b.pkts[:b.n])
+	} else if b.ref != nil {
+		b.ref.done(int32(b.n))
+	}
 	putBatch(b)
 	w.head.Add(n)
 }
