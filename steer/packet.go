@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rpsgo/rps/flowtable"
 	"github.com/rpsgo/rps/hash"
 )
 
@@ -33,7 +32,6 @@ type Packet struct {
 	ref    *batchRef
 	w      *Worker   // the workstream accounted for the handler
 	prod   *producer // where a re-dispatch from the handler goes
-	ent    *flowtable.Entry
 	bucket uint32
 	depth  uint8 // re-dispatch depth
 }

@@ -41,8 +41,8 @@ type producer struct {
 	scratch     [MaxRedispatchDepth + 2]Packet
 	dec         Decision // filled while Config.Trace is set
 	batchCap    int
-	tailBucket  [BatchSize]uint32           // noteTails: the bucket of each frame of a batch
-	tailEnt     [BatchSize]*flowtable.Entry // noteTails: the flow entry of each frame
+	stock       batchStock  // the batches this producer fills
+	marks       []tailMarks // per worker: what each pending frame's queue position is recorded for
 	lockers     lockPair
 	held        bool // the owner holds the locks (set by lockers only)
 }
@@ -80,6 +80,7 @@ func (d *Dispatcher) newProducer(id int) *producer {
 		bucketTail:   make([]uint64, len(d.table.ents)),
 		bucketFrames: make([]uint64, len(d.table.ents)),
 		direct:       make([]uint64, n),
+		marks:        make([]tailMarks, n),
 		batchCap:     min(BatchSize, d.cfg.QLimit),
 	}
 	p.lockers = lockPair{p}
@@ -188,10 +189,11 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			}
 			b := p.pending[w]
 			if b == nil {
-				b = getBatch()
+				b = p.stock.get()
 				p.pending[w] = b
 			}
 			p.fill(b.slot(ref), f, c, ref, w, bucket, 0)
+			p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
 			b.n++
 			if b.n == p.batchCap {
 				p.flush(w, d.cfg.Block)
@@ -294,11 +296,12 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 	}
 	b := p.pending[w]
 	if b == nil {
-		b = getBatch()
+		b = p.stock.get()
 		p.pending[w] = b
 	}
 	p.fill(b.slot(ref), f, c, ref, w, bucket, depth)
-	b.pkts[b.n].ent = ent
+	p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
+	p.marks[w].ent[b.n] = ent
 	b.n++
 	if ent != nil {
 		// The frame has no queue position until its batch is flushed; until
@@ -365,7 +368,6 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef,
 	pkt.ref = ref
 	ww := p.d.workers[w]
 	pkt.w, pkt.prod = ww, ww.prod
-	pkt.ent = nil
 	pkt.bucket = bucket
 	pkt.depth = depth
 }
@@ -484,45 +486,45 @@ func (p *producer) flush(w int, wait bool) {
 	if wait {
 		unlock = p.lockers
 	}
-	// What the queue positions are recorded for is read from b before the
-	// worker can have it; the positions are written once enqueue has told
-	// where b went, outside the worker's lock.
+	// The queue positions are written once enqueue has told where b went,
+	// from marks (b belongs to the worker by then), outside its lock.
 	k := b.n
-	p.noteTails(b)
 	base, n := p.d.workers[w].enqueue(b, wait, unlock)
-	p.setTails(k, base, n)
+	p.setTails(&p.marks[w], k, base, n)
 }
 
 // tailPending marks a flow entry whose last frame waits in a pending batch.
 const tailPending = ^uint64(0)
 
-// noBucket marks a frame in tailBucket whose position the bucket does not
-// record.
-const noBucket = ^uint32(0)
-
-// noteTails notes, for each frame of b, the bucket and flow entry whose
-// last queue position it will be. Only frames queued to the bucket's own
-// worker are the bucket's there: a frame RFS sent elsewhere has a position
-// in another worker's queue, which rss must never compare with this one's
-// head.
-func (p *producer) noteTails(b *pbatch) {
-	for i := 0; i < b.n; i++ {
-		pk := &b.pkts[i]
-		p.tailBucket[i] = noBucket
-		if pk.HashType.IsHash() && uint32(pk.Worker) == p.bucketWorker[pk.bucket] {
-			p.tailBucket[i] = pk.bucket
-		}
-		p.tailEnt[i] = pk.ent
-	}
+// tailMarks says, for each frame of a pending batch, which bucket and
+// flow entry take its queue position as their last (noBucket and nil for
+// none).
+type tailMarks struct {
+	bucket [BatchSize]uint32
+	ent    [BatchSize]*flowtable.Entry
 }
 
-// setTails records the queue positions of the k frames noteTails noted,
-// of which the first n were queued from position base on. An RFS entry
-// whose last frame was cut off takes the tail after the queued ones, which
-// no frame of the flow queued here comes after.
-func (p *producer) setTails(k int, base uint64, n int) {
+// noBucket marks a frame whose position no bucket records.
+const noBucket = ^uint32(0)
+
+// bucketMark is the bucket a frame queued to worker w records its position
+// for. Only frames queued to the bucket's own worker are the bucket's
+// there: a frame RFS sent elsewhere has a position in another worker's
+// queue, which rss must never compare with this one's head.
+func (p *producer) bucketMark(c *Classification, w int, bucket uint32) uint32 {
+	if c.HashType.IsHash() && uint32(w) == p.bucketWorker[bucket] {
+		return bucket
+	}
+	return noBucket
+}
+
+// setTails records the queue positions of the k frames marked in m, of
+// which the first n were queued from position base on. An RFS entry whose
+// last frame was cut off takes the tail after the queued ones, which no
+// frame of the flow queued here comes after.
+func (p *producer) setTails(m *tailMarks, k int, base uint64, n int) {
 	for i := 0; i < n; i++ {
-		if bk := p.tailBucket[i]; bk != noBucket {
+		if bk := m.bucket[i]; bk != noBucket {
 			p.bucketTail[bk] = base + uint64(i) + 1
 		}
 	}
@@ -530,11 +532,11 @@ func (p *producer) setTails(k int, base uint64, n int) {
 		return
 	}
 	for i := 0; i < k; i++ {
-		e := p.tailEnt[i]
+		e := m.ent[i]
 		if e == nil {
 			continue
 		}
-		p.tailEnt[i] = nil
+		m.ent[i] = nil
 		if i < n {
 			e.LastTail = base + uint64(i) + 1
 		} else if e.LastTail == tailPending {

@@ -67,6 +67,8 @@ type pbatch struct {
 	// packets themselves, whose cache lines so stay with the producer.
 	ref   *batchRef
 	mixed bool
+	home  *batchStock // where the batch goes back to; nil for the shared pool
+	next  *pbatch     // in home's stacks
 	pkts  [BatchSize]Packet
 }
 
@@ -80,6 +82,50 @@ func (b *pbatch) slot(ref *batchRef) *Packet {
 	return &b.pkts[b.n]
 }
 
+// batchStock is a producer's own supply of batches. The workers push each
+// batch they finish back onto returned, a lock-free stack with many pushers
+// and one taker; the producer takes the whole stack in one swap when its
+// private list runs out. A batch so costs the producer one swap in many,
+// where a sync.Pool would steal it from the worker's processor each time.
+type batchStock struct {
+	returned atomic.Pointer[pbatch]
+	free     *pbatch // the producer's alone
+}
+
+// maxStock bounds how many free batches a producer keeps after a burst; the
+// rest are left to the garbage collector.
+const maxStock = 64
+
+// get returns a free batch of the stock's own.
+func (s *batchStock) get() *pbatch {
+	if s.free == nil {
+		b := s.returned.Swap(nil)
+		for i := 0; b != nil && i < maxStock; i++ {
+			nx := b.next
+			b.next, s.free = s.free, b
+			b = nx
+		}
+		if s.free == nil {
+			return &pbatch{home: s}
+		}
+	}
+	b := s.free
+	s.free, b.next = b.next, nil
+	return b
+}
+
+// put gives a finished batch back to its stock, from any goroutine.
+func (s *batchStock) put(b *pbatch) {
+	for {
+		top := s.returned.Load()
+		b.next = top
+		if s.returned.CompareAndSwap(top, b) {
+			return
+		}
+	}
+}
+
+// batchPool holds the batches of control items.
 var batchPool = sync.Pool{New: func() any { return new(pbatch) }}
 
 func getBatch() *pbatch { return batchPool.Get().(*pbatch) }
@@ -91,6 +137,10 @@ func putBatch(b *pbatch) {
 	b.n = 0
 	b.ctl = nil
 	b.ref, b.mixed = nil, false
+	if b.home != nil {
+		b.home.put(b)
+		return
+	}
 	batchPool.Put(b)
 }
 
