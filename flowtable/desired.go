@@ -107,9 +107,3 @@ func (d *Desired) Clear(flowid uint32) {
 		}
 	}
 }
-
-// Touch loads flowid's slot and returns it, for callers that prefetch a
-// batch of flowids before looking them up (see Table.Touch).
-func (d *Desired) Touch(flowid uint32) uint64 {
-	return d.slots[flowid&d.mask].Load()
-}

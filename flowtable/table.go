@@ -415,17 +415,3 @@ func heapDown(h []Entry, i int) {
 		i = c
 	}
 }
-
-// Touch loads the cache lines a Lookup of flowid will read (the set's tags
-// and, for a known flow, its entry) and returns a value derived from them,
-// so that the loads are not optimised away. A caller that knows a batch of
-// flowids ahead touches them all first: the cache misses then overlap
-// instead of following one another. The caller holds the table's lock.
-func (t *Table) Touch(flowid uint32) uint64 {
-	s := &t.sets[flowid&t.setMask]
-	m := s.match(flowid)
-	if m == 0 {
-		return uint64(s.valid)
-	}
-	return uint64(s.ent[bits.TrailingZeros(m)&(Ways-1)].LastTail)
-}

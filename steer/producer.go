@@ -30,7 +30,7 @@ type producer struct {
 
 	flows   *flowtable.Table // RFS, nil when off
 	clsBuf  []Classification // steerRFS's chunk
-	touched uint64           // steerRFS's prefetch result, kept so the loads stay
+	ids     [rfsChunk]uint32 // steerRFS's flowids to prefetch
 	rfsMiss bool             // a flow went without an entry since the last flush
 
 	frames      uint64
@@ -227,10 +227,12 @@ func (p *producer) classify(f *Frame, c *Classification) {
 // rfsChunk is how many frames steerRFS classifies before it steers them.
 const rfsChunk = BatchSize
 
-// steerRFS steers frames with RFS on. Each flow costs three dependent
-// cache misses (its desired slot, its flow table set, its entry); so the
-// frames are classified a chunk at a time, every slot of the chunk is
-// touched, and only then are they steered, with the misses overlapped.
+// steerRFS steers frames with RFS on. Each flow costs three cache misses:
+// its desired slot, its flow-table set, then its entry, which can be found
+// only once the set's tags are in. So the frames are classified a chunk at
+// a time, the slots and sets of the whole chunk are prefetched, then the
+// entries, and only then are the frames steered: the misses overlap
+// instead of following one another.
 func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 	if p.clsBuf == nil {
 		p.clsBuf = make([]Classification, rfsChunk)
@@ -238,19 +240,16 @@ func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 	for start := 0; start < len(frames); start += rfsChunk {
 		chunk := frames[start:min(start+rfsChunk, len(frames))]
 		cls := p.clsBuf[:len(chunk)]
-		var sum uint64
+		ids := p.ids[:0]
 		for i := range chunk {
 			p.classify(&chunk[i], &cls[i])
 			if cls[i].HashType.IsHash() {
-				sum += p.d.desired.Touch(cls[i].FlowID)
+				ids = append(ids, cls[i].FlowID)
 			}
 		}
-		for i := range cls {
-			if cls[i].HashType.IsHash() {
-				sum += p.flows.Touch(cls[i].FlowID)
-			}
-		}
-		p.touched += sum
+		p.d.desired.Prefetch(ids)
+		p.flows.Prefetch(ids)
+		p.flows.PrefetchEntries(ids)
 		for i := range chunk {
 			p.steerClassified(&chunk[i], &cls[i], ref, 0)
 		}
