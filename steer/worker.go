@@ -92,21 +92,29 @@ type batchStock struct {
 	free     *pbatch // the producer's alone
 }
 
-// maxStock bounds how many free batches a producer keeps after a burst; the
-// rest are left to the garbage collector.
+// maxStock bounds how many free batches a producer keeps to itself; after a
+// burst it passes the rest to the shared pool, which the garbage collector
+// trims.
 const maxStock = 64
 
 // get returns a free batch of the stock's own.
 func (s *batchStock) get() *pbatch {
 	if s.free == nil {
 		b := s.returned.Swap(nil)
-		for i := 0; b != nil && i < maxStock; i++ {
+		for i := 0; b != nil; i++ {
 			nx := b.next
-			b.next, s.free = s.free, b
+			if i < maxStock {
+				b.next, s.free = s.free, b
+			} else {
+				b.next, b.home = nil, nil
+				batchPool.Put(b)
+			}
 			b = nx
 		}
 		if s.free == nil {
-			return &pbatch{home: s}
+			b := getBatch()
+			b.home = s
+			return b
 		}
 	}
 	b := s.free
