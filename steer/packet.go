@@ -29,11 +29,9 @@ type Packet struct {
 	Reason   Reason        // why classification stopped short, or ReasonOK
 	Worker   int           // the workstream handling the frame
 
-	ref    *batchRef
-	w      *Worker   // the workstream accounted for the handler
-	prod   *producer // where a re-dispatch from the handler goes
-	bucket uint32
-	depth  uint8 // re-dispatch depth
+	ref   *batchRef
+	prod  *producer // where a re-dispatch from the handler goes
+	depth uint8     // re-dispatch depth
 }
 
 // String summarises the frame in one line: addresses, ports, protocol,
@@ -112,5 +110,5 @@ func (p *Packet) Redispatch(data []byte) error {
 		p.ref.n.Add(1)
 	}
 	f := Frame{Data: data, Timestamp: p.Timestamp, IfIndex: p.IfIndex}
-	return p.prod.redispatch(&f, p.ref, p.depth+1, p.w)
+	return p.prod.redispatch(&f, p.ref, p.depth+1, p.prod.d.workers[p.Worker])
 }

@@ -34,7 +34,7 @@ type producer struct {
 	rfsMiss bool             // a flow went without an entry since the last flush
 
 	frames      uint64
-	reasons     [NumReasons]uint64
+	reasons     [NumReasons]uint64 // all but ReasonOK, which is frames less the rest
 	bucketMoves uint64
 	flowMoves   uint64
 	direct      []uint64 // frames handled inline, per worker, since the last flush
@@ -170,7 +170,9 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 		}
 		for i := range chunk {
 			f, c := &chunk[i], &cls[i]
-			p.reasons[c.Reason]++
+			if c.Reason != ReasonOK {
+				p.reasons[c.Reason]++
+			}
 			bucket := c.FlowID & mask
 			var w int
 			switch {
@@ -192,7 +194,7 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 				b = p.stock.get()
 				p.pending[w] = b
 			}
-			p.fill(b.slot(ref), f, c, ref, w, bucket, 0)
+			p.fill(b.slot(ref), f, c, ref, w, 0)
 			p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
 			b.n++
 			if b.n == p.batchCap {
@@ -260,7 +262,9 @@ func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, depth uint8) {
 	d := p.d
 	p.frames++
-	p.reasons[c.Reason]++
+	if c.Reason != ReasonOK {
+		p.reasons[c.Reason]++
+	}
 	bucket := c.FlowID & d.table.mask
 	if c.HashType.IsHash() {
 		p.bucketFrames[bucket]++
@@ -282,7 +286,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 		d.cfg.Trace(&p.dec)
 	}
 	if inline {
-		p.inline(f, c, ref, w, bucket, depth, mode)
+		p.inline(f, c, ref, w, depth, mode)
 		return
 	}
 
@@ -298,7 +302,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 		b = p.stock.get()
 		p.pending[w] = b
 	}
-	p.fill(b.slot(ref), f, c, ref, w, bucket, depth)
+	p.fill(b.slot(ref), f, c, ref, w, depth)
 	p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
 	p.marks[w].ent[b.n] = ent
 	b.n++
@@ -318,7 +322,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 // inline runs the handler in this goroutine: DIRECT dispatch, or HYBRID
 // when this producer is the selected worker's own. A worker accounts the
 // frame to itself; an input to the selected workstream.
-func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, bucket uint32, depth uint8, mode DispatchMode) {
+func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, depth uint8, mode DispatchMode) {
 	ww := p.d.workers[w]
 	if p.self != nil {
 		ww = p.self
@@ -326,8 +330,8 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, buc
 	// One scratch packet per nesting level: a handler may re-dispatch
 	// inline while its own packet is still in use.
 	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
-	p.fill(pkt, f, c, ref, ww.index, bucket, depth)
-	pkt.w, pkt.prod = ww, p
+	p.fill(pkt, f, c, ref, ww.index, depth)
+	pkt.prod = p
 	ww.call(pkt)
 	if mode == Direct {
 		p.direct[ww.index]++
@@ -351,7 +355,7 @@ func (p *producer) flushDirect() {
 	}
 }
 
-func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, bucket uint32, depth uint8) {
+func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
 	// Field by field: a composite literal would build the packet on the
 	// stack and copy it with a bulk write barrier, twice the cost.
 	pkt.Data = f.Data
@@ -365,9 +369,7 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef,
 	pkt.Reason = c.Reason
 	pkt.Worker = w
 	pkt.ref = ref
-	ww := p.d.workers[w]
-	pkt.w, pkt.prod = ww, ww.prod
-	pkt.bucket = bucket
+	pkt.prod = p.d.workers[w].prod
 	pkt.depth = depth
 }
 

@@ -134,9 +134,12 @@ func (d *Dispatcher) Stats() Stats {
 	for _, p := range prods {
 		p.mu.Lock()
 		s.Frames += p.frames
+		ok := p.frames
 		for i, n := range p.reasons {
 			s.Reasons[i] += n
+			ok -= n
 		}
+		s.Reasons[ReasonOK] += ok
 		for b, n := range p.bucketFrames {
 			s.BucketFrames[b] += n
 		}
