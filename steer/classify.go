@@ -158,14 +158,7 @@ func isSimpleIPv4(ip *[simpleIPv4Len]byte) bool {
 // are in the packet.
 func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
 	proto := ip[9]
-	ht, n := hash.RSSTCPIPv4, hash.IPv4Tuple4Len
-	if proto == protoUDP {
-		if c.udp4 {
-			ht = hash.RSSUDPIPv4
-		} else {
-			ht, n = hash.RSSIPv4, hash.IPv4Tuple2Len
-		}
-	}
+	ht, n := c.ipv4Type(proto)
 	out.Key.Src = netip.AddrFrom4([4]byte(ip[12:16]))
 	out.Key.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
 	out.Key.SrcPort = binary.BigEndian.Uint16(ip[20:22])
@@ -177,13 +170,64 @@ func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
 	*t = [hash.IPv4Tuple4Len]byte(ip[12:24])
 	if c.symmetric {
 		symmetricIPv4(t, n)
-		out.FlowID = c.h.Sum(t[:n])
+		out.FlowID = c.sum(t[:n])
 		return
 	}
 	// Hash the bytes where they lie in the packet, not the copy just
 	// stored: a wide load of freshly stored bytes misses store forwarding
 	// and costs more than the whole hash.
-	out.FlowID = c.h.Sum(ip[12 : 12+n])
+	out.FlowID = c.sum(ip[12 : 12+n])
+}
+
+// ipv4Type is the hash type of a TCP or UDP packet over IPv4 and the
+// length of its tuple.
+func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
+	switch {
+	case proto != protoUDP:
+		return hash.RSSTCPIPv4, hash.IPv4Tuple4Len
+	case c.udp4:
+		return hash.RSSUDPIPv4, hash.IPv4Tuple4Len
+	}
+	return hash.RSSIPv4, hash.IPv4Tuple2Len
+}
+
+// flowOnly is Classify for the dispatcher's queued path, where the worker
+// derives the flow key itself (see Worker.expand): for an untagged simple
+// IPv4 packet, the bulk of most traffic, it sets EtherType, HashType,
+// FlowID and Reason as Classify would and leaves the key and the tuple
+// alone; any other frame it classifies fully.
+func (c *Classifier) flowOnly(frame []byte, out *Classification) {
+	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
+		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
+			ht, n := c.ipv4Type(ip[9])
+			out.EtherType, out.Reason, out.HashType = etherTypeIPv4, ReasonOK, ht
+			if c.symmetric {
+				t := [hash.IPv4Tuple4Len]byte(ip[12:24])
+				symmetricIPv4(&t, n)
+				out.FlowID = c.sum(t[:n])
+				return
+			}
+			out.FlowID = c.sum(ip[12 : 12+n])
+			return
+		}
+	}
+	c.Classify(frame, out)
+}
+
+// keyOnly returns a copy of c that computes everything but the hash (FlowID
+// stays zero): what a worker needs to derive a frame's key again.
+func (c *Classifier) keyOnly() *Classifier {
+	k := *c
+	k.h = nil
+	return &k
+}
+
+// sum hashes a tuple, or gives 0 for a key-only classifier.
+func (c *Classifier) sum(tuple []byte) uint32 {
+	if c.h == nil {
+		return 0
+	}
+	return c.h.Sum(tuple)
 }
 
 // simpleIPv6Len is what the IPv6 fast path reads: the header and ports.
@@ -226,10 +270,10 @@ func (c *Classifier) simpleIPv6(ip *[simpleIPv6Len]byte, out *Classification) {
 			*s, *d = *d, *s
 			t[32], t[33], t[34], t[35] = t[34], t[35], t[32], t[33]
 		}
-		out.FlowID = c.h.Sum(t[:n])
+		out.FlowID = c.sum(t[:n])
 		return
 	}
-	out.FlowID = c.h.Sum(ip[8 : 8+n]) // from the packet, as in simpleIPv4
+	out.FlowID = c.sum(ip[8 : 8+n]) // from the packet, as in simpleIPv4
 }
 
 // symmetricIPv4 puts the endpoints of an IPv4 tuple of n bytes (8 or 12)
@@ -476,7 +520,7 @@ func (c *Classifier) hashIPv4(out *Classification, ht hash.HashType, s, d uint32
 	}
 	out.tupleLen = uint8(n)
 	out.HashType = ht
-	out.FlowID = c.h.Sum(t[:n])
+	out.FlowID = c.sum(t[:n])
 }
 
 // hashIPv6 builds the IPv6 tuple (a 2-tuple when ht is RSS_IPV6) and
@@ -498,7 +542,7 @@ func (c *Classifier) hashIPv6(out *Classification, ht hash.HashType, s, d *[16]b
 	}
 	out.tupleLen = uint8(n)
 	out.HashType = ht
-	out.FlowID = c.h.Sum(t[:n])
+	out.FlowID = c.sum(t[:n])
 }
 
 // compare16 compares two IPv6 addresses as big-endian numbers.

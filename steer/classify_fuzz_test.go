@@ -177,11 +177,34 @@ func FuzzClassify(f *testing.F) {
 			t.Errorf("symmetric/udp4 classifier disagrees on the key: %+v %v vs %+v %v", s.Key, s.Reason, o.Key, o.Reason)
 		}
 		checkOutOfBand(t, &o, &v)
+		checkSplit(t, plain, frame, &o)
+		checkSplit(t, sym, frame, &s)
 
 		g := newGopacketView()
 		g.decode(frame)
 		compareGopacket(t, frame, &o, g)
 	})
+}
+
+// checkSplit checks the dispatcher's split of Classify (want, by c): the
+// producer's flowOnly gives the same hash, hash type, EtherType and reason,
+// stale fields in its output notwithstanding, and the key-only classifier
+// that Packet.Key uses gives the same key.
+func checkSplit(t *testing.T, c *Classifier, frame []byte, want *Classification) {
+	t.Helper()
+	stale := Classification{FlowID: 0xdeadbeef, HashType: hash.OpaqueHash, Reason: ReasonBadIHL, EtherType: 0x1234}
+	stale.Key.Proto = 99
+	f := stale
+	c.flowOnly(frame, &f)
+	if f.FlowID != want.FlowID || f.HashType != want.HashType || f.EtherType != want.EtherType || f.Reason != want.Reason {
+		t.Errorf("flowOnly: flowid %#x %v ethertype %#x %v; Classify: %#x %v %#x %v",
+			f.FlowID, f.HashType, f.EtherType, f.Reason, want.FlowID, want.HashType, want.EtherType, want.Reason)
+	}
+	var k Classification
+	c.keyOnly().Classify(frame, &k)
+	if k.Key != want.Key || k.Reason != want.Reason || k.FlowID != 0 {
+		t.Errorf("key-only classifier: key %+v %v flowid %#x; Classify: %+v %v", k.Key, k.Reason, k.FlowID, want.Key, want.Reason)
+	}
 }
 
 // checkInvariants checks what holds for any input.

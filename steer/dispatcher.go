@@ -30,6 +30,7 @@ type Dispatcher struct {
 	cfg     Config
 	handler Handler
 	cls     *Classifier
+	keyCls  *Classifier // cls without the hash, for Packet.Key
 	workers []*Worker
 	table   *indirection
 	desired *flowtable.Desired // RFS: where each flow's consumer runs
@@ -75,6 +76,7 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 		cfg:     cfg,
 		handler: h,
 		cls:     cls,
+		keyCls:  cls.keyOnly(),
 		table:   newIndirection(cfg.Buckets, cfg.Workers),
 		quit:    make(chan struct{}),
 		created: time.Now(),

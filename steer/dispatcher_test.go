@@ -71,7 +71,7 @@ func (o *orderChecker) handle(p *Packet) {
 	s := dtSeq(p)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	k := p.Key.Flow()
+	k := p.Key().Flow()
 	if s != o.last[k]+1 && len(o.errs) < 10 {
 		o.errs = append(o.errs, fmt.Sprintf("flow %v: seq %d after %d", k, s, o.last[k]))
 	}
@@ -498,7 +498,7 @@ func TestSeveralInputsConcurrently(t *testing.T) {
 	last := map[key]uint32{}
 	var bad atomic.Int64
 	d, err := New(Config{Workers: 3, Block: true}, func(p *Packet) {
-		k := key{p.Source, p.Key.Flow()}
+		k := key{p.Source, p.Key().Flow()}
 		mu.Lock()
 		if dtSeq(p) != last[k]+1 {
 			bad.Add(1)

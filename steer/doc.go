@@ -13,7 +13,11 @@
 //     up to four 802.1Q/802.1ad tags, the IPv4 header or the IPv6 extension
 //     chain, and the transport ports, into a fixed-size [FlowKey]. It never
 //     drops: a frame it cannot read fully gets a [Reason], counted in the
-//     stats, and is delivered anyway.
+//     stats, and is delivered anyway. The input is the one step of the path
+//     that cannot be spread over the workers, so for a queued plain TCP or
+//     UDP over IPv4 packet, the bulk of most traffic, it reads no more than
+//     the hash needs, as Linux's RPS does: [Packet.Key] derives the key in
+//     the handler's worker, on first use.
 //
 //  2. Hash (rss_mbuf_software_hash_v4/v6). When the source gave no hash (a
 //     NIC would set m->m_pkthdr.flowid), the Toeplitz hash of the 4-tuple or

@@ -134,7 +134,7 @@ func ExampleDispatcher_SetTable() {
 	)
 	inOrder.Store(true)
 	handler := func(p *steer.Packet) {
-		c := p.Key.SrcPort - 40000
+		c := p.Key().SrcPort - 40000
 		seq := binary.BigEndian.Uint32(p.Data[14+20+4:])
 		if seq != lastSeq[c].Load()+1 {
 			inOrder.Store(false)

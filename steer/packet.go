@@ -25,19 +25,43 @@ type Packet struct {
 
 	FlowID   uint32        // m_pkthdr.flowid: the Toeplitz hash, or the source's
 	HashType hash.HashType // M_HASHTYPE_* of FlowID
-	Key      FlowKey       // the classifier's flow key
 	Reason   Reason        // why classification stopped short, or ReasonOK
 	Worker   int           // the workstream handling the frame
 
-	ref   *batchRef
-	prod  *producer // where a re-dispatch from the handler goes
-	depth uint8     // re-dispatch depth
+	ref     *batchRef
+	prod    *producer // where a re-dispatch from the handler goes
+	depth   uint8     // re-dispatch depth
+	hasVLAN bool      // vlan is a tag the source delivered out of band
+	keyed   bool      // key is set
+	vlan    uint16
+	key     FlowKey
+}
+
+// Key returns the frame's flow key, as [Classifier.Classify] finds it. The
+// dispatching goroutine, the one step of the path that cannot be spread over
+// the workers, classifies a plain TCP or UDP over IPv4 packet only as far as
+// its hash, as RPS does; the key is then derived from Data on the first
+// call, in the handler's goroutine, and kept for the next.
+func (p *Packet) Key() FlowKey {
+	if !p.keyed {
+		p.keyed = true
+		if p.prod != nil {
+			var c Classification
+			if p.hasVLAN {
+				p.prod.d.keyCls.ClassifyVLAN(p.Data, p.vlan, &c)
+			} else {
+				p.prod.d.keyCls.Classify(p.Data, &c)
+			}
+			p.key = c.Key
+		}
+	}
+	return p.key
 }
 
 // String summarises the frame in one line: addresses, ports, protocol,
 // flowid and hash type.
 func (p *Packet) String() string {
-	k := &p.Key
+	k := p.Key()
 	if !k.Src.IsValid() {
 		return fmt.Sprintf("len %d non-IP reason=%s", p.Length, p.Reason)
 	}

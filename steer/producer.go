@@ -166,7 +166,7 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 		chunk := frames[start:min(start+rfsChunk, len(frames))]
 		cls := p.clsBuf[:len(chunk)]
 		for i := range chunk {
-			p.classify(&chunk[i], &cls[i])
+			p.classifyFlow(&chunk[i], &cls[i])
 		}
 		for i := range chunk {
 			f, c := &chunk[i], &cls[i]
@@ -194,7 +194,7 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 				b = p.stock.get()
 				p.pending[w] = b
 			}
-			p.fill(b.slot(ref), f, c, ref, w, 0)
+			p.fill(b.slot(ref), f, c, false, ref, w, 0)
 			p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
 			b.n++
 			if b.n == p.batchCap {
@@ -222,6 +222,19 @@ func (p *producer) classify(f *Frame, c *Classification) {
 		p.d.cls.Classify(f.Data, c)
 	}
 	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
+		c.FlowID, c.HashType = f.Hash, f.HashType
+	}
+}
+
+// classifyFlow is classify for the queued path: Packet.Key derives the flow
+// key when a handler asks, so the fast path stops at the hash.
+func (p *producer) classifyFlow(f *Frame, c *Classification) {
+	if f.HasVLAN {
+		p.d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
+	} else {
+		p.d.cls.flowOnly(f.Data, c)
+	}
+	if f.HashType != hash.None {
 		c.FlowID, c.HashType = f.Hash, f.HashType
 	}
 }
@@ -302,7 +315,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 		b = p.stock.get()
 		p.pending[w] = b
 	}
-	p.fill(b.slot(ref), f, c, ref, w, depth)
+	p.fill(b.slot(ref), f, c, true, ref, w, depth)
 	p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
 	p.marks[w].ent[b.n] = ent
 	b.n++
@@ -330,7 +343,7 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 	// One scratch packet per nesting level: a handler may re-dispatch
 	// inline while its own packet is still in use.
 	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
-	p.fill(pkt, f, c, ref, ww.index, depth)
+	p.fill(pkt, f, c, true, ref, ww.index, depth)
 	pkt.prod = p
 	ww.call(pkt)
 	if mode == Direct {
@@ -355,7 +368,9 @@ func (p *producer) flushDirect() {
 	}
 }
 
-func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
+// fill writes the Packet of a frame for worker w. With keyed, c holds the
+// flow key, which it copies; otherwise Packet.Key derives it when asked.
+func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, keyed bool, ref *batchRef, w int, depth uint8) {
 	// Field by field: a composite literal would build the packet on the
 	// stack and copy it with a bulk write barrier, twice the cost.
 	pkt.Data = f.Data
@@ -365,7 +380,10 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef,
 	pkt.Source = p.id
 	pkt.FlowID = c.FlowID
 	pkt.HashType = c.HashType
-	pkt.Key = c.Key
+	if pkt.keyed = keyed; keyed {
+		pkt.key = c.Key
+	}
+	pkt.vlan, pkt.hasVLAN = f.VLAN, f.HasVLAN
 	pkt.Reason = c.Reason
 	pkt.Worker = w
 	pkt.ref = ref

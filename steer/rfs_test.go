@@ -42,7 +42,7 @@ func synthTraffic(seed uint64, flows, n int, zipf float64) []Frame {
 
 // synthFlow returns the synth flow index of a frame built by synth.Build
 // (its source port is 1024 + index for indexes below 60000).
-func synthFlow(p *Packet) int { return int(p.Key.SrcPort) - 1024 }
+func synthFlow(p *Packet) int { return int(p.Key().SrcPort) - 1024 }
 
 func synthSeq(p *Packet) uint32 {
 	s, _ := synth.Seq(p.Data, false)

@@ -137,25 +137,28 @@ func newMeter(workers int, idle time.Duration) *meter {
 
 // handle is the steer.Handler: it runs in the goroutine of worker p.Worker.
 func (m *meter) handle(p *steer.Packet) {
-	s := &m.shards[p.Worker]
-	ts := p.Timestamp
+	m.count(p.Worker, p.Key().Flow(), p.FlowID, p.HashType, p.Timestamp, p.Length)
+}
+
+// count adds one frame of flow k to worker's shard.
+func (m *meter) count(worker int, k steer.FlowKey, flowid uint32, ht hash.HashType, ts time.Time, length int) {
+	s := &m.shards[worker]
 	if ts.After(s.clock) {
 		s.clock = ts
 	}
-	k := p.Key.Flow()
 	r := s.flows[k]
 	if r != nil && ts.Sub(r.Last) > m.idle {
 		// A gap longer than the timeout: the old record ended, whether or
 		// not a tick has noticed yet.
-		s.end(k, r, p.Worker)
+		s.end(k, r, worker)
 		r = nil
 	}
 	if r == nil {
-		r = &record{Key: k, FlowID: p.FlowID, HashType: p.HashType, First: ts}
+		r = &record{Key: k, FlowID: flowid, HashType: ht, First: ts}
 		s.flows[k] = r
 	}
 	r.Packets++
-	r.Bytes += uint64(p.Length)
+	r.Bytes += uint64(length)
 	r.Last = ts
 }
 

@@ -209,12 +209,12 @@ func TestShardExpire(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	k1 := steer.FlowKey{Proto: 6, SrcPort: 1}
 	k2 := steer.FlowKey{Proto: 6, SrcPort: 2}
-	m.handle(&steer.Packet{Key: k1, Timestamp: t0, Length: 100, Worker: 0})
-	m.handle(&steer.Packet{Key: k2, Timestamp: t0.Add(1500 * time.Millisecond), Length: 60, Worker: 0})
+	m.count(0, k1, 0, hash.None, t0, 100)
+	m.count(0, k2, 0, hash.None, t0.Add(1500*time.Millisecond), 60)
 	// A frame of k1 after a gap longer than the timeout starts a new record
 	// in the handler, tick or no tick.
-	m.handle(&steer.Packet{Key: k1, Timestamp: t0.Add(1100 * time.Millisecond), Length: 100, Worker: 0})
-	m.handle(&steer.Packet{Key: k1, Timestamp: t0.Add(1200 * time.Millisecond), Length: 100, Worker: 0})
+	m.count(0, k1, 0, hash.None, t0.Add(1100*time.Millisecond), 100)
+	m.count(0, k1, 0, hash.None, t0.Add(1200*time.Millisecond), 100)
 	s := &m.shards[0]
 	if len(s.ended) != 1 || s.ended[0].Key != k1 || s.ended[0].Packets != 1 || !s.ended[0].Idle {
 		t.Fatalf("after the gap: ended %v; want k1's first record (1 packet, idle)", s.ended)
@@ -229,7 +229,7 @@ func TestShardExpire(t *testing.T) {
 		t.Fatalf("nothing idle yet, but %d ended, %d expiring ticks", len(s.ended), s.ticks)
 	}
 	// A frame of k2 at 2.3 s moves the clock: k1 (1.2 s) is idle, k2 is not.
-	m.handle(&steer.Packet{Key: k2, Timestamp: t0.Add(2300 * time.Millisecond), Length: 60, Worker: 0})
+	m.count(0, k2, 0, hash.None, t0.Add(2300*time.Millisecond), 60)
 	m.expireShard(0)
 	if len(s.ended) != 2 || s.ended[1].Key != k1 || s.flows[k2] == nil || s.flows[k1] != nil || s.ticks != 1 {
 		t.Fatalf("ended %v, open %v, %d ticks; want k1 ended and k2 open", s.ended, s.flows, s.ticks)

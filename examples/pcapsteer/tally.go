@@ -67,7 +67,7 @@ func (t *tally) handle(p *steer.Packet) {
 	w.total.add(p.Length)
 	w.reasons[p.Reason].add(p.Length)
 	w.types[p.HashType].add(p.Length)
-	k := p.Key.Flow() // a flow is the key without its VLAN IDs
+	k := p.Key().Flow() // a flow is the key without its VLAN IDs
 	f := w.flows[k]
 	if f == nil {
 		f = &flowCount{flowid: p.FlowID, hashType: p.HashType}

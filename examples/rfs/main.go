@@ -143,7 +143,7 @@ func run() error {
 	}
 	d, err := steer.New(cfg, func(p *steer.Packet) {
 		state[p.Worker][p.FlowID]++
-		k := int(p.Key.DstPort) - firstPort
+		k := int(p.Key().DstPort) - firstPort
 		if k < 0 || k >= ports {
 			return
 		}

@@ -1,0 +1,126 @@
+package steer_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
+)
+
+// TestPacketKey checks that the key a handler gets from Packet.Key, which
+// the queued path derives in the worker, is the classifier's, for every
+// frame of the sample capture (TCP, UDP, IPv6, VLAN-tagged, ARP, malformed),
+// in every dispatch mode, and also with each frame's first VLAN tag given
+// out of band and with a hash the source supplied.
+func TestPacketKey(t *testing.T) {
+	src, err := pcapfile.NewReader(sample.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []steer.Frame
+	for {
+		var b steer.Batch
+		err := src.ReadBatch(context.Background(), &b)
+		for _, f := range b.Frames {
+			f.Data = append([]byte(nil), f.Data...)
+			frames = append(frames, f)
+		}
+		if b.Release != nil {
+			b.Release()
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same frames again with an out-of-band tag and a source hash.
+	n := len(frames)
+	for i := range n {
+		f := frames[i]
+		f.Data = append([]byte(nil), f.Data...)
+		f.HasVLAN, f.VLAN = true, uint16(100+i%7)
+		f.Hash, f.HashType = uint32(i)*2654435761, hash.RSSTCPIPv4
+		frames = append(frames, f)
+	}
+	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]steer.Classification, len(frames))
+	byData := map[*byte]int{}
+	for i := range frames {
+		f := &frames[i]
+		if f.HasVLAN {
+			cls.ClassifyVLAN(f.Data, f.VLAN, &want[i])
+		} else {
+			cls.Classify(f.Data, &want[i])
+		}
+		if f.HashType != hash.None {
+			want[i].FlowID, want[i].HashType = f.Hash, f.HashType
+		}
+		if len(f.Data) > 0 {
+			byData[&f.Data[0]] = i
+		}
+	}
+	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Hybrid, steer.Direct} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			seen, bad := 0, 0
+			d, err := steer.New(steer.Config{Workers: 3, Dispatch: mode, Key: hash.MicrosoftKey[:], Block: true}, func(p *steer.Packet) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(p.Data) == 0 {
+					return
+				}
+				i, ok := byData[&p.Data[0]]
+				if !ok {
+					bad++
+					return
+				}
+				seen++
+				w := &want[i]
+				k := p.Key()
+				if k != w.Key || p.Key() != k || p.FlowID != w.FlowID || p.HashType != w.HashType || p.Reason != w.Reason {
+					bad++
+					if bad <= 5 {
+						t.Errorf("frame %d: key %+v flowid %#x %v %v; classifier: %+v %#x %v %v",
+							i, k, p.FlowID, p.HashType, p.Reason, w.Key, w.FlowID, w.HashType, w.Reason)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := d.NewInput()
+			for i := 0; i < len(frames); i += 50 {
+				if err := in.Dispatch(frames[i:min(i+50, len(frames))], nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			empty := 0
+			for i := range frames {
+				if len(frames[i].Data) == 0 {
+					empty++
+				}
+			}
+			if seen != len(frames)-empty || bad != 0 {
+				t.Errorf("%d of %d frames checked, %d wrong", seen, len(frames)-empty, bad)
+			}
+		})
+	}
+}
