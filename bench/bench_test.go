@@ -11,20 +11,27 @@ import (
 
 // BenchmarkDispatch is the dispatcher's cost per frame (classify, hash,
 // select, batched hand-off) to 1, 2 and 4 workers with a handler that does
-// nothing, unpinned and pinned.
+// nothing, unpinned and pinned, with the sources' usual 64 frames per
+// Dispatch call; and unpinned with 256, where each of 4 workers still gets
+// full 64-frame hand-offs.
 func BenchmarkDispatch(b *testing.B) {
-	for _, pinned := range []bool{false, true} {
-		for _, w := range []int{1, 2, 4} {
-			name := fmt.Sprintf("workers=%d/pinned=%v", w, pinned)
-			b.Run(name, func(b *testing.B) {
-				cfg := steer.Config{Workers: w}
-				if pinned {
-					if cfg.CPUs = pinnedCPUs(); cfg.CPUs == nil {
-						b.Skip("pinning needs Linux")
+	for _, src := range []int{steer.BatchSize, 4 * steer.BatchSize} {
+		for _, pinned := range []bool{false, true} {
+			if pinned && src != steer.BatchSize {
+				continue
+			}
+			for _, w := range []int{1, 2, 4} {
+				name := fmt.Sprintf("src=%d/workers=%d/pinned=%v", src, w, pinned)
+				b.Run(name, func(b *testing.B) {
+					cfg := steer.Config{Workers: w}
+					if pinned {
+						if cfg.CPUs = pinnedCPUs(); cfg.CPUs == nil {
+							b.Skip("pinning needs Linux")
+						}
 					}
-				}
-				dispatchCase(b, frames64(), cfg, func(*steer.Packet) {})
-			})
+					dispatchCaseBatch(b, frames64(), cfg, func(*steer.Packet) {}, src)
+				})
+			}
 		}
 	}
 }

@@ -85,6 +85,12 @@ func (s spinner) spin() { spinSink.Add(spinWork(s.iters)) }
 // in batches of 64 from one input in blocking mode so that nothing is
 // dropped, and returns the time from the first dispatch to the end of Close.
 func runDispatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler, n int) (time.Duration, steer.Stats) {
+	return runDispatchBatch(tb, fs, cfg, h, n, steer.BatchSize)
+}
+
+// runDispatchBatch is runDispatch with source batches of srcBatch frames
+// (the frames one Input.Dispatch call hands over).
+func runDispatchBatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler, n, srcBatch int) (time.Duration, steer.Stats) {
 	cfg.Block = true
 	if cfg.Key == nil {
 		cfg.Key = hash.MicrosoftKey[:]
@@ -102,7 +108,7 @@ func runDispatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler,
 	start := time.Now()
 	for done := 0; done < n; {
 		off := done % nf
-		k := min(64, n-done, nf-off)
+		k := min(srcBatch, n-done, nf-off)
 		if err := in.Dispatch(fs.frames[off:off+k], nil); err != nil {
 			tb.Fatal(err)
 		}
@@ -116,9 +122,14 @@ func runDispatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler,
 
 // dispatchCase is runDispatch over b.N frames, reporting Mpps and ns/frame.
 func dispatchCase(b *testing.B, fs *frameSet, cfg steer.Config, h steer.Handler) steer.Stats {
+	return dispatchCaseBatch(b, fs, cfg, h, steer.BatchSize)
+}
+
+// dispatchCaseBatch is dispatchCase with source batches of srcBatch frames.
+func dispatchCaseBatch(b *testing.B, fs *frameSet, cfg steer.Config, h steer.Handler, srcBatch int) steer.Stats {
 	b.ReportAllocs()
 	b.ResetTimer()
-	el, st := runDispatch(b, fs, cfg, h, b.N)
+	el, st := runDispatchBatch(b, fs, cfg, h, b.N, srcBatch)
 	b.StopTimer()
 	reportRate(b, el, b.N)
 	return st
