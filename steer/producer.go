@@ -159,14 +159,25 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 	d := p.d
 	mask := d.table.mask
 	rss := d.cfg.Policy == PolicyRSS
+	classifier := d.cls
 	if p.clsBuf == nil {
 		p.clsBuf = make([]Classification, rfsChunk)
 	}
 	for start := 0; start < len(frames); start += rfsChunk {
 		chunk := frames[start:min(start+rfsChunk, len(frames))]
 		cls := p.clsBuf[:len(chunk)]
+		// Classify the chunk first (Packet.Key derives the key later, so a
+		// plain IPv4 packet stops at its hash), then steer it.
 		for i := range chunk {
-			p.classifyFlow(&chunk[i], &cls[i])
+			f, c := &chunk[i], &cls[i]
+			if f.HasVLAN {
+				classifier.ClassifyVLAN(f.Data, f.VLAN, c)
+			} else {
+				classifier.flowOnly(f.Data, c)
+			}
+			if f.HashType != hash.None {
+				c.FlowID, c.HashType = f.Hash, f.HashType
+			}
 		}
 		for i := range chunk {
 			f, c := &chunk[i], &cls[i]
@@ -175,27 +186,32 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			}
 			bucket := c.FlowID & mask
 			var w int
+			mark := noBucket
 			switch {
 			case !c.HashType.IsHash():
 				w = p.sourceWorker(f)
 			case rss:
 				p.bucketFrames[bucket]++
-				if cur := p.bucketWorker[bucket]; cur == d.table.ents[bucket].Load() {
-					w = int(cur)
-				} else {
-					w = p.rss(bucket)
+				cur := int(p.bucketWorker[bucket])
+				if uint32(cur) != d.table.ents[bucket].Load() {
+					cur = p.rss(bucket)
 				}
+				w, mark = cur, bucket // rss leaves the view's worker in w
 			default:
 				p.bucketFrames[bucket]++
 				w = p.policyWorker(c, f, bucket)
+				mark = p.bucketMark(c, w, bucket)
 			}
 			b := p.pending[w]
 			if b == nil {
+				// Every pending batch is flushed before dispatch returns, so
+				// the batches filled here hold frames of ref alone.
 				b = p.stock.get()
+				b.ref, b.mixed = ref, false
 				p.pending[w] = b
 			}
-			p.fill(b.slot(ref), f, c, false, ref, w, 0)
-			p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
+			p.fill(&b.pkts[b.n], f, c, false, ref, w, 0)
+			p.marks[w].bucket[b.n] = mark
 			b.n++
 			if b.n == p.batchCap {
 				p.flush(w, d.cfg.Block)
@@ -222,19 +238,6 @@ func (p *producer) classify(f *Frame, c *Classification) {
 		p.d.cls.Classify(f.Data, c)
 	}
 	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
-		c.FlowID, c.HashType = f.Hash, f.HashType
-	}
-}
-
-// classifyFlow is classify for the queued path: Packet.Key derives the flow
-// key when a handler asks, so the fast path stops at the hash.
-func (p *producer) classifyFlow(f *Frame, c *Classification) {
-	if f.HasVLAN {
-		p.d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
-	} else {
-		p.d.cls.flowOnly(f.Data, c)
-	}
-	if f.HashType != hash.None {
 		c.FlowID, c.HashType = f.Hash, f.HashType
 	}
 }
