@@ -120,12 +120,8 @@ func runDispatchBatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Han
 	return time.Since(start), d.Stats()
 }
 
-// dispatchCase is runDispatch over b.N frames, reporting Mpps and ns/frame.
-func dispatchCase(b *testing.B, fs *frameSet, cfg steer.Config, h steer.Handler) steer.Stats {
-	return dispatchCaseBatch(b, fs, cfg, h, steer.BatchSize)
-}
-
-// dispatchCaseBatch is dispatchCase with source batches of srcBatch frames.
+// dispatchCaseBatch is runDispatchBatch over b.N frames in source batches
+// of srcBatch, reporting Mpps and ns/frame.
 func dispatchCaseBatch(b *testing.B, fs *frameSet, cfg steer.Config, h steer.Handler, srcBatch int) steer.Stats {
 	b.ReportAllocs()
 	b.ResetTimer()
