@@ -28,10 +28,11 @@ type producer struct {
 	bucketTail   []uint64
 	bucketFrames []uint64
 
-	flows   *flowtable.Table // RFS, nil when off
-	clsBuf  []Classification // steerRFS's chunk
-	ids     [rfsChunk]uint32 // steerRFS's flowids to prefetch
-	rfsMiss bool             // a flow went without an entry since the last flush
+	flows   *flowtable.Table     // RFS, nil when off
+	clsBuf  []Classification     // steerRFS's chunk
+	flowBuf [rfsChunk]flowResult // steerQueued's chunk
+	ids     [rfsChunk]uint32     // steerRFS's flowids to prefetch
+	rfsMiss bool                 // a flow went without an entry since the last flush
 
 	frames      uint64
 	reasons     [NumReasons]uint64 // all but ReasonOK, which is frames less the rest
@@ -160,16 +161,15 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 	mask := d.table.mask
 	rss := d.cfg.Policy == PolicyRSS
 	classifier := d.cls
-	if p.clsBuf == nil {
-		p.clsBuf = make([]Classification, rfsChunk)
-	}
+	c := &p.cls
 	for start := 0; start < len(frames); start += rfsChunk {
 		chunk := frames[start:min(start+rfsChunk, len(frames))]
-		cls := p.clsBuf[:len(chunk)]
+		res := p.flowBuf[:len(chunk)]
 		// Classify the chunk first (Packet.Key derives the key later, so a
-		// plain IPv4 packet stops at its hash), then steer it.
+		// plain IPv4 packet stops at its hash), keeping only what steering
+		// needs, then steer it.
 		for i := range chunk {
-			f, c := &chunk[i], &cls[i]
+			f := &chunk[i]
 			if f.HasVLAN {
 				classifier.ClassifyVLAN(f.Data, f.VLAN, c)
 			} else {
@@ -178,17 +178,18 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			if f.HashType != hash.None {
 				c.FlowID, c.HashType = f.Hash, f.HashType
 			}
+			res[i] = flowResult{c.FlowID, c.HashType, c.Reason}
 		}
 		for i := range chunk {
-			f, c := &chunk[i], &cls[i]
-			if c.Reason != ReasonOK {
-				p.reasons[c.Reason]++
+			f, r := &chunk[i], &res[i]
+			if r.reason != ReasonOK {
+				p.reasons[r.reason]++
 			}
-			bucket := c.FlowID & mask
+			bucket := r.flowID & mask
 			var w int
 			mark := noBucket
 			switch {
-			case !c.HashType.IsHash():
+			case !r.hash.IsHash():
 				w = p.sourceWorker(f)
 			case rss:
 				p.bucketFrames[bucket]++
@@ -199,8 +200,9 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 				w, mark = cur, bucket // rss leaves the view's worker in w
 			default:
 				p.bucketFrames[bucket]++
-				w = p.policyWorker(c, f, bucket)
-				mark = p.bucketMark(c, w, bucket)
+				pc := Classification{FlowID: r.flowID, HashType: r.hash}
+				w = p.policyWorker(&pc, f, bucket)
+				mark = p.bucketMark(&pc, w, bucket)
 			}
 			b := p.pending[w]
 			if b == nil {
@@ -210,7 +212,9 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 				b.ref, b.mixed = ref, false
 				p.pending[w] = b
 			}
-			p.fill(&b.pkts[b.n], f, c, false, ref, w, 0)
+			pkt := &b.pkts[b.n]
+			p.fillFrame(pkt, f, ref, w, 0)
+			pkt.FlowID, pkt.HashType, pkt.Reason, pkt.keyed = r.flowID, r.hash, r.reason, false
 			p.marks[w].bucket[b.n] = mark
 			b.n++
 			if b.n == p.batchCap {
@@ -219,6 +223,14 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 		}
 	}
 	p.frames += uint64(len(frames))
+}
+
+// flowResult is what the queued path keeps of a frame's classification
+// between its two passes.
+type flowResult struct {
+	flowID uint32
+	hash   hash.HashType
+	reason Reason
 }
 
 // steer takes one frame through classify, hash, select and hand-off. The
@@ -374,6 +386,15 @@ func (p *producer) flushDirect() {
 // fill writes the Packet of a frame for worker w. With keyed, c holds the
 // flow key, which it copies; otherwise Packet.Key derives it when asked.
 func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, keyed bool, ref *batchRef, w int, depth uint8) {
+	p.fillFrame(pkt, f, ref, w, depth)
+	pkt.FlowID, pkt.HashType, pkt.Reason = c.FlowID, c.HashType, c.Reason
+	if pkt.keyed = keyed; keyed {
+		pkt.key = c.Key
+	}
+}
+
+// fillFrame writes what a Packet takes from the frame and the producer.
+func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth uint8) {
 	// Field by field: a composite literal would build the packet on the
 	// stack and copy it with a bulk write barrier, twice the cost.
 	pkt.Data = f.Data
@@ -381,17 +402,11 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, keyed bool, re
 	pkt.Length = f.WireLen()
 	pkt.IfIndex = f.IfIndex
 	pkt.Source = p.id
-	pkt.FlowID = c.FlowID
-	pkt.HashType = c.HashType
-	if pkt.keyed = keyed; keyed {
-		pkt.key = c.Key
-	}
-	pkt.vlan, pkt.hasVLAN = f.VLAN, f.HasVLAN
-	pkt.Reason = c.Reason
 	pkt.Worker = w
 	pkt.ref = ref
 	pkt.prod = p.d.workers[w].prod
 	pkt.depth = depth
+	pkt.vlan, pkt.hasVLAN = f.VLAN, f.HasVLAN
 }
 
 // selectWorker is netisr_select_cpuid: it picks the worker by policy, with
