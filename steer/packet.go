@@ -10,10 +10,11 @@ import (
 	"github.com/rpsgo/rps/hash"
 )
 
-// Packet is a classified frame as a handler receives it.
+// Packet is a classified frame as a handler receives it: its bytes and
+// metadata, its flowid, hash type and reason, and its flow key ([Packet.Key]).
 //
-// The Packet and its Data are valid until the handler returns: the dispatcher
-// recycles both. A handler that keeps the bytes either copies them or calls
+// The Packet and its Data are valid until the handler returns, and only in
+// the handler's goroutine: the dispatcher recycles both. A handler that keeps the bytes either copies them or calls
 // [Packet.Retain], which keeps the source's buffer (a file arena, a ring
 // block) until the returned [Ref] is released.
 type Packet struct {
@@ -41,7 +42,8 @@ type Packet struct {
 // dispatching goroutine, the one step of the path that cannot be spread over
 // the workers, classifies a plain TCP or UDP over IPv4 packet only as far as
 // its hash, as RPS does; the key is then derived from Data on the first
-// call, in the handler's goroutine, and kept for the next.
+// call, in the handler's goroutine, and kept for the next. A Packet built
+// by hand, outside a dispatcher, has the zero key.
 func (p *Packet) Key() FlowKey {
 	if !p.keyed {
 		p.keyed = true
