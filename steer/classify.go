@@ -192,7 +192,7 @@ func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
 }
 
 // flowOnly is Classify for the dispatcher's queued path, where the worker
-// derives the flow key itself (see Worker.expand): for an untagged simple
+// derives the flow key itself (see Packet.Key): for an untagged simple
 // IPv4 packet, the bulk of most traffic, it sets EtherType, HashType,
 // FlowID and Reason as Classify would and leaves the key and the tuple
 // alone; any other frame it classifies fully.

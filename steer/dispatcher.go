@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,11 +43,13 @@ type Dispatcher struct {
 	quit     chan struct{}
 	quitOnce sync.Once
 
-	mu        sync.Mutex
-	producers []*producer
-	nextID    int
-	sources   []sourceStatser
-	reb       *rebalancer
+	mu         sync.Mutex
+	producers  []*producer
+	retired    counts      // what closed inputs counted
+	retiredTop []FlowStats // and their top flows (RFS), as they closed
+	nextID     int
+	sources    []sourceStatser
+	reb        *rebalancer
 
 	created time.Time
 	// spin lets idle pinned workers poll before parking: only when each
@@ -78,6 +81,7 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 		cls:     cls,
 		keyCls:  cls.keyOnly(),
 		table:   newIndirection(cfg.Buckets, cfg.Workers),
+		retired: counts{bucketFrames: make([]uint64, cfg.Buckets)},
 		quit:    make(chan struct{}),
 		created: time.Now(),
 	}
@@ -147,7 +151,10 @@ func (d *Dispatcher) Workers() int { return len(d.workers) }
 // Input is one feeder of a dispatcher with its own source id. One goroutine
 // uses an Input at a time; several Inputs may feed one dispatcher at once.
 // Order is kept per input and flow.
-type Input struct{ p *producer }
+type Input struct {
+	p      *producer
+	closed bool
+}
 
 // NewInput returns an input with the next free source id.
 func (d *Dispatcher) NewInput() *Input {
@@ -168,7 +175,7 @@ func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()
 	defer d.intake.RUnlock()
-	if d.closed.Load() {
+	if d.closed.Load() || in.closed {
 		if release != nil {
 			release()
 		}
@@ -178,11 +185,67 @@ func (in *Input) Dispatch(frames []Frame, release func()) error {
 	return nil
 }
 
+// retire takes a closed input's producer out of the dispatcher, keeping
+// its counts. Stats and bucketLoad sum under d.mu, so they see the counts
+// once, either in the producer or in d.retired.
+func (d *Dispatcher) retire(p *producer) {
+	var top []FlowStats
+	if flows := p.flows; flows != nil {
+		top = topFlows(flows)
+	}
+	d.mu.Lock()
+	if i := slices.Index(d.producers, p); i >= 0 {
+		d.producers = slices.Delete(d.producers, i, i+1)
+		p.mu.Lock()
+		p.counts.addTo(&d.retired)
+		p.flows = nil
+		p.mu.Unlock()
+		d.retiredTop = bestFlows(append(d.retiredTop, top...))
+	}
+	d.mu.Unlock()
+	p.stock.retire()
+}
+
+// sumCounts returns the counts of every input, open and closed, the flow
+// tables of the open ones and the top flows of the closed ones.
+func (d *Dispatcher) sumCounts() (counts, []*flowtable.Table, []FlowStats) {
+	sum := counts{bucketFrames: make([]uint64, len(d.table.ents))}
+	var tables []*flowtable.Table
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.retired.addTo(&sum)
+	top := append([]FlowStats(nil), d.retiredTop...)
+	for _, p := range d.producers {
+		p.mu.Lock()
+		p.counts.addTo(&sum)
+		if p.flows != nil {
+			tables = append(tables, p.flows)
+		}
+		p.mu.Unlock()
+	}
+	return sum, tables, top
+}
+
+// Close retires the input once its goroutine is done feeding it: its
+// counters stay in Stats, and its flow table and batches are let go, so a
+// program that makes an input per capture file does not keep them all.
+// Dispatch on a closed input returns ErrClosed. Call Close from the
+// goroutine that calls Dispatch, never during a Dispatch; a second Close
+// does nothing. Run closes the input it makes.
+func (in *Input) Close() {
+	if in.closed {
+		return
+	}
+	in.closed = true
+	in.p.d.retire(in.p)
+}
+
 // Run reads src until it is exhausted (io.EOF, which Run turns into nil), ctx
 // ends, or the dispatcher closes, dispatching every batch through a new
 // Input. It does not close src.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	in := d.NewInput()
+	defer in.Close()
 	if s, ok := src.(sourceStatser); ok {
 		d.mu.Lock()
 		d.sources = append(d.sources, s)

@@ -35,14 +35,17 @@ type Packet struct {
 	hasVLAN bool      // vlan is a tag the source delivered out of band
 	keyed   bool      // key is set
 	vlan    uint16
+	frame   []byte // Data as dispatched, which Key reads whatever the handler does to Data
 	key     FlowKey
 }
 
 // Key returns the frame's flow key, as [Classifier.Classify] finds it. The
 // dispatching goroutine, the one step of the path that cannot be spread over
 // the workers, classifies a plain TCP or UDP over IPv4 packet only as far as
-// its hash, as RPS does; the key is then derived from Data on the first
-// call, in the handler's goroutine, and kept for the next. A Packet built
+// its hash, as RPS does; the key is then derived from the frame on the
+// first call, in the handler's goroutine, and kept for the next. It reads
+// the frame's bytes as dispatched, even if the handler has moved Data on,
+// so a handler that rewrites the bytes in place calls Key first. A Packet built
 // by hand, outside a dispatcher, has the zero key.
 func (p *Packet) Key() FlowKey {
 	if !p.keyed {
@@ -50,9 +53,9 @@ func (p *Packet) Key() FlowKey {
 		if p.prod != nil {
 			var c Classification
 			if p.hasVLAN {
-				p.prod.d.keyCls.ClassifyVLAN(p.Data, p.vlan, &c)
+				p.prod.d.keyCls.ClassifyVLAN(p.frame, p.vlan, &c)
 			} else {
-				p.prod.d.keyCls.Classify(p.Data, &c)
+				p.prod.d.keyCls.Classify(p.frame, &c)
 			}
 			p.key = c.Key
 		}
@@ -132,9 +135,13 @@ func (p *Packet) Redispatch(data []byte) error {
 	if p.prod == nil {
 		return errors.New("steer: Redispatch outside a handler")
 	}
+	ws := p.prod.d.workers
+	if p.Worker < 0 || p.Worker >= len(ws) {
+		return fmt.Errorf("steer: Redispatch: the handler changed Packet.Worker to %d", p.Worker)
+	}
 	if p.ref != nil {
 		p.ref.n.Add(1)
 	}
 	f := Frame{Data: data, Timestamp: p.Timestamp, IfIndex: p.IfIndex}
-	return p.prod.redispatch(&f, p.ref, p.depth+1, p.prod.d.workers[p.Worker])
+	return p.prod.redispatch(&f, p.ref, p.depth+1, ws[p.Worker])
 }

@@ -26,7 +26,6 @@ type producer struct {
 	// position of its last frame there.
 	bucketWorker []uint32
 	bucketTail   []uint64
-	bucketFrames []uint64
 
 	flows   *flowtable.Table     // RFS, nil when off
 	clsBuf  []Classification     // steerRFS's chunk
@@ -34,18 +33,38 @@ type producer struct {
 	ids     [rfsChunk]uint32     // steerRFS's flowids to prefetch
 	rfsMiss bool                 // a flow went without an entry since the last flush
 
-	frames      uint64
-	reasons     [NumReasons]uint64 // all but ReasonOK, which is frames less the rest
-	bucketMoves uint64
-	flowMoves   uint64
-	direct      []uint64 // frames handled inline, per worker, since the last flush
-	scratch     [MaxRedispatchDepth + 2]Packet
-	dec         Decision // filled while Config.Trace is set
-	batchCap    int
-	stock       batchStock  // the batches this producer fills
-	marks       []tailMarks // per worker: what each pending frame's queue position is recorded for
-	lockers     lockPair
-	held        bool // the owner holds the locks (set by lockers only)
+	counts
+	direct   []uint64 // frames handled inline, per worker, since the last flush
+	scratch  [MaxRedispatchDepth + 2]Packet
+	dec      Decision // filled while Config.Trace is set
+	batchCap int
+	stock    batchStock  // the batches this producer fills
+	marks    []tailMarks // per worker: what each pending frame's queue position is recorded for
+	lockers  lockPair
+	held     bool // the owner holds the locks (set by lockers only)
+}
+
+// counts are what a producer counts, which Stats sums over the inputs,
+// closed ones included.
+type counts struct {
+	frames       uint64
+	reasons      [NumReasons]uint64 // all but ReasonOK, which is frames less the rest
+	bucketFrames []uint64           // hashed frames per bucket
+	bucketMoves  uint64
+	flowMoves    uint64
+}
+
+// addTo adds c to sum.
+func (c *counts) addTo(sum *counts) {
+	sum.frames += c.frames
+	for i, n := range c.reasons {
+		sum.reasons[i] += n
+	}
+	for b, n := range c.bucketFrames {
+		sum.bucketFrames[b] += n
+	}
+	sum.bucketMoves += c.bucketMoves
+	sum.flowMoves += c.flowMoves
 }
 
 // lockPair unlocks and relocks the producer (and its flow table) while it
@@ -79,7 +98,7 @@ func (d *Dispatcher) newProducer(id int) *producer {
 		pending:      make([]*pbatch, n),
 		bucketWorker: make([]uint32, len(d.table.ents)),
 		bucketTail:   make([]uint64, len(d.table.ents)),
-		bucketFrames: make([]uint64, len(d.table.ents)),
+		counts:       counts{bucketFrames: make([]uint64, len(d.table.ents))},
 		direct:       make([]uint64, n),
 		marks:        make([]tailMarks, n),
 		batchCap:     min(BatchSize, d.cfg.QLimit),
@@ -166,8 +185,10 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 		chunk := frames[start:min(start+rfsChunk, len(frames))]
 		res := p.flowBuf[:len(chunk)]
 		// Classify the chunk first (Packet.Key derives the key later, so a
-		// plain IPv4 packet stops at its hash), keeping only what steering
-		// needs, then steer it.
+		// plain IPv4 packet stops at its hash), counting it and keeping only
+		// what steering needs, then steer it. The counts come first: while a
+		// full queue holds the loop back, Stats may read them.
+		p.frames += uint64(len(chunk))
 		for i := range chunk {
 			f := &chunk[i]
 			if f.HasVLAN {
@@ -178,13 +199,13 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			if f.HashType != hash.None {
 				c.FlowID, c.HashType = f.Hash, f.HashType
 			}
+			if c.Reason != ReasonOK {
+				p.reasons[c.Reason]++
+			}
 			res[i] = flowResult{c.FlowID, c.HashType, c.Reason}
 		}
 		for i := range chunk {
 			f, r := &chunk[i], &res[i]
-			if r.reason != ReasonOK {
-				p.reasons[r.reason]++
-			}
 			bucket := r.flowID & mask
 			var w int
 			mark := noBucket
@@ -222,7 +243,6 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			}
 		}
 	}
-	p.frames += uint64(len(frames))
 }
 
 // flowResult is what the queued path keeps of a frame's classification
@@ -337,7 +357,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 	if ent != nil {
 		// The frame has no queue position until its batch is flushed; until
 		// then the entry counts as busy, so no Lookup evicts it and no move
-		// skips ahead of the frame (see setFlowTails and the busy check).
+		// skips ahead of the frame (see setTails and the busy check).
 		ent.LastTail = tailPending // rfs counted the frame and Lookup set LastSeen
 	}
 	if depth > 0 {
@@ -397,7 +417,7 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, keyed bool, re
 func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth uint8) {
 	// Field by field: a composite literal would build the packet on the
 	// stack and copy it with a bulk write barrier, twice the cost.
-	pkt.Data = f.Data
+	pkt.Data, pkt.frame = f.Data, f.Data
 	pkt.Timestamp = f.Timestamp
 	pkt.Length = f.WireLen()
 	pkt.IfIndex = f.IfIndex
@@ -598,6 +618,14 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 	if depth > MaxRedispatchDepth {
 		if ref != nil {
 			ref.done(1)
+		}
+		// Handed in, then dropped: counted in Frames as in the drops.
+		if p.held {
+			p.frames++
+		} else {
+			p.mu.Lock()
+			p.frames++
+			p.mu.Unlock()
 		}
 		from.redispatchDrops.Add(1)
 		return ErrRedispatchDepth

@@ -186,18 +186,8 @@ func absDiff(a, b uint64) uint64 {
 
 // bucketLoad sums the hashed frames each bucket received, over every input.
 func (d *Dispatcher) bucketLoad() []uint64 {
-	load := make([]uint64, len(d.table.ents))
-	d.mu.Lock()
-	prods := append([]*producer(nil), d.producers...)
-	d.mu.Unlock()
-	for _, p := range prods {
-		p.mu.Lock()
-		for b, n := range p.bucketFrames {
-			load[b] += n
-		}
-		p.mu.Unlock()
-	}
-	return load
+	sum, _, _ := d.sumCounts()
+	return sum.bucketFrames
 }
 
 // WorkerLoad returns the hashed frames each worker carries under the current

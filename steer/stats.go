@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"expvar"
 	"fmt"
+	"github.com/rpsgo/rps/flowtable"
 	"io"
 	"sort"
 	"strings"
@@ -124,40 +125,24 @@ func (d *Dispatcher) Stats() Stats {
 		Workers: len(d.workers), CPUs: append([]int(nil), cfg.CPUs...), Policy: cfg.Policy,
 		Dispatch: cfg.Dispatch, QLimit: cfg.QLimit, Block: cfg.Block, Buckets: cfg.Buckets,
 		KeyName: cfg.KeyName, Symmetric: cfg.Symmetric, UDP4Tuple: cfg.UDP4Tuple, RFS: cfg.RFS,
-		FlowLimit: cfg.FlowLimit, Table: d.table.snapshot(), BucketFrames: make([]uint64, cfg.Buckets),
+		FlowLimit: cfg.FlowLimit, Table: d.table.snapshot(),
 	}
 	d.mu.Lock()
-	prods := append([]*producer(nil), d.producers...)
 	srcs := append([]SourceStatser(nil), d.sources...)
 	d.mu.Unlock()
-	var top []FlowStats
-	for _, p := range prods {
-		p.mu.Lock()
-		s.Frames += p.frames
-		ok := p.frames
-		for i, n := range p.reasons {
-			s.Reasons[i] += n
-			ok -= n
-		}
-		s.Reasons[ReasonOK] += ok
-		for b, n := range p.bucketFrames {
-			s.BucketFrames[b] += n
-		}
-		s.BucketMoves += p.bucketMoves
-		s.FlowMoves += p.flowMoves
-		flows := p.flows
-		p.mu.Unlock()
-		if flows != nil {
-			for _, e := range flows.Top(10, nil) {
-				top = append(top, FlowStats{FlowID: e.FlowID, Worker: int(e.Current), Desired: int(e.Desired),
-					Packets: e.Packets, Bytes: e.Bytes, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen})
-			}
+	sum, tables, top := d.sumCounts()
+	s.Frames, s.Reasons, s.BucketFrames = sum.frames, sum.reasons, sum.bucketFrames
+	s.Reasons[ReasonOK] = sum.frames
+	for i, n := range sum.reasons {
+		if Reason(i) != ReasonOK {
+			s.Reasons[ReasonOK] -= n
 		}
 	}
-	sort.Slice(top, func(i, j int) bool { return top[i].Packets > top[j].Packets })
-	if len(top) > 10 {
-		top = top[:10]
+	s.BucketMoves, s.FlowMoves = sum.bucketMoves, sum.flowMoves
+	for _, flows := range tables {
+		top = append(top, topFlows(flows)...)
 	}
+	top = bestFlows(top)
 	s.TopFlows = top
 	for _, w := range d.workers {
 		w.mu.Lock()
@@ -177,6 +162,25 @@ func (d *Dispatcher) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// topFlowsLen is how many flows Stats.TopFlows lists.
+const topFlowsLen = 10
+
+// topFlows returns the flows of t with the most packets.
+func topFlows(t *flowtable.Table) []FlowStats {
+	var top []FlowStats
+	for _, e := range t.Top(topFlowsLen, nil) {
+		top = append(top, FlowStats{FlowID: e.FlowID, Worker: int(e.Current), Desired: int(e.Desired),
+			Packets: e.Packets, Bytes: e.Bytes, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen})
+	}
+	return top
+}
+
+// bestFlows sorts flows by packets, most first, and keeps topFlowsLen.
+func bestFlows(top []FlowStats) []FlowStats {
+	sort.SliceStable(top, func(i, j int) bool { return top[i].Packets > top[j].Packets })
+	return top[:min(len(top), topFlowsLen)]
 }
 
 func onOff(b bool) string {

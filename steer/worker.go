@@ -89,7 +89,8 @@ func (b *pbatch) slot(ref *batchRef) *Packet {
 // where a sync.Pool would steal it from the worker's processor each time.
 type batchStock struct {
 	returned atomic.Pointer[pbatch]
-	free     *pbatch // the producer's alone
+	free     *pbatch     // the producer's alone
+	gone     atomic.Bool // the producer is retired: batches go to the pool
 }
 
 // maxStock bounds how many free batches a producer keeps to itself; after a
@@ -128,8 +129,36 @@ func (s *batchStock) put(b *pbatch) {
 		top := s.returned.Load()
 		b.next = top
 		if s.returned.CompareAndSwap(top, b) {
-			return
+			break
 		}
+	}
+	if s.gone.Load() {
+		s.drain() // retire may have drained before this push
+	}
+}
+
+// retire gives every batch of a retired producer to the shared pool: those
+// it holds, those back now, and, through put, those still to come. The
+// producer's goroutine calls it, once done with the stock.
+func (s *batchStock) retire() {
+	s.gone.Store(true)
+	for b := s.free; b != nil; {
+		nx := b.next
+		b.next, b.home = nil, nil
+		batchPool.Put(b)
+		b = nx
+	}
+	s.free = nil
+	s.drain()
+}
+
+// drain moves the returned batches to the shared pool.
+func (s *batchStock) drain() {
+	for b := s.returned.Swap(nil); b != nil; {
+		nx := b.next
+		b.next, b.home = nil, nil
+		batchPool.Put(b)
+		b = nx
 	}
 }
 

@@ -1,0 +1,188 @@
+package steer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestStatsWhileBlocked reads Stats while an input waits for room in blocking
+// mode (its lock released): every frame it has counted has its reason
+// counted, so the reasons add up to Frames and none wraps.
+func TestStatsWhileBlocked(t *testing.T) {
+	gate := make(chan struct{})
+	d, err := New(Config{Workers: 1, QLimit: 64, Block: true}, func(*Packet) { <-gate })
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make([]Frame, 3*BatchSize)
+	for i := range frames {
+		b := make([]byte, 60)
+		binary.BigEndian.PutUint16(b[12:], 0x0806) // ARP: ReasonNonIP
+		frames[i] = Frame{Data: b}
+	}
+	in := d.NewInput()
+	done := make(chan struct{})
+	go func() { in.Dispatch(frames, nil); close(done) }()
+	w := d.workers[0]
+	for waiting := false; !waiting; {
+		time.Sleep(time.Millisecond)
+		w.mu.Lock()
+		waiting = w.waiters > 0
+		w.mu.Unlock()
+	}
+	s := d.Stats()
+	var sum uint64
+	for _, n := range s.Reasons {
+		sum += n
+	}
+	if s.Reasons[ReasonOK] > s.Frames || sum != s.Frames || s.Reasons[ReasonNonIP] != s.Frames {
+		t.Errorf("while blocked: Frames %d, reasons %v (sum %d); want every frame NonIP", s.Frames, s.Reasons, sum)
+	}
+	close(gate)
+	<-done
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, uint64(len(frames)))
+}
+
+// TestRedispatchDepthCounted: frames dropped past MaxRedispatchDepth count in
+// Frames as they do in the drops, so the invariant holds after Close.
+func TestRedispatchDepthCounted(t *testing.T) {
+	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+		var errs []error
+		var mu sync.Mutex
+		d, err := New(Config{Workers: 2, Dispatch: mode}, func(p *Packet) {
+			if err := p.Redispatch(p.Data); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.NewInput().Dispatch([]Frame{{Data: dtFrame(1, 1)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s := d.Stats()
+		if s.Frames != MaxRedispatchDepth+2 || s.Frames != s.Handled()+s.Dropped() || len(errs) != 1 || !errors.Is(errs[0], ErrRedispatchDepth) {
+			t.Errorf("%v: Frames %d, Handled %d, Dropped %d, errors %v; want %d frames, one dropped too deep",
+				mode, s.Frames, s.Handled(), s.Dropped(), errs, MaxRedispatchDepth+2)
+		}
+	}
+}
+
+// TestRedispatchChangedWorker: a handler that overwrote Packet.Worker gets
+// an error from Redispatch, not a panic.
+func TestRedispatchChangedWorker(t *testing.T) {
+	var got error
+	d, err := New(Config{Workers: 2}, func(p *Packet) {
+		if p.depth == 0 {
+			p.Worker = 7
+			got = p.Redispatch(p.Data)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.NewInput().Dispatch([]Frame{{Data: dtFrame(1, 1)}}, nil)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil {
+		t.Error("Redispatch after the handler set Worker to 7 of 2 returned nil")
+	}
+	checkAccounting(t, d, 1)
+}
+
+// TestRunClosesItsInput: each Run retires the input it makes. The
+// dispatcher keeps no producer, flow table or batch of a finished Run, yet
+// its counts and top flows stay in Stats.
+func TestRunClosesItsInput(t *testing.T) {
+	d, err := New(Config{Workers: 4, QLimit: 4096, Block: true, RFS: true}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := dtTraffic(rand.New(rand.NewPCG(1, 2)), 1000, 20000)
+	const runs = 5
+	for range runs {
+		if err := d.Run(context.Background(), &SliceSource{Frames: frames, BatchLen: 256}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	inputs := 0
+	for _, p := range d.producers {
+		if p.self == nil {
+			inputs++
+		}
+	}
+	d.mu.Unlock()
+	if inputs != 0 {
+		t.Errorf("%d inputs of finished Runs still held", inputs)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := checkAccounting(t, d, uint64(runs*len(frames)))
+	if len(s.TopFlows) == 0 {
+		t.Error("the top flows of finished Runs are gone")
+	}
+	in := d.NewInput()
+	in.Close()
+	in.Close()
+	if err := in.Dispatch(frames[:1], nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Dispatch on a closed input: %v, want ErrClosed", err)
+	}
+}
+
+// TestStockRetired: a retired stock gives every batch to the shared pool,
+// those it holds, those back already and those that come back later.
+func TestStockRetired(t *testing.T) {
+	var s batchStock
+	held := s.get()
+	s.put(s.get())
+	s.free = s.get()
+	s.retire()
+	s.put(held)
+	if s.free != nil || s.returned.Load() != nil || held.home != nil {
+		t.Errorf("retired stock still holds batches: free %v, returned %v, home %v", s.free, s.returned.Load(), held.home)
+	}
+}
+
+// TestKeyAfterDataMoved: a handler that moves Data on before asking for the
+// key gets the frame's key in every dispatch mode.
+func TestKeyAfterDataMoved(t *testing.T) {
+	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+		var got FlowKey
+		d, err := New(Config{Workers: 2, Dispatch: mode}, func(p *Packet) {
+			p.Data = p.Data[14:] // past the Ethernet header it has parsed
+			got = p.Key()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Frame{Data: dtFrame(7, 1)}
+		var want Classification
+		d.Classifier().Classify(f.Data, &want)
+		d.NewInput().Dispatch([]Frame{f}, nil)
+		if err := d.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got != want.Key {
+			t.Errorf("%v: Key() = %+v, classifier gave %+v", mode, got, want.Key)
+		}
+	}
+}
