@@ -6,8 +6,9 @@
 // # The path of a frame
 //
 // A [Source] delivers frames in batches. An [Input] (one per feeding
-// goroutine, each with its own source id) takes every frame through four
-// steps, each in one place in the code:
+// goroutine, each with its own source id, closed with [Input.Close] when the
+// goroutine is done; [Dispatcher.Run] makes and closes one) takes every
+// frame through four steps, each in one place in the code:
 //
 //  1. Classify (ether_demux). [Classifier.Classify] walks the Ethernet header,
 //     up to four 802.1Q/802.1ad tags, the IPv4 header or the IPv6 extension
