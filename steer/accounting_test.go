@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -114,10 +115,36 @@ func TestRunClosesItsInput(t *testing.T) {
 	}
 	frames := dtTraffic(rand.New(rand.NewPCG(1, 2)), 1000, 20000)
 	const runs = 5
+	// A reader of Stats meanwhile never sees Frames go back (an input's
+	// counts moving to the closed inputs' sum is seen once, not twice or
+	// not at all).
+	stop := make(chan struct{})
+	watched := make(chan error, 1)
+	go func() {
+		var last uint64
+		for {
+			select {
+			case <-stop:
+				watched <- nil
+				return
+			default:
+			}
+			f := d.Stats().Frames
+			if f < last {
+				watched <- fmt.Errorf("Stats.Frames went from %d back to %d", last, f)
+				return
+			}
+			last = f
+		}
+	}()
 	for range runs {
 		if err := d.Run(context.Background(), &SliceSource{Frames: frames, BatchLen: 256}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	close(stop)
+	if err := <-watched; err != nil {
+		t.Error(err)
 	}
 	if err := d.Sync(context.Background()); err != nil {
 		t.Fatal(err)
