@@ -29,8 +29,8 @@ type producer struct {
 
 	flows   *flowtable.Table     // RFS, nil when off
 	clsBuf  []Classification     // steerRFS's chunk
-	flowBuf [rfsChunk]flowResult // steerQueued's chunk
-	ids     [rfsChunk]uint32     // steerRFS's flowids to prefetch
+	flowBuf [chunkLen]flowResult // steerQueued's chunk
+	ids     [chunkLen]uint32     // steerRFS's flowids to prefetch
 	rfsMiss bool                 // a flow went without an entry since the last flush
 
 	counts
@@ -181,8 +181,8 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 	rss := d.cfg.Policy == PolicyRSS
 	classifier := d.cls
 	c := &p.cls
-	for start := 0; start < len(frames); start += rfsChunk {
-		chunk := frames[start:min(start+rfsChunk, len(frames))]
+	for start := 0; start < len(frames); start += chunkLen {
+		chunk := frames[start:min(start+chunkLen, len(frames))]
 		res := p.flowBuf[:len(chunk)]
 		// Classify the chunk first (Packet.Key derives the key later, so a
 		// plain IPv4 packet stops at its hash), counting it and keeping only
@@ -274,8 +274,9 @@ func (p *producer) classify(f *Frame, c *Classification) {
 	}
 }
 
-// rfsChunk is how many frames steerRFS classifies before it steers them.
-const rfsChunk = BatchSize
+// chunkLen is how many frames steerQueued and steerRFS classify before they
+// steer them.
+const chunkLen = BatchSize
 
 // steerRFS steers frames with RFS on. Each flow costs three cache misses:
 // its desired slot, its flow-table set, then its entry, which can be found
@@ -285,10 +286,10 @@ const rfsChunk = BatchSize
 // instead of following one another.
 func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 	if p.clsBuf == nil {
-		p.clsBuf = make([]Classification, rfsChunk)
+		p.clsBuf = make([]Classification, chunkLen)
 	}
-	for start := 0; start < len(frames); start += rfsChunk {
-		chunk := frames[start:min(start+rfsChunk, len(frames))]
+	for start := 0; start < len(frames); start += chunkLen {
+		chunk := frames[start:min(start+chunkLen, len(frames))]
 		cls := p.clsBuf[:len(chunk)]
 		ids := p.ids[:0]
 		for i := range chunk {
@@ -350,7 +351,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 		b = p.stock.get()
 		p.pending[w] = b
 	}
-	p.fill(b.slot(ref), f, c, true, ref, w, depth)
+	p.fill(b.slot(ref), f, c, ref, w, depth)
 	p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
 	p.marks[w].ent[b.n] = ent
 	b.n++
@@ -378,7 +379,7 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 	// One scratch packet per nesting level: a handler may re-dispatch
 	// inline while its own packet is still in use.
 	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
-	p.fill(pkt, f, c, true, ref, ww.index, depth)
+	p.fill(pkt, f, c, ref, ww.index, depth)
 	pkt.prod = p
 	ww.call(pkt)
 	if mode == Direct {
@@ -403,14 +404,12 @@ func (p *producer) flushDirect() {
 	}
 }
 
-// fill writes the Packet of a frame for worker w. With keyed, c holds the
-// flow key, which it copies; otherwise Packet.Key derives it when asked.
-func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, keyed bool, ref *batchRef, w int, depth uint8) {
+// fill writes the Packet of a fully classified frame for worker w, its
+// flow key included (the queued fast path leaves the key to Packet.Key).
+func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
 	p.fillFrame(pkt, f, ref, w, depth)
 	pkt.FlowID, pkt.HashType, pkt.Reason = c.FlowID, c.HashType, c.Reason
-	if pkt.keyed = keyed; keyed {
-		pkt.key = c.Key
-	}
+	pkt.key, pkt.keyed = c.Key, true
 }
 
 // fillFrame writes what a Packet takes from the frame and the producer.

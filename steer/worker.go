@@ -102,16 +102,12 @@ const maxStock = 64
 func (s *batchStock) get() *pbatch {
 	if s.free == nil {
 		b := s.returned.Swap(nil)
-		for i := 0; b != nil; i++ {
+		for i := 0; b != nil && i < maxStock; i++ {
 			nx := b.next
-			if i < maxStock {
-				b.next, s.free = s.free, b
-			} else {
-				b.next, b.home = nil, nil
-				batchPool.Put(b)
-			}
+			b.next, s.free = s.free, b
 			b = nx
 		}
+		toPool(b) // past maxStock
 		if s.free == nil {
 			b := getBatch()
 			b.home = s
@@ -142,19 +138,17 @@ func (s *batchStock) put(b *pbatch) {
 // producer's goroutine calls it, once done with the stock.
 func (s *batchStock) retire() {
 	s.gone.Store(true)
-	for b := s.free; b != nil; {
-		nx := b.next
-		b.next, b.home = nil, nil
-		batchPool.Put(b)
-		b = nx
-	}
+	toPool(s.free)
 	s.free = nil
 	s.drain()
 }
 
 // drain moves the returned batches to the shared pool.
-func (s *batchStock) drain() {
-	for b := s.returned.Swap(nil); b != nil; {
+func (s *batchStock) drain() { toPool(s.returned.Swap(nil)) }
+
+// toPool gives a list of batches to the shared pool, out of any stock.
+func toPool(b *pbatch) {
+	for b != nil {
 		nx := b.next
 		b.next, b.home = nil, nil
 		batchPool.Put(b)
@@ -302,6 +296,15 @@ func releaseRange(pkts []Packet) {
 	}
 }
 
+// pop takes the oldest batch off the queue, which holds one. w.mu is held.
+func (w *Worker) pop() *pbatch {
+	b := w.ring[w.rhead]
+	w.ring[w.rhead] = nil
+	w.rhead = (w.rhead + 1) % len(w.ring)
+	w.rcount--
+	return b
+}
+
 func (w *Worker) grow() {
 	n := max(2*len(w.ring), 16)
 	ring := make([]*pbatch, n)
@@ -372,10 +375,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			}
 			continue
 		}
-		b := w.ring[w.rhead]
-		w.ring[w.rhead] = nil
-		w.rhead = (w.rhead + 1) % len(w.ring)
-		w.rcount--
+		b := w.pop()
 		abort := d.abort.Load()
 		w.mu.Unlock()
 
@@ -576,10 +576,7 @@ func (w *Worker) drainQueue() {
 			w.mu.Unlock()
 			return
 		}
-		b := w.ring[w.rhead]
-		w.ring[w.rhead] = nil
-		w.rhead = (w.rhead + 1) % len(w.ring)
-		w.rcount--
+		b := w.pop()
 		w.mu.Unlock()
 		n := b.n
 		if b.ctl != nil {
