@@ -74,7 +74,11 @@
 // set, and misses, look at the second. A caller that knows a batch of
 // flowids before it looks them up starts those loads with [Table.Prefetch],
 // then [Table.PrefetchEntries] (and [Desired.Prefetch]), so that the cache
-// misses of the batch overlap. Two choices matter: inserting
+// misses of the batch overlap. PrefetchEntries, which has to read the tags
+// to know which entry to load, keeps what it found as a [Hint] per flowid;
+// [Table.LookupHint] then checks that one slot's tag instead of searching
+// again. (On amd64 that search is a few SSE2 instructions in assembly.)
+// Two choices matter: inserting
 // 10,000 random flowids into 16,384 entries, a single 8-way set per flowid
 // leaves 1.9% of them without room (they keep evicting one another); two
 // candidate sets leave 0.14%, and 0.014% of 1,000,000 flows in 2^21

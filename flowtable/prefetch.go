@@ -41,24 +41,73 @@ func (t *Table) Prefetch(flowids []uint32) {
 	}
 }
 
+// Hint is where [Table.PrefetchEntries] found a flowid: one more than the
+// index of its slot (set*Ways + way), or 0 when the flow was not in its
+// first candidate set. It only spares [Table.LookupHint] a search; any
+// value is safe.
+type Hint uint32
+
 // PrefetchEntries reads the tags of the first candidate set of each of
 // flowids (best after [Table.Prefetch] has brought them in) and starts
 // loading the entry of each flow found there, or the tag line of the second
-// candidate set of each flow that is not. It changes nothing a reader can
-// see. The caller holds the table's lock.
-func (t *Table) PrefetchEntries(flowids []uint32) {
+// candidate set of each flow that is not. It sets hints[i] to where it found
+// flowids[i] (0 when it did not), for [Table.LookupHint]; hints must be at
+// least as long as flowids, or nil when the caller wants none. It changes
+// nothing a reader can see. The caller holds the table's lock.
+func (t *Table) PrefetchEntries(flowids []uint32, hints []Hint) {
+	if hints == nil {
+		var buf [PrefetchBatch]Hint
+		for len(flowids) > 0 {
+			k := min(len(flowids), PrefetchBatch)
+			t.probe(flowids[:k], buf[:k])
+			flowids = flowids[k:]
+		}
+		return
+	}
+	t.probe(flowids, hints[:len(flowids)])
+}
+
+// probeGo is probe in Go: for each flowid, match the tags of its first set,
+// record the hint and prefetch the entry found, or the second set.
+func (t *Table) probeGo(flowids []uint32, hints []Hint) {
 	var addrs [PrefetchBatch]uintptr
+	hints = hints[:len(flowids)]
 	for len(flowids) > 0 {
 		k := min(len(flowids), PrefetchBatch)
 		for i, id := range flowids[:k] {
-			s := &t.sets[id&t.setMask]
+			si := id & t.setMask
+			s := &t.sets[si]
 			if m := s.match(id); m != 0 {
-				addrs[i] = uintptr(unsafe.Pointer(&s.ent[bits.TrailingZeros(m)&(Ways-1)]))
+				way := uint32(bits.TrailingZeros(m) & (Ways - 1))
+				hints[i] = Hint(si*Ways + way + 1)
+				addrs[i] = uintptr(unsafe.Pointer(&s.ent[way]))
 			} else {
+				hints[i] = 0
 				addrs[i] = uintptr(unsafe.Pointer(&t.sets[t.alt(id)]))
 			}
 		}
 		prefetchAll(addrs[:k])
-		flowids = flowids[k:]
+		flowids, hints = flowids[k:], hints[k:]
 	}
+}
+
+// LookupHint is [Table.Lookup] for a flowid whose hint (from
+// [Table.PrefetchEntries]) names its slot: it checks that slot's tag and
+// valid bit, and on a match counts a hit, sets LastSeen and returns the
+// entry without searching. A zero or stale hint (the flow was not in its
+// first set, or a Lookup has since evicted it) costs only the check: the
+// call is then Lookup. The caller holds the lock.
+func (t *Table) LookupHint(flowid uint32, h Hint, now int64) (e *Entry, inserted bool) {
+	if h != 0 {
+		i := uint32(h - 1)
+		s := &t.sets[i/Ways&t.setMask]
+		way := i % Ways
+		if s.valid>>way&1 != 0 && s.tags[way] == flowid {
+			t.hits++
+			e = &s.ent[way]
+			e.LastSeen = now
+			return e, false
+		}
+	}
+	return t.Lookup(flowid, now)
 }

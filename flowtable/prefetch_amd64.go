@@ -1,5 +1,7 @@
 package flowtable
 
+import "unsafe"
+
 // prefetchAll asks the CPU to bring the cache line at each address into
 // its caches, without waiting for any of them (PREFETCHT0). The addresses
 // must point into live Go memory; a prefetch never faults and never
@@ -7,3 +9,27 @@ package flowtable
 //
 //go:noescape
 func prefetchAll(addrs []uintptr)
+
+// probeSets is probeGo in assembly, with SSE2 (which every amd64 CPU has):
+// one compare of the first set's eight tags, the valid mask, then the hint
+// and the prefetch of the entry found or of the second set. sets points at
+// the table's first set; len(hints) >= len(ids). It relies on the set
+// layout pinned below.
+//
+//go:noescape
+func probeSets(sets unsafe.Pointer, setMask, altShift uint32, ids []uint32, hints []Hint)
+
+// This fails to compile unless a set is what probeSets expects: eight
+// 4-byte tags at offset 0, the valid byte at 32, eight 64-byte entries from
+// offset 64, 576 bytes in all.
+var _ = [1]struct{}{}[unsafe.Sizeof(set{})-576+
+	unsafe.Offsetof(set{}.valid)-32+
+	unsafe.Offsetof(set{}.ent)-64+
+	unsafe.Sizeof(Entry{})-64]
+
+func (t *Table) probe(flowids []uint32, hints []Hint) {
+	if len(flowids) == 0 {
+		return
+	}
+	probeSets(unsafe.Pointer(&t.sets[0]), t.setMask, t.altShift, flowids, hints[:len(flowids)])
+}

@@ -1,6 +1,9 @@
 package flowtable
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // TestPrefetchHasNoEffect checks that prefetching changes nothing a Lookup
 // or a reader can see: no insert, no hit counted, no LastSeen refreshed, no
@@ -41,7 +44,8 @@ func TestPrefetchHasNoEffect(t *testing.T) {
 	tb.Lock()
 	for _, n := range []int{0, 1, len(ids), len(all)} {
 		tb.Prefetch(all[:n])
-		tb.PrefetchEntries(all[:n])
+		tb.PrefetchEntries(all[:n], nil)
+		tb.PrefetchEntries(all[:n], make([]Hint, n))
 		d.Prefetch(all[:n])
 	}
 	tb.Unlock()
@@ -59,5 +63,118 @@ func TestPrefetchHasNoEffect(t *testing.T) {
 	}
 	if _, ok := d.Get(1001); ok {
 		t.Error("Desired.Prefetch recorded a worker")
+	}
+}
+
+// TestLookupHint checks the hints PrefetchEntries gives and LookupHint's use
+// of them: a flow found in its first set gets its slot, anything else 0; a
+// hint that still names its flow's slot is a hit; a zero hint, a hint whose
+// slot a Lookup has since given to another flow, and a hint naming no slot
+// of the table fall back to Lookup.
+func TestLookupHint(t *testing.T) {
+	tb, err := New(MinCapacity, nil) // two sets
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ten flowids with the same low bit: eight fill the first set, two
+	// overflow into the second.
+	var ids []uint32
+	for i := range uint32(10) {
+		ids = append(ids, i<<4)
+	}
+	tb.Lock()
+	for i, id := range ids {
+		tb.Lookup(id, int64(i))
+	}
+	unknown := uint32(0x1234_5670)
+	query := append(append([]uint32{}, ids...), unknown)
+	hints := make([]Hint, len(query))
+	tb.PrefetchEntries(query, hints)
+	for i, id := range query {
+		var want Hint
+		if i < Ways {
+			want = Hint(i + 1) // set 0, way i
+		}
+		if hints[i] != want {
+			t.Fatalf("hint for %#x is %d, want %d", id, hints[i], want)
+		}
+	}
+	good := tb.Find(ids[3])
+	e, inserted := tb.LookupHint(ids[3], hints[3], 50)
+	if e != good || inserted || e.LastSeen != 50 {
+		t.Fatalf("LookupHint with a good hint: %p inserted=%v, want %p, false", e, inserted, good)
+	}
+	// A zero hint, and hints that name another flow's slot or no slot: the
+	// flow in the second set is still found.
+	for _, h := range []Hint{0, hints[2], 1 << 30, ^Hint(0)} {
+		if e, inserted := tb.LookupHint(ids[9], h, 51); e == nil || inserted || e.FlowID != ids[9] {
+			t.Fatalf("LookupHint(%#x, hint %d): %+v inserted=%v", ids[9], h, e, inserted)
+		}
+	}
+	// A stale hint: six new flows fill the second set, the seventh evicts
+	// the oldest entry, ids[0]'s; its old hint must not be taken for ids[0].
+	for i := range uint32(7) {
+		if e, inserted := tb.Lookup(0x100+i<<4, 60); e == nil || !inserted {
+			t.Fatal("set-up: insert failed")
+		}
+	}
+	if tb.Find(ids[0]) != nil {
+		t.Fatal("set-up: ids[0] was not evicted")
+	}
+	e, inserted = tb.LookupHint(ids[0], hints[0], 70)
+	if e == nil || !inserted || e.FlowID != ids[0] || e.LastSeen != 70 {
+		t.Fatalf("LookupHint with a stale hint: %+v inserted=%v, want a new entry for %#x", e, inserted, ids[0])
+	}
+	if got := tb.Find(0x160); got == nil || got.FlowID != 0x160 {
+		t.Fatalf("the flow that took the hinted slot lost it: %+v", got)
+	}
+	tb.Unlock()
+	// Five hits (the good hint, four for ids[9]); ten, seven, then one
+	// inserts, the last two evicting.
+	if st := tb.Stats(); st.Hits != 5 || st.Inserts != 18 || st.Evictions != 2 {
+		t.Errorf("counters %+v, want 5 hits, 18 inserts, 2 evictions", st)
+	}
+}
+
+// TestProbeMatchesGo checks the assembly probe (where there is one) against
+// probeGo on a crowded table: flows in their first set, in their second, and
+// unknown ones, over every set.
+func TestProbeMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, capacity := range []int{MinCapacity, 1024, 1 << 16} {
+		tb, err := New(capacity, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []uint32
+		tb.Lock()
+		for range capacity - capacity/8 {
+			id := rng.Uint32()
+			if e, _ := tb.Lookup(id, 1); e != nil {
+				ids = append(ids, id)
+			}
+		}
+		for range 1000 {
+			ids = append(ids, rng.Uint32())
+		}
+		want, got := make([]Hint, len(ids)), make([]Hint, len(ids))
+		tb.probeGo(ids, want)
+		tb.probe(ids, got)
+		found := 0
+		for i, id := range ids {
+			if got[i] != want[i] {
+				t.Fatalf("capacity %d: hint for %#x is %d, want %d", capacity, id, got[i], want[i])
+			}
+			if want[i] != 0 {
+				found++
+				if e := tb.Find(id); e == nil || e.FlowID != id {
+					t.Fatalf("capacity %d: hint %d for %#x names no entry of it", capacity, want[i], id)
+				}
+			}
+		}
+		tb.Unlock()
+		if found == 0 || found == len(ids) {
+			t.Fatalf("capacity %d: %d of %d flows found in their first set", capacity, found, len(ids))
+		}
 	}
 }

@@ -27,11 +27,13 @@ type producer struct {
 	bucketWorker []uint32
 	bucketTail   []uint64
 
-	flows   *flowtable.Table     // RFS, nil when off
-	clsBuf  []Classification     // steerRFS's chunk
-	flowBuf [chunkLen]flowResult // steerQueued's chunk
-	ids     [chunkLen]uint32     // steerRFS's flowids to prefetch
-	rfsMiss bool                 // a flow went without an entry since the last flush
+	flows   *flowtable.Table         // RFS, nil when off
+	clsBuf  []Classification         // steerRFS's chunk
+	flowBuf [chunkLen]flowResult     // steerQueued's chunk
+	ids     [chunkLen]uint32         // steerRFS's flowids to prefetch
+	hints   [chunkLen]flowtable.Hint // steerRFS's slots found while prefetching
+	hint    flowtable.Hint           // the slot rfs may find its flow in, 0 if none
+	rfsMiss bool                     // a flow went without an entry since the last flush
 
 	counts
 	direct   []uint64 // frames handled inline, per worker, since the last flush
@@ -283,7 +285,8 @@ const chunkLen = BatchSize
 // only once the set's tags are in. So the frames are classified a chunk at
 // a time, the slots and sets of the whole chunk are prefetched, then the
 // entries, and only then are the frames steered: the misses overlap
-// instead of following one another.
+// instead of following one another. Finding the entries to prefetch is the
+// flow table's search; its hints let rfs skip doing it again.
 func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 	if p.clsBuf == nil {
 		p.clsBuf = make([]Classification, chunkLen)
@@ -291,19 +294,20 @@ func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 	for start := 0; start < len(frames); start += chunkLen {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
 		cls := p.clsBuf[:len(chunk)]
-		ids := p.ids[:0]
+		ids := p.ids[:len(chunk)]
 		for i := range chunk {
 			p.classify(&chunk[i], &cls[i])
-			if cls[i].HashType.IsHash() {
-				ids = append(ids, cls[i].FlowID)
-			}
+			ids[i] = cls[i].FlowID // unhashed frames' are prefetched for nothing
 		}
+		hints := p.hints[:len(chunk)]
 		p.d.desired.Prefetch(ids)
 		p.flows.Prefetch(ids)
-		p.flows.PrefetchEntries(ids)
+		p.flows.PrefetchEntries(ids, hints)
 		for i := range chunk {
+			p.hint = hints[i] // rfs takes it; a frame with no hash leaves it
 			p.steerClassified(&chunk[i], &cls[i], ref, 0)
 		}
+		p.hint = 0
 	}
 }
 

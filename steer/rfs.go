@@ -39,7 +39,8 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	// The desired slot is read first: its cache miss, independent of the
 	// flow table's two (the set's tags, then the entry), overlaps them.
 	want, ok := d.desired.Get(flowid)
-	e, inserted := p.flows.Lookup(flowid, f.Timestamp.UnixNano())
+	e, inserted := p.flows.LookupHint(flowid, p.hint, f.Timestamp.UnixNano())
+	p.hint = 0
 	if e == nil {
 		p.rfsMiss = true
 		return 0, false
