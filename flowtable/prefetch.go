@@ -13,33 +13,13 @@ const PrefetchBatch = 64
 // at once. A caller that knows a batch of flowids before it looks them up
 // calls Prefetch first, so that the cache misses overlap instead of
 // following one another. It changes nothing a reader can see.
-func (d *Desired) Prefetch(flowids []uint32) {
-	var addrs [PrefetchBatch]uintptr
-	for len(flowids) > 0 {
-		k := min(len(flowids), PrefetchBatch)
-		for i, id := range flowids[:k] {
-			addrs[i] = uintptr(unsafe.Pointer(&d.slots[id&d.mask]))
-		}
-		prefetchAll(addrs[:k])
-		flowids = flowids[k:]
-	}
-}
+func (d *Desired) Prefetch(flowids []uint32) { d.prefetch(flowids) }
 
 // Prefetch starts loading the tag lines of the first candidate sets of
 // flowids, the first of the two steps of a Lookup that can miss the cache
 // (see [Table.PrefetchEntries] for the second). It changes nothing a
 // reader can see. The caller holds the table's lock.
-func (t *Table) Prefetch(flowids []uint32) {
-	var addrs [PrefetchBatch]uintptr
-	for len(flowids) > 0 {
-		k := min(len(flowids), PrefetchBatch)
-		for i, id := range flowids[:k] {
-			addrs[i] = uintptr(unsafe.Pointer(&t.sets[id&t.setMask]))
-		}
-		prefetchAll(addrs[:k])
-		flowids = flowids[k:]
-	}
-}
+func (t *Table) Prefetch(flowids []uint32) { t.prefetch(flowids) }
 
 // Hint is where [Table.PrefetchEntries] found a flowid: one more than the
 // index of its slot (set*Ways + way), or 0 when the flow was not in its

@@ -10,6 +10,12 @@ import "unsafe"
 //go:noescape
 func prefetchAll(addrs []uintptr)
 
+// prefetchScaled prefetches base + (id&mask)*size for each of ids: the
+// slot or set each flowid indexes in an array of size-byte elements.
+//
+//go:noescape
+func prefetchScaled(base unsafe.Pointer, mask uint32, size uintptr, ids []uint32)
+
 // probeSets is probeGo in assembly, with SSE2 (which every amd64 CPU has):
 // one compare of the first set's eight tags, the valid mask, then the hint
 // and the prefetch of the entry found or of the second set. sets points at
@@ -32,4 +38,12 @@ func (t *Table) probe(flowids []uint32, hints []Hint) {
 		return
 	}
 	probeSets(unsafe.Pointer(&t.sets[0]), t.setMask, t.altShift, flowids, hints[:len(flowids)])
+}
+
+func (d *Desired) prefetch(flowids []uint32) {
+	prefetchScaled(unsafe.Pointer(unsafe.SliceData(d.slots)), d.mask, unsafe.Sizeof(d.slots[0]), flowids)
+}
+
+func (t *Table) prefetch(flowids []uint32) {
+	prefetchScaled(unsafe.Pointer(unsafe.SliceData(t.sets)), t.setMask, unsafe.Sizeof(set{}), flowids)
 }

@@ -74,3 +74,25 @@ pnext:
 	JNE ploop
 pdone:
 	RET
+
+// func prefetchScaled(base unsafe.Pointer, mask uint32, size uintptr, ids []uint32)
+//
+// PREFETCHT0 base + (id & mask) * size for each id.
+TEXT ·prefetchScaled(SB), NOSPLIT, $0-48
+	MOVQ base+0(FP), DI
+	MOVL mask+8(FP), R8
+	MOVQ size+16(FP), R11
+	MOVQ ids_base+24(FP), SI
+	MOVQ ids_len+32(FP), R9
+	TESTQ R9, R9
+	JEQ sdone
+sloop:
+	MOVL (SI), AX
+	ANDL R8, AX
+	IMULQ R11, AX
+	PREFETCHT0 (DI)(AX*1)
+	ADDQ $4, SI
+	DECQ R9
+	JNE sloop
+sdone:
+	RET
