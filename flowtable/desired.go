@@ -43,6 +43,8 @@ var (
 type Desired struct {
 	slots []atomic.Uint64
 	mask  uint32
+	_     [64 - 24 - 4]byte // gen on a line of its own: writers change it
+	gen   atomic.Uint64
 }
 
 // NewDesired returns an empty table with capacity slots. The capacity is
@@ -57,6 +59,17 @@ func NewDesired(capacity int) (*Desired, error) {
 	}
 	return &Desired{slots: make([]atomic.Uint64, capacity), mask: uint32(capacity - 1)}, nil
 }
+
+// Gen returns the table's generation: a number, never zero, that every
+// change of a recorded worker (a Set that writes, a Clear that removes)
+// increases after making the change. A reader that records Gen before it
+// reads slots, and finds Gen unchanged later, knows that none of the
+// workers it read has changed since: a per-flow cache of Get (such as
+// [Entry.Desired] with [Entry.DesiredGen]) stays valid while Gen does.
+// Linux reads its sock flow table for every packet; the dispatcher reads a
+// flow's slot only after a change. Changes are rare next to frames, since
+// Set writes only when the worker changes.
+func (d *Desired) Gen() uint64 { return d.gen.Load() + 1 }
 
 // Capacity returns the number of slots.
 func (d *Desired) Capacity() int { return len(d.slots) }
@@ -79,6 +92,7 @@ func (d *Desired) Set(flowid uint32, worker int) error {
 	s := &d.slots[flowid&d.mask]
 	if s.Load() != w {
 		s.Store(w)
+		d.gen.Add(1)
 	}
 	return nil
 }
@@ -103,6 +117,7 @@ func (d *Desired) Clear(flowid uint32) {
 			return
 		}
 		if s.CompareAndSwap(old, 0) {
+			d.gen.Add(1)
 			return
 		}
 	}

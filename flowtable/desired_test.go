@@ -149,3 +149,35 @@ func TestDesiredAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+// TestDesiredGen checks that Gen, never zero, moves on every change of a
+// recorded worker and on nothing else.
+func TestDesiredGen(t *testing.T) {
+	var zero Desired
+	if zero.Gen() == 0 {
+		t.Error("the zero Desired's Gen is 0, which a new Entry's DesiredGen would match")
+	}
+	d, err := NewDesired(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := d.Gen()
+	step := func(what string, changes bool, do func()) {
+		t.Helper()
+		do()
+		now := d.Gen()
+		if now == 0 || (now != g) != changes {
+			t.Errorf("%s: Gen %d -> %d, want a change: %v", what, g, now, changes)
+		}
+		g = now
+	}
+	step("Set new", true, func() { _ = d.Set(5, 1) })
+	step("Set same", false, func() { _ = d.Set(5, 1) })
+	step("Set other worker", true, func() { _ = d.Set(5, 2) })
+	step("Set out of range", false, func() { _ = d.Set(5, -1) })
+	step("Set over another flowid's slot", true, func() { _ = d.Set(5+16, 2) })
+	step("Clear of a flowid not recorded", false, func() { d.Clear(5) })
+	step("Clear", true, func() { d.Clear(5 + 16) })
+	step("Clear again", false, func() { d.Clear(5 + 16) })
+	step("Get", false, func() { d.Get(5) })
+}

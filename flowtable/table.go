@@ -44,8 +44,10 @@ type Entry struct {
 	// (the table never reads the clock). Lookup sets both on insertion and
 	// LastSeen on every hit; eviction and Expire use LastSeen.
 	FirstSeen, LastSeen int64
-	// Pad the entry to one 64-byte cache line.
-	_ [8]byte
+	// DesiredGen is the [Desired.Gen] at which Desired was read; zero for
+	// a new entry. While the table's generation is still DesiredGen, no
+	// desired worker has changed since, and Desired needs no new read.
+	DesiredGen uint64
 }
 
 // set is one associative set: a cache line of tags, then the entries.

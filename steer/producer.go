@@ -27,13 +27,15 @@ type producer struct {
 	bucketWorker []uint32
 	bucketTail   []uint64
 
-	flows   *flowtable.Table         // RFS, nil when off
-	clsBuf  []Classification         // steerRFS's chunk
-	flowBuf [chunkLen]flowResult     // steerQueued's chunk
-	ids     [chunkLen]uint32         // steerRFS's flowids to prefetch
-	hints   [chunkLen]flowtable.Hint // steerRFS's slots found while prefetching
-	hint    flowtable.Hint           // the slot rfs may find its flow in, 0 if none
-	rfsMiss bool                     // a flow went without an entry since the last flush
+	flows       *flowtable.Table         // RFS, nil when off
+	clsBuf      []Classification         // steerRFS's chunk
+	flowBuf     [chunkLen]flowResult     // steerQueued's chunk
+	ids         [chunkLen]uint32         // steerRFS's flowids to prefetch
+	hints       [chunkLen]flowtable.Hint // steerRFS's slots found while prefetching
+	hint        flowtable.Hint           // the slot rfs may find its flow in, 0 if none
+	rfsMiss     bool                     // a flow went without an entry since the last flush
+	desiredGen  uint64                   // the desired table's Gen that steerRFS last saw
+	sinceChange int                      // frames steerRFS has steered since desiredGen changed
 
 	counts
 	direct   []uint64 // frames handled inline, per worker, since the last flush
@@ -300,7 +302,17 @@ func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 			ids[i] = cls[i].FlowID // unhashed frames' are prefetched for nothing
 		}
 		hints := p.hints[:len(chunk)]
-		p.d.desired.Prefetch(ids)
+		// The entries keep their flows' desired workers until one changes:
+		// the slots are needed only after a change, until each flow has
+		// read its slot again (and for new flows). Those reads are taken as
+		// done after as many frames as the flow table has entries.
+		if g := p.d.desired.Gen(); g != p.desiredGen {
+			p.desiredGen, p.sinceChange = g, 0
+		}
+		if p.sinceChange < p.flows.Capacity() {
+			p.sinceChange += len(chunk)
+			p.d.desired.Prefetch(ids)
+		}
 		p.flows.Prefetch(ids)
 		p.flows.PrefetchEntries(ids, hints)
 		for i := range chunk {

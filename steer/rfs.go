@@ -5,7 +5,11 @@ import "github.com/rpsgo/rps/flowtable"
 // RFS in this package, and where it differs from Linux.
 //
 // d.desired (flowtable.Desired) is rps_sock_flow_table: one global table,
-// written by SetDesired/ClearDesired from any goroutine, read per frame.
+// written by SetDesired/ClearDesired from any goroutine. Linux reads it for
+// every packet; here a flow's entry keeps the worker it read (Desired,
+// DesiredGen) and reads the slot again only after some desired worker has
+// changed (Desired.Gen), which saves a cache line per frame while the
+// consumers stay put.
 // Each producer (an Input, or a worker re-dispatching) has its own
 // flowtable.Table, as each receive queue has its rps_dev_flow_table: the
 // flow's current worker (rps_dev_flow.cpu) and LastTail (last_qtail), the
@@ -36,9 +40,6 @@ import "github.com/rpsgo/rps/flowtable"
 func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtable.Entry) (int, bool) {
 	d := p.d
 	flowid := c.FlowID
-	// The desired slot is read first: its cache miss, independent of the
-	// flow table's two (the set's tags, then the entry), overlaps them.
-	want, ok := d.desired.Get(flowid)
 	e, inserted := p.flows.LookupHint(flowid, p.hint, f.Timestamp.UnixNano())
 	p.hint = 0
 	if e == nil {
@@ -63,13 +64,21 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 		e.Desired = -1
 		e.LastTail = d.workers[cur].tail.Load()
 	}
-	if ok && want < len(d.workers) {
-		e.Desired = int32(want)
+	// The desired worker: the entry's copy while no desired worker has
+	// changed since it was read (Desired.Gen), else the flow's slot.
+	if gen := d.desired.Gen(); e.DesiredGen != gen {
+		w, ok := d.desired.Get(flowid)
+		if !ok || w >= len(d.workers) {
+			w = -1
+		}
+		e.Desired, e.DesiredGen = int32(w), gen
+	}
+	want := int(e.Desired)
+	if want >= 0 {
 		if d.cfg.Trace != nil {
 			p.dec.Desired = want
 		}
 	} else {
-		e.Desired = -1
 		want = p.policyWorker(c, f, bucket)
 	}
 	cur := int(e.Current)

@@ -21,15 +21,20 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 		name          string
 		flows, frames int
 		tableSize     int
+		churn         bool // a desired worker changes before every block
 	}{
 		// The frames are few enough to stay in cache with the tables (a
 		// ring's blocks are reused too); the 1M-flow case cannot fit. With
 		// 1,000 flows frames and tables fit in L2: that case is the cost of
 		// RFS's work with few cache misses.
-		{"flows=10000", 10_000, 1 << 14, 1 << 14},
-		{"flows=1000", 1000, 1 << 12, 1 << 14},
-		{"flows=10000/table=65536", 10_000, 1 << 14, DefaultFlowTableSize},
-		{"flows=1000000", 1_000_000, 1 << 21, 1 << 21},
+		{"flows=10000", 10_000, 1 << 14, 1 << 14, false},
+		{"flows=1000", 1000, 1 << 12, 1 << 14, false},
+		{"flows=10000/table=65536", 10_000, 1 << 14, DefaultFlowTableSize, false},
+		// Entries keep their flows' desired workers until one changes
+		// (flowtable.Desired.Gen). Here one changes every 1,024 frames, so
+		// nearly every frame reads its flow's desired slot again.
+		{"flows=10000/churn", 10_000, 1 << 14, 1 << 14, true},
+		{"flows=1000000", 1_000_000, 1 << 21, 1 << 21, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			frames := synthTraffic(77, bc.flows, bc.frames, 0)
@@ -44,7 +49,8 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer on.Close(context.Background())
-			for f, id := range synthFlowIDs(on, bc.flows) {
+			ids := synthFlowIDs(on, bc.flows)
+			for f, id := range ids {
 				on.SetDesired(id, (f*7)%4)
 			}
 			inOff, inOn := off.NewInput(), on.NewInput()
@@ -69,6 +75,10 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 				t0 := time.Now()
 				run(inOff, pos, k)
 				t1 := time.Now()
+				if bc.churn {
+					f := (done / block) % len(ids)
+					on.SetDesired(ids[f], (f*7+done/block/len(ids)+1)%4)
+				}
 				run(inOn, pos, k)
 				tOn += time.Since(t1)
 				tOff += t1.Sub(t0)

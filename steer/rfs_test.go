@@ -664,3 +664,81 @@ func TestRFSCountsInlineFrames(t *testing.T) {
 		t.Errorf("TopFlows = %+v, want 3 flows of 300, 200 and 100 frames", top)
 	}
 }
+
+// TestRFSFollowsChangedDesired: entries keep their flows' desired workers
+// between changes (Desired.Gen); a change, or a clear, made after the flows
+// are established must still reach every flow.
+func TestRFSFollowsChangedDesired(t *testing.T) {
+	const workers, flows = 4, 256
+	last := make([]int, flows) // DIRECT: handlers run in the dispatching goroutine
+	d, err := New(Config{Workers: workers, RFS: true, Dispatch: Direct, Key: hash.MicrosoftKey[:]}, func(p *Packet) {
+		last[synthFlow(p)] = p.Worker
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	ids := synthFlowIDs(d, flows)
+	frames := synthTraffic(3, flows, 8*flows, 0)
+	in := d.NewInput()
+	send := func() {
+		for i := 0; i < len(frames); i += BatchSize {
+			in.Dispatch(frames[i:min(i+BatchSize, len(frames))], nil)
+		}
+	}
+	// Flows sharing a desired slot overwrite each other's record; leave
+	// them out.
+	slots := map[uint32]int{}
+	for _, id := range ids {
+		slots[id&(DefaultFlowTableSize-1)]++
+	}
+	check := func(round string, want func(f int) int) {
+		t.Helper()
+		for f := range flows {
+			if slots[ids[f]&(DefaultFlowTableSize-1)] > 1 {
+				continue
+			}
+			if last[f] != want(f) {
+				t.Errorf("%s: flow %d (flowid %#x) on worker %d, want %d", round, f, ids[f], last[f], want(f))
+			}
+		}
+	}
+	for f, id := range ids {
+		if err := d.SetDesired(id, f%workers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	check("first desired workers", func(f int) int { return f % workers })
+	// Change every other flow: the others' cached workers stay right, the
+	// changed ones must be read again.
+	moved := func(f int) int {
+		if f%2 == 1 {
+			return (f + 1) % workers
+		}
+		return f % workers
+	}
+	for f, id := range ids {
+		if f%2 == 1 {
+			if err := d.SetDesired(id, moved(f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send()
+	check("after SetDesired", moved)
+	// Clear every fourth: those go back to their policy worker.
+	for f, id := range ids {
+		if f%4 == 2 {
+			d.ClearDesired(id)
+		}
+	}
+	send()
+	table := d.Table()
+	check("after ClearDesired", func(f int) int {
+		if f%4 == 2 {
+			return table[ids[f]&uint32(len(table)-1)]
+		}
+		return moved(f)
+	})
+}
