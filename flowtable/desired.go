@@ -57,7 +57,7 @@ func NewDesired(capacity int) (*Desired, error) {
 		uint64(capacity) > math.MaxInt/8 {
 		return nil, fmt.Errorf("flowtable: new desired table of capacity %d: %w", capacity, ErrCapacity)
 	}
-	return &Desired{slots: make([]atomic.Uint64, capacity), mask: uint32(capacity - 1)}, nil
+	return &Desired{slots: hugeSlice[atomic.Uint64](capacity), mask: uint32(capacity - 1)}, nil
 }
 
 // Gen returns the table's generation: a number, never zero, that every

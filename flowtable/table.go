@@ -116,7 +116,8 @@ type Table struct {
 // New returns an empty table of capacity entries. capacity must be a power
 // of two between [MinCapacity] and [MaxCapacity] (otherwise the error wraps
 // [ErrCapacity]); each entry costs 72 bytes (a 64-byte Entry plus its tag
-// share), allocated here once.
+// share), allocated here once (in huge pages when large; see the package
+// comment).
 //
 // busy reports whether a flow still has frames queued on worker e.Current
 // (the dispatcher supplies int64(head[e.Current]-e.LastTail) < 0). It must
@@ -135,7 +136,7 @@ func New(capacity int, busy func(e *Entry) bool) (*Table, error) {
 	}
 	nsets := capacity / Ways
 	return &Table{
-		sets:     make([]set, nsets),
+		sets:     hugeSlice[set](nsets),
 		setMask:  uint32(nsets - 1),
 		altShift: uint32(32 - bits.TrailingZeros(uint(nsets))),
 		busy:     busy,
