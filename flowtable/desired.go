@@ -45,6 +45,7 @@ type Desired struct {
 	mask  uint32
 	_     [64 - 24 - 4]byte // gen on a line of its own: writers change it
 	gen   atomic.Uint64
+	_     [56]byte // 128 bytes in all, a size class whose objects are line-aligned
 }
 
 // NewDesired returns an empty table with capacity slots. The capacity is
@@ -91,6 +92,10 @@ func (d *Desired) Set(flowid uint32, worker int) error {
 	w := encodeDesired(flowid, worker)
 	s := &d.slots[flowid&d.mask]
 	if s.Load() != w {
+		// The slot first, then Gen: a reader that sees the new Gen (and
+		// reads the slot after it, as Gen's doc says) sees the new worker.
+		// The other order would let it cache the old worker under the new
+		// Gen, until the next change.
 		s.Store(w)
 		d.gen.Add(1)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func TestNewDesiredCapacity(t *testing.T) {
@@ -180,4 +181,12 @@ func TestDesiredGen(t *testing.T) {
 	step("Clear", true, func() { d.Clear(5 + 16) })
 	step("Clear again", false, func() { d.Clear(5 + 16) })
 	step("Get", false, func() { d.Get(5) })
+}
+
+// TestDesiredLayout pins the padding that keeps Gen, which writers change,
+// off the line of the fields every reader loads.
+func TestDesiredLayout(t *testing.T) {
+	if s, o := unsafe.Sizeof(Desired{}), unsafe.Offsetof(Desired{}.gen); s != 128 || o != 64 {
+		t.Errorf("Desired is %d bytes with gen at %d, want 128 and 64", s, o)
+	}
 }

@@ -98,10 +98,12 @@
 //
 // On Linux, a table (of either kind) of 4 MiB or more starts on a 2 MiB
 // boundary and asks the kernel for huge pages (MADV_HUGEPAGE, honoured when
-// transparent huge pages are set to "madvise" or "always"), so that a
-// lookup in a large table does not miss the TLB as well as the cache. With
-// 1,000,000 flows that cut the dispatcher's RFS cost per frame from 25-29
-// ns to 16-17 ns. The memory is the same; only the page size changes.
+// transparent huge pages are set to "madvise" or "always"; memory that the
+// Go heap recycled, already in small pages, is collapsed with
+// MADV_COLLAPSE, from Linux 6.1), so that a lookup in a large table does
+// not miss the TLB as well as the cache. With 1,000,000 flows that cut the
+// dispatcher's RFS cost per frame from 25-29 ns to 16-17 ns. The memory is
+// the same; only the page size changes.
 //
 // # Concurrency
 //

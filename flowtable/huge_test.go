@@ -1,6 +1,7 @@
 package flowtable
 
 import (
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -37,4 +38,39 @@ func TestHugeSlice(t *testing.T) {
 	if sets[0].valid != 0 || sets[len(sets)-1].tags[Ways-1] != 1 {
 		t.Error("hugeSlice of sets is not usable")
 	}
+}
+
+// TestHugeSliceTypesHoldNoPointers: hugeSlice's memory is a []byte, which
+// the garbage collector never scans, so a pointer stored in it would not
+// keep its target alive. The types the package allocates with it must stay
+// pointer-free (an Entry that grows a pointer field fails here).
+func TestHugeSliceTypesHoldNoPointers(t *testing.T) {
+	for _, v := range []any{set{}, atomic.Uint64{}} {
+		if typ := reflect.TypeOf(v); hasPointers(typ) {
+			t.Errorf("%v holds pointers; hugeSlice must not allocate it", typ)
+		}
+	}
+	if !hasPointers(reflect.TypeOf(struct {
+		A int
+		P *int
+	}{})) {
+		t.Error("hasPointers misses a pointer field")
+	}
+}
+
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.Map, reflect.Chan,
+		reflect.Func, reflect.Interface, reflect.String:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -31,20 +31,18 @@ type Hint uint32
 // flowids (best after [Table.Prefetch] has brought them in) and starts
 // loading the entry of each flow found there, or the tag line of the second
 // candidate set of each flow that is not. It sets hints[i] to where it found
-// flowids[i] (0 when it did not), for [Table.LookupHint]; hints must be at
-// least as long as flowids, or nil when the caller wants none. It changes
-// nothing a reader can see. The caller holds the table's lock.
+// flowids[i] (0 when it did not), for [Table.LookupHint], for each i below
+// len(hints); hints may be nil. It changes nothing a reader can see. The
+// caller holds the table's lock.
 func (t *Table) PrefetchEntries(flowids []uint32, hints []Hint) {
-	if hints == nil {
-		var buf [PrefetchBatch]Hint
-		for len(flowids) > 0 {
-			k := min(len(flowids), PrefetchBatch)
-			t.probe(flowids[:k], buf[:k])
-			flowids = flowids[k:]
-		}
-		return
+	n := min(len(flowids), len(hints))
+	t.probe(flowids[:n], hints[:n])
+	var buf [PrefetchBatch]Hint
+	for flowids = flowids[n:]; len(flowids) > 0; {
+		k := min(len(flowids), PrefetchBatch)
+		t.probe(flowids[:k], buf[:k])
+		flowids = flowids[k:]
 	}
-	t.probe(flowids, hints[:len(flowids)])
 }
 
 // probeGo is probe in Go: for each flowid, match the tags of its first set,

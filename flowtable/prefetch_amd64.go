@@ -28,10 +28,12 @@ func probeSets(sets unsafe.Pointer, setMask, altShift uint32, ids []uint32, hint
 // This fails to compile unless a set is what probeSets expects: eight
 // 4-byte tags at offset 0, the valid byte at 32, eight 64-byte entries from
 // offset 64, 576 bytes in all.
-var _ = [1]struct{}{}[unsafe.Sizeof(set{})-576+
-	unsafe.Offsetof(set{}.valid)-32+
-	unsafe.Offsetof(set{}.ent)-64+
-	unsafe.Sizeof(Entry{})-64]
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(set{})-576]
+	_ = [1]struct{}{}[unsafe.Offsetof(set{}.valid)-32]
+	_ = [1]struct{}{}[unsafe.Offsetof(set{}.ent)-64]
+	_ = [1]struct{}{}[unsafe.Sizeof(Entry{})-64]
+)
 
 func (t *Table) probe(flowids []uint32, hints []Hint) {
 	if len(flowids) == 0 {

@@ -134,6 +134,30 @@ func TestLookupHint(t *testing.T) {
 	if st := tb.Stats(); st.Hits != 5 || st.Inserts != 18 || st.Evictions != 2 {
 		t.Errorf("counters %+v, want 5 hits, 18 inserts, 2 evictions", st)
 	}
+
+	// A hint to a slot that Expire has freed: the tag is still there, the
+	// valid bit is not, and the zeroed entry must not be taken for a hit.
+	tb, err = New(MinCapacity, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Lock()
+	tb.Lookup(0x40, 1)
+	h := make([]Hint, 1)
+	tb.PrefetchEntries([]uint32{0x40}, h)
+	tb.Unlock()
+	if h[0] == 0 || tb.Expire(2) != 1 {
+		t.Fatalf("set-up: hint %d, or the flow was not expired", h[0])
+	}
+	tb.Lock()
+	e, inserted = tb.LookupHint(0x40, h[0], 3)
+	tb.Unlock()
+	if e == nil || !inserted || e.FirstSeen != 3 {
+		t.Errorf("LookupHint with a hint to an expired slot: %+v inserted=%v, want a new entry", e, inserted)
+	}
+	if st := tb.Stats(); st.Hits != 0 || st.Inserts != 2 {
+		t.Errorf("counters %+v, want no hit and two inserts", st)
+	}
 }
 
 // TestProbeMatchesGo checks the assembly probe (where there is one) against
@@ -148,12 +172,17 @@ func TestProbeMatchesGo(t *testing.T) {
 		}
 		var ids []uint32
 		tb.Lock()
-		for range capacity - capacity/8 {
+		for i := range capacity - capacity/8 {
 			id := rng.Uint32()
-			if e, _ := tb.Lookup(id, 1); e != nil {
+			// A quarter are seen at time 0, to be expired below: their
+			// tags stay in the sets with the valid bits cleared.
+			if e, _ := tb.Lookup(id, int64(min(i%4, 1))); e != nil {
 				ids = append(ids, id)
 			}
 		}
+		tb.Unlock()
+		expired := tb.Expire(1)
+		tb.Lock()
 		for range 1000 {
 			ids = append(ids, rng.Uint32())
 		}
@@ -165,16 +194,30 @@ func TestProbeMatchesGo(t *testing.T) {
 			if got[i] != want[i] {
 				t.Fatalf("capacity %d: hint for %#x is %d, want %d", capacity, id, got[i], want[i])
 			}
+			e := tb.Find(id)
 			if want[i] != 0 {
 				found++
-				if e := tb.Find(id); e == nil || e.FlowID != id {
+				if e == nil || e.FlowID != id {
 					t.Fatalf("capacity %d: hint %d for %#x names no entry of it", capacity, want[i], id)
 				}
+			} else if e != nil && inFirstSet(tb, id, e) {
+				t.Fatalf("capacity %d: %#x is in its first set but got no hint", capacity, id)
 			}
 		}
 		tb.Unlock()
-		if found == 0 || found == len(ids) {
-			t.Fatalf("capacity %d: %d of %d flows found in their first set", capacity, found, len(ids))
+		if found == 0 || found == len(ids) || expired == 0 {
+			t.Fatalf("capacity %d: %d of %d flows found in their first set, %d expired", capacity, found, len(ids), expired)
 		}
 	}
+}
+
+// inFirstSet reports whether e is one of the entries of id's first set.
+func inFirstSet(tb *Table, id uint32, e *Entry) bool {
+	s := &tb.sets[id&tb.setMask]
+	for i := range s.ent {
+		if &s.ent[i] == e {
+			return true
+		}
+	}
+	return false
 }
