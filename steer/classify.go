@@ -191,16 +191,16 @@ func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
 	return hash.RSSIPv4, hash.IPv4Tuple2Len
 }
 
-// flowOnly is Classify for the dispatcher's queued path, where the worker
-// derives the flow key itself (see Packet.Key): for an untagged simple
-// IPv4 packet, the bulk of most traffic, it sets EtherType, HashType,
-// FlowID and Reason as Classify would and leaves the key and the tuple
-// alone; any other frame it classifies fully.
+// flowOnly is Classify for the dispatcher, where the handler's goroutine
+// derives the flow key when it asks for it (see Packet.Key): for an
+// untagged simple IPv4 packet, the bulk of most traffic, it sets EtherType,
+// HashType, FlowID and Reason as Classify would, leaves the key and the
+// tuple alone and marks out keyless; any other frame it classifies fully.
 func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
 		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
 			ht, n := c.ipv4Type(ip[9])
-			out.EtherType, out.Reason, out.HashType = etherTypeIPv4, ReasonOK, ht
+			out.EtherType, out.Reason, out.HashType, out.keyless = etherTypeIPv4, ReasonOK, ht, true
 			if c.symmetric {
 				t := [hash.IPv4Tuple4Len]byte(ip[12:24])
 				symmetricIPv4(&t, n)

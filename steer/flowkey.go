@@ -44,6 +44,7 @@ type Classification struct {
 
 	tuple    [hash.MaxTupleLen]byte // the bytes fed to the hash, for tracing
 	tupleLen uint8
+	keyless  bool // flowOnly stopped at the hash: Key and tuple were not set
 }
 
 // Tuple returns the bytes that were hashed to give FlowID: empty for NONE and

@@ -266,11 +266,16 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 }
 
 // classify is steps 1 and 2: the classifier, then the source's own hash
-// when it has one.
+// when it has one. Unless a trace wants the whole classification, a plain
+// IPv4 packet is classified only as far as its hash (Classifier.flowOnly):
+// Packet.Key derives the key if the handler asks for it.
 func (p *producer) classify(f *Frame, c *Classification) {
-	if f.HasVLAN {
+	switch {
+	case f.HasVLAN:
 		p.d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
-	} else {
+	case p.d.cfg.Trace == nil:
+		p.d.cls.flowOnly(f.Data, c)
+	default:
 		p.d.cls.Classify(f.Data, c)
 	}
 	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
@@ -420,12 +425,14 @@ func (p *producer) flushDirect() {
 	}
 }
 
-// fill writes the Packet of a fully classified frame for worker w, its
-// flow key included (the queued fast path leaves the key to Packet.Key).
+// fill writes the Packet of a classified frame for worker w, with its flow
+// key when the classification has one (otherwise Packet.Key derives it).
 func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
 	p.fillFrame(pkt, f, ref, w, depth)
 	pkt.FlowID, pkt.HashType, pkt.Reason = c.FlowID, c.HashType, c.Reason
-	pkt.key, pkt.keyed = c.Key, true
+	if pkt.keyed = !c.keyless; pkt.keyed {
+		pkt.key = c.Key
+	}
 }
 
 // fillFrame writes what a Packet takes from the frame and the producer.
