@@ -9,10 +9,13 @@
 // [Desired] is the analogue of Linux's global rps_sock_flow_table. Whoever
 // consumes a flow (in Linux, the socket's recvmsg; here, any goroutine)
 // records the worker it runs on with [Desired.Set]; the dispatcher reads it
-// on the hot path with [Desired.Get]. It is a fixed array of atomic words,
-// one per slot, indexed by the low bits of the flowid, each tagged with the
-// full flowid so that a slot overwritten by another flow reads as absent.
-// It is lock-free and never allocates.
+// with [Desired.Get]. It is a fixed array of atomic words, one per slot,
+// indexed by the low bits of the flowid, each tagged with the full flowid
+// so that a slot overwritten by another flow reads as absent. It is
+// lock-free and never allocates. Its generation ([Desired.Gen]) moves on
+// every change, so a reader may keep what it read (as [Entry].Desired with
+// [Entry].DesiredGen) until the generation moves: Linux reads the table for
+// every packet, the dispatcher only after a change.
 //
 // [Table] is the analogue of Linux's per-queue rps_dev_flow_table: for each
 // flow, the worker handling it now ([Entry].Current, rps_dev_flow.cpu), the
