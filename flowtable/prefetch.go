@@ -70,22 +70,31 @@ func (t *Table) probeGo(flowids []uint32, hints []Hint) {
 }
 
 // LookupHint is [Table.Lookup] for a flowid whose hint (from
-// [Table.PrefetchEntries]) names its slot: it checks that slot's tag and
-// valid bit, and on a match counts a hit, sets LastSeen and returns the
-// entry without searching. A zero or stale hint (the flow was not in its
-// first set, or a Lookup has since evicted it) costs only the check: the
-// call is then Lookup. The caller holds the lock.
+// [Table.PrefetchEntries]) may name its slot: [Table.Hit], then Lookup when
+// that finds nothing. The caller holds the lock.
 func (t *Table) LookupHint(flowid uint32, h Hint, now int64) (e *Entry, inserted bool) {
-	if h != 0 {
-		i := uint32(h - 1)
-		s := &t.sets[i/Ways&t.setMask]
-		way := i % Ways
-		if s.valid>>way&1 != 0 && s.tags[way] == flowid {
-			t.hits++
-			e = &s.ent[way]
-			e.LastSeen = now
-			return e, false
-		}
+	if e = t.Hit(flowid, h, now); e != nil {
+		return e, false
 	}
 	return t.Lookup(flowid, now)
+}
+
+// Hit checks the slot that hint h names, and its valid bit: when it holds
+// flowid, Hit counts a hit, sets LastSeen and returns the entry without
+// searching; otherwise (a zero hint, or a stale one: the flow was not in
+// its first set, or a Lookup or Expire has since taken it out) it changes
+// nothing and returns nil, and the caller goes on with [Table.Lookup]. Any
+// hint is safe. Hit is small enough for the compiler to inline, which
+// LookupHint is not. The caller holds the lock.
+func (t *Table) Hit(flowid uint32, h Hint, now int64) *Entry {
+	i := uint32(h - 1)
+	s := &t.sets[i/Ways&t.setMask]
+	way := i % Ways
+	if h == 0 || s.valid>>way&1 == 0 || s.tags[way] != flowid {
+		return nil
+	}
+	t.hits++
+	e := &s.ent[way]
+	e.LastSeen = now
+	return e
 }

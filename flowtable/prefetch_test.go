@@ -104,6 +104,15 @@ func TestLookupHint(t *testing.T) {
 	if e != good || inserted || e.LastSeen != 50 {
 		t.Fatalf("LookupHint with a good hint: %p inserted=%v, want %p, false", e, inserted, good)
 	}
+	// Hit alone: a good hint hits, any other gives nil and counts nothing.
+	if e := tb.Hit(ids[3], hints[3], 52); e != good || e.LastSeen != 52 {
+		t.Fatalf("Hit with a good hint: %p, want %p", e, good)
+	}
+	for _, h := range []Hint{0, hints[2], hints[4], 1 << 30, ^Hint(0)} {
+		if e := tb.Hit(ids[3], h, 53); e != nil {
+			t.Fatalf("Hit(%#x, hint %d) = %+v, want nil", ids[3], h, e)
+		}
+	}
 	// A zero hint, and hints that name another flow's slot or no slot: the
 	// flow in the second set is still found.
 	for _, h := range []Hint{0, hints[2], 1 << 30, ^Hint(0)} {
@@ -129,10 +138,10 @@ func TestLookupHint(t *testing.T) {
 		t.Fatalf("the flow that took the hinted slot lost it: %+v", got)
 	}
 	tb.Unlock()
-	// Five hits (the good hint, four for ids[9]); ten, seven, then one
-	// inserts, the last two evicting.
-	if st := tb.Stats(); st.Hits != 5 || st.Inserts != 18 || st.Evictions != 2 {
-		t.Errorf("counters %+v, want 5 hits, 18 inserts, 2 evictions", st)
+	// Six hits (the good hint twice, four for ids[9]); ten, seven, then
+	// one inserts, the last two evicting.
+	if st := tb.Stats(); st.Hits != 6 || st.Inserts != 18 || st.Evictions != 2 {
+		t.Errorf("counters %+v, want 6 hits, 18 inserts, 2 evictions", st)
 	}
 
 	// A hint to a slot that Expire has freed: the tag is still there, the

@@ -40,8 +40,12 @@ import "github.com/rpsgo/rps/flowtable"
 func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtable.Entry) (int, bool) {
 	d := p.d
 	flowid := c.FlowID
-	e, inserted := p.flows.LookupHint(flowid, p.hint, f.Timestamp.UnixNano())
+	now := f.Timestamp.UnixNano()
+	e, inserted := p.flows.Hit(flowid, p.hint, now), false
 	p.hint = 0
+	if e == nil {
+		e, inserted = p.flows.Lookup(flowid, now)
+	}
 	if e == nil {
 		p.rfsMiss = true
 		return 0, false
