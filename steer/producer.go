@@ -218,11 +218,11 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 				w = p.sourceWorker(f)
 			case rss:
 				p.bucketFrames[bucket]++
-				cur := int(p.bucketWorker[bucket])
-				if uint32(cur) != d.table.ents[bucket].Load() {
+				cur, current := p.rssView(bucket)
+				if !current {
 					cur = p.rss(bucket)
 				}
-				w, mark = cur, bucket // rss leaves the view's worker in w
+				w, mark = cur, bucket
 			default:
 				p.bucketFrames[bucket]++
 				pc := Classification{FlowID: r.flowID, HashType: r.hash}
@@ -497,26 +497,38 @@ func (p *producer) sourceWorker(f *Frame) int {
 	return s % len(p.d.workers)
 }
 
+// rssView returns this producer's view of bucket's worker, and whether the
+// indirection table still agrees with it: then the view is rss's answer.
+// It is small enough to inline, so the hot loops call rss only for a bucket
+// the table has moved.
+func (p *producer) rssView(bucket uint32) (w int, current bool) {
+	v := p.bucketWorker[bucket]
+	return int(v), v == p.d.table.ents[bucket].Load()
+}
+
 // rss is rss_m2cpuid with the no-reorder rule: the bucket follows the
 // indirection table only once its old worker has handled this producer's
 // last frame of the bucket.
 func (p *producer) rss(bucket uint32) int {
-	cur := p.bucketWorker[bucket]
+	cur, current := p.rssView(bucket)
+	if current {
+		return cur
+	}
 	want := p.d.table.ents[bucket].Load()
-	if cur == want {
-		return int(cur)
+	if uint32(cur) == want { // the table moved the bucket back meanwhile
+		return cur
 	}
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
-		p.flush(int(cur), p.d.cfg.Block) // its frames need queue positions before the check
+		p.flush(cur, p.d.cfg.Block) // its frames need queue positions before the check
 	}
 	old := p.d.workers[cur]
 	head := old.head.Load()
 	if p.d.cfg.Trace != nil {
-		p.dec.Moving, p.dec.MoveFrom, p.dec.MoveTo, p.dec.Head, p.dec.LastTail = true, int(cur), int(want), head, p.bucketTail[bucket]
+		p.dec.Moving, p.dec.MoveFrom, p.dec.MoveTo, p.dec.Head, p.dec.LastTail = true, cur, int(want), head, p.bucketTail[bucket]
 		p.dec.Moved = head >= p.bucketTail[bucket]
 	}
 	if head < p.bucketTail[bucket] {
-		return int(cur) // frames of this bucket still queued on the old worker
+		return cur // frames of this bucket still queued on the old worker
 	}
 	p.bucketWorker[bucket] = want
 	p.bucketMoves++
@@ -525,7 +537,7 @@ func (p *producer) rss(bucket uint32) int {
 		// own last_qtail, with its own hooks (rfs): a bucket hook would also
 		// carry off the state of flows whose consumer keeps them on the old
 		// worker.
-		p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: int(cur), To: int(want)})
+		p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: cur, To: int(want)})
 	}
 	return int(want)
 }

@@ -82,8 +82,8 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 		if d.cfg.Trace != nil {
 			p.dec.Desired = want
 		}
-	} else if w := p.bucketWorker[bucket]; d.cfg.Policy == PolicyRSS && w == d.table.ents[bucket].Load() {
-		want = int(w) // rss's answer while the bucket stays where it is
+	} else if w, current := p.rssView(bucket); current && d.cfg.Policy == PolicyRSS {
+		want = w
 	} else {
 		want = p.policyWorker(c, f, bucket)
 	}
