@@ -1,13 +1,10 @@
 package flowtable
 
-import (
-	"math/bits"
-	"unsafe"
-)
+import "math/bits"
 
-// PrefetchBatch is the most flowids one Prefetch call handles; longer
-// slices are taken in pieces of this size.
-const PrefetchBatch = 64
+// probeChunk is how many flowids PrefetchEntries without hints probes at a
+// time, into a scratch array.
+const probeChunk = 64
 
 // Prefetch starts loading the slots of flowids into the cache and returns
 // at once. A caller that knows a batch of flowids before it looks them up
@@ -37,35 +34,25 @@ type Hint uint32
 func (t *Table) PrefetchEntries(flowids []uint32, hints []Hint) {
 	n := min(len(flowids), len(hints))
 	t.probe(flowids[:n], hints[:n])
-	var buf [PrefetchBatch]Hint
+	var buf [probeChunk]Hint
 	for flowids = flowids[n:]; len(flowids) > 0; {
-		k := min(len(flowids), PrefetchBatch)
+		k := min(len(flowids), probeChunk)
 		t.probe(flowids[:k], buf[:k])
 		flowids = flowids[k:]
 	}
 }
 
-// probeGo is probe in Go: for each flowid, match the tags of its first set,
-// record the hint and prefetch the entry found, or the second set.
+// probeGo is probe without its prefetches: for each flowid, the hint from
+// the tags of its first set. It is probe where the package has no prefetch
+// instruction, and on amd64 the reference the tests hold the assembly to.
 func (t *Table) probeGo(flowids []uint32, hints []Hint) {
-	var addrs [PrefetchBatch]uintptr
 	hints = hints[:len(flowids)]
-	for len(flowids) > 0 {
-		k := min(len(flowids), PrefetchBatch)
-		for i, id := range flowids[:k] {
-			si := id & t.setMask
-			s := &t.sets[si]
-			if m := s.match(id); m != 0 {
-				way := uint32(bits.TrailingZeros(m) & (Ways - 1))
-				hints[i] = Hint(si*Ways + way + 1)
-				addrs[i] = uintptr(unsafe.Pointer(&s.ent[way]))
-			} else {
-				hints[i] = 0
-				addrs[i] = uintptr(unsafe.Pointer(&t.sets[t.alt(id)]))
-			}
+	for i, id := range flowids {
+		si := id & t.setMask
+		hints[i] = 0
+		if m := t.sets[si].match(id); m != 0 {
+			hints[i] = Hint(si*Ways + uint32(bits.TrailingZeros(m)&(Ways-1)) + 1)
 		}
-		prefetchAll(addrs[:k])
-		flowids, hints = flowids[k:], hints[k:]
 	}
 }
 

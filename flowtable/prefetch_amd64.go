@@ -2,25 +2,20 @@ package flowtable
 
 import "unsafe"
 
-// prefetchAll asks the CPU to bring the cache line at each address into
-// its caches, without waiting for any of them (PREFETCHT0). The addresses
-// must point into live Go memory; a prefetch never faults and never
-// changes what a later load reads.
-//
-//go:noescape
-func prefetchAll(addrs []uintptr)
-
 // prefetchScaled prefetches base + (id&mask)*size for each of ids: the
-// slot or set each flowid indexes in an array of size-byte elements.
+// slot or set each flowid indexes in an array of size-byte elements. It
+// asks the CPU to bring each line into its caches without waiting for any
+// (PREFETCHT0); a prefetch never faults and never changes what a later
+// load reads.
 //
 //go:noescape
 func prefetchScaled(base unsafe.Pointer, mask uint32, size uintptr, ids []uint32)
 
-// probeSets is probeGo in assembly, with SSE2 (which every amd64 CPU has):
-// one compare of the first set's eight tags, the valid mask, then the hint
-// and the prefetch of the entry found or of the second set. sets points at
-// the table's first set; len(hints) >= len(ids). It relies on the set
-// layout pinned below.
+// probeSets is probeGo in assembly, with SSE2 (which every amd64 CPU has),
+// plus the prefetches: one compare of the first set's eight tags, the valid
+// mask, then the hint and the prefetch of the entry found or of the second
+// set. sets points at the table's first set; len(hints) >= len(ids). It
+// relies on the set layout pinned below.
 //
 //go:noescape
 func probeSets(sets unsafe.Pointer, setMask, altShift uint32, ids []uint32, hints []Hint)

@@ -1,20 +1,5 @@
 #include "textflag.h"
 
-// func prefetchAll(addrs []uintptr)
-TEXT ·prefetchAll(SB), NOSPLIT, $0-24
-	MOVQ addrs_base+0(FP), SI
-	MOVQ addrs_len+8(FP), CX
-	TESTQ CX, CX
-	JEQ done
-loop:
-	MOVQ (SI), AX
-	PREFETCHT0 (AX)
-	ADDQ $8, SI
-	DECQ CX
-	JNE loop
-done:
-	RET
-
 // func probeSets(sets unsafe.Pointer, setMask, altShift uint32, ids []uint32, hints []Hint)
 //
 // For each flowid: s1 = flowid & setMask; compare the eight tags of set s1

@@ -2,9 +2,8 @@
 
 package flowtable
 
-// prefetchAll does nothing where the package has no prefetch instruction:
-// the lookups then take their cache misses one after another.
-func prefetchAll(addrs []uintptr) {}
+// Where the package has no prefetch instruction, the prefetches do nothing
+// and the lookups take their cache misses one after another.
 
 // probe is probeGo where the package has no assembly.
 func (t *Table) probe(flowids []uint32, hints []Hint) { t.probeGo(flowids, hints) }

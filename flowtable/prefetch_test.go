@@ -38,7 +38,7 @@ func TestPrefetchHasNoEffect(t *testing.T) {
 		t.Fatalf("set-up holds %d flows, want %d", before.Len, len(ids))
 	}
 	all := append([]uint32{}, ids...)
-	for id := uint32(1000); len(all) < 3*PrefetchBatch+5; id++ {
+	for id := uint32(1000); len(all) < 3*probeChunk+5; id++ {
 		all = append(all, id)
 	}
 	tb.Lock()
