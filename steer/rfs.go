@@ -65,7 +65,6 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 		}
 		cur := p.policyWorker(c, f, bucket)
 		e.Current = int32(cur)
-		e.Desired = -1
 		e.LastTail = d.workers[cur].tail.Load()
 	}
 	// The desired worker: the entry's copy while no desired worker has
