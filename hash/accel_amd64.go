@@ -62,14 +62,16 @@ type accel struct {
 	// blk is 64-byte aligned: block b is the VPERMB indices of lanes
 	// 8b..8b+7 followed by their matrices.
 	blk *[accelBlocks * 128]byte
+	// wide is 64-byte aligned: the matrices of the 16-way form for 12-byte
+	// inputs (gfni12x16), 64 bytes per input byte j, lane l holding
+	// M[j + l%4].
+	wide *[12 * 64]byte
 }
 
 // init builds the matrices for key and turns the path on.
 func (a *accel) init(key []byte) {
 	const size = accelBlocks * 128
-	buf := make([]byte, size+63)
-	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
-	blk := (*[size]byte)(buf[off : off+size])
+	blk := (*[size]byte)(aligned64(size))
 	keyByte := func(i int) uint32 {
 		if i < len(key) {
 			return uint32(key[i])
@@ -96,7 +98,21 @@ func (a *accel) init(key []byte) {
 		}
 	}
 	a.blk = blk
+	a.wide = (*[12 * 64]byte)(aligned64(12 * 64))
+	for j := 0; j < 12; j++ {
+		for l := 0; l < 8; l++ {
+			p := j + l%4
+			copy(a.wide[j*64+l*8:][:8], blk[p/8*128+64+p%8*8:][:8])
+		}
+	}
 	a.on = true
+}
+
+// aligned64 returns size zero bytes that start on a 64-byte boundary.
+func aligned64(size int) []byte {
+	buf := make([]byte, size+63)
+	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
+	return buf[off : off+size]
 }
 
 // sumAny is Sum: if t.acc.on it hashes data with GFNI, otherwise it jumps
@@ -116,6 +132,33 @@ func xgetbv() (eax, edx uint32)
 func sumTuplesAccel(t *Toeplitz, dst []uint32, tps []Tuple) {
 	gfniTuples(t.acc.blk, &dst[0], &tps[0], len(tps))
 }
+
+// sumIPv4Accel hashes in into dst (len(dst) == len(in)) with GFNI, 16 at
+// a time, and reports true; false, with nothing done, when the path is off
+// or the key is too short for 12-byte inputs.
+func sumIPv4Accel(t *Toeplitz, dst []uint32, in [][IPv4Tuple4Len]byte) bool {
+	if !t.acc.on || t.maxIn < IPv4Tuple4Len {
+		return false
+	}
+	full := len(in) &^ 15
+	if full > 0 {
+		gfni12x16(t.acc.wide, &dst[0], &in[0], full/16)
+	}
+	if r := len(in) - full; r > 0 {
+		var buf [16][IPv4Tuple4Len]byte
+		var out [16]uint32
+		copy(buf[:], in[full:])
+		gfni12x16(t.acc.wide, &out[0], &buf[0], 1)
+		copy(dst[full:], out[:r])
+	}
+	return true
+}
+
+// gfni12x16 hashes 16*groups 12-byte inputs from in into dst, 16 per
+// group. In accel_amd64.s.
+//
+//go:noescape
+func gfni12x16(wide *[12 * 64]byte, dst *uint32, in *[IPv4Tuple4Len]byte, groups int)
 
 // gfniTuples hashes n tuples from tps into dst. In accel_amd64.s.
 //

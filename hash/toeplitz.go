@@ -163,3 +163,21 @@ func (t *Toeplitz) SumTuples(dst []uint32, tps []Tuple) int {
 	}
 	return n
 }
+
+// SumIPv4Tuples hashes a batch of 12-byte inputs, the layout of an IPv4
+// 4-tuple: dst[i] = t.Sum(in[i][:]) for i below min(len(dst), len(in)), and
+// returns that count. A Toeplitz hash is linear, so zero bytes at the end
+// of an input change nothing: an IPv4 2-tuple with its ports set to zero
+// hashes as the 2-tuple. With GFNI, 16 inputs take about the time of two
+// calls to Sum, which makes this the form for a dispatcher's batches.
+func (t *Toeplitz) SumIPv4Tuples(dst []uint32, in [][IPv4Tuple4Len]byte) int {
+	n := min(len(dst), len(in))
+	dst, in = dst[:n], in[:n]
+	if n == 0 || sumIPv4Accel(t, dst, in) {
+		return n
+	}
+	for i := range in {
+		dst[i] = sumGo(t, in[i][:])
+	}
+	return n
+}

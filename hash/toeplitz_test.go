@@ -475,3 +475,69 @@ func TestSumTuples(t *testing.T) {
 		}
 	}
 }
+
+// TestSumIPv4Tuples checks the batch form for 12-byte inputs against the
+// oracle on both paths: batch sizes around the 16-way groups, keys too
+// short to cover 12 bytes, 2-tuples with zero ports (Microsoft's IP-only
+// vectors), and a short dst.
+func TestSumIPv4Tuples(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	in := make([][IPv4Tuple4Len]byte, 70)
+	for i := range in {
+		copy(in[i][:], randBytes(r, IPv4Tuple4Len))
+	}
+	for _, kl := range []int{MinKeyLen, 12, 16, DefaultKeyLen, MaxKeyLen} {
+		key := randBytes(r, kl)
+		for _, p := range paths(t) {
+			h := mustNew(t, key, p)
+			for _, n := range []int{0, 1, 15, 16, 17, 32, 47, 70} {
+				dst := make([]uint32, n+2)
+				dst[n], dst[n+1] = 0xdead, 0xbeef
+				if got := h.SumIPv4Tuples(dst, in[:n]); got != n {
+					t.Fatalf("%s, %d-byte key: SumIPv4Tuples of %d = %d", p.name, kl, n, got)
+				}
+				for i := 0; i < n; i++ {
+					if want := oracleSum(key, in[i][:]); dst[i] != want {
+						t.Fatalf("%s, %d-byte key, batch of %d: input %d %x: got %#08x, want %#08x",
+							p.name, kl, n, i, in[i], dst[i], want)
+					}
+				}
+				if dst[n] != 0xdead || dst[n+1] != 0xbeef {
+					t.Fatalf("%s: batch of %d wrote past its end: %#x %#x", p.name, n, dst[n], dst[n+1])
+				}
+			}
+			if got := h.SumIPv4Tuples(make([]uint32, 5), in); got != 5 {
+				t.Fatalf("SumIPv4Tuples with a short dst = %d, want 5", got)
+			}
+			dst := make([]uint32, len(in))
+			if a := testing.AllocsPerRun(10, func() { h.SumIPv4Tuples(dst, in) }); a != 0 {
+				t.Errorf("%s: SumIPv4Tuples allocates %v times", p.name, a)
+			}
+		}
+	}
+	for _, p := range paths(t) {
+		h := mustNew(t, MicrosoftKey[:], p)
+		var tps [][IPv4Tuple4Len]byte
+		var want []uint32
+		for _, v := range msVectors {
+			src, dst := netip.MustParseAddrPort(v.src), netip.MustParseAddrPort(v.dst)
+			if !src.Addr().Is4() {
+				continue
+			}
+			tp := NewTuple2(src.Addr(), dst.Addr())
+			var b [IPv4Tuple4Len]byte
+			copy(b[:], tp.Bytes())
+			tps, want = append(tps, b), append(want, v.ipOnly)
+		}
+		if len(tps) == 0 {
+			t.Fatal("no IPv4 vectors")
+		}
+		out := make([]uint32, len(tps))
+		h.SumIPv4Tuples(out, tps)
+		for i := range tps {
+			if out[i] != want[i] {
+				t.Errorf("%s: %x with zero ports: got %#08x, want the IP-only hash %#08x", p.name, tps[i], out[i], want[i])
+			}
+		}
+	}
+}
