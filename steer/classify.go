@@ -197,21 +197,38 @@ func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
 // HashType, FlowID and Reason as Classify would, leaves the key and the
 // tuple alone and marks out keyless; any other frame it classifies fully.
 func (c *Classifier) flowOnly(frame []byte, out *Classification) {
-	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
-		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
-			ht, n := c.ipv4Type(ip[9])
-			out.EtherType, out.Reason, out.HashType, out.keyless = etherTypeIPv4, ReasonOK, ht, true
-			if c.symmetric {
-				t := [hash.IPv4Tuple4Len]byte(ip[12:24])
-				symmetricIPv4(&t, n)
-				out.FlowID = c.sum(t[:n])
-				return
-			}
-			out.FlowID = c.sum(ip[12 : 12+n])
-			return
-		}
+	var t [hash.IPv4Tuple4Len]byte
+	if ht, ok := c.ipv4Tuple(frame, &t); ok {
+		out.EtherType, out.Reason, out.HashType, out.keyless = etherTypeIPv4, ReasonOK, ht, true
+		out.FlowID = c.sum(t[:])
+		return
 	}
 	c.Classify(frame, out)
+}
+
+// ipv4Tuple is flowOnly's fast path short of the hash, for the
+// dispatcher's batches (see producer.fastChunk): if frame is an untagged
+// simple IPv4 packet it writes the packet's hash input to t and returns
+// its hash type. A 2-tuple gets zero ports: zero bytes add nothing to a
+// Toeplitz hash, so every input is 12 bytes, [hash.Toeplitz.SumIPv4Tuples]'s
+// size.
+func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
+	if len(frame) < ethHeaderLen+simpleIPv4Len || binary.BigEndian.Uint16(frame[12:14]) != etherTypeIPv4 {
+		return hash.None, false
+	}
+	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
+	if !isSimpleIPv4(ip) {
+		return hash.None, false
+	}
+	ht, n := c.ipv4Type(ip[9])
+	*t = [hash.IPv4Tuple4Len]byte(ip[12:24])
+	if n == hash.IPv4Tuple2Len {
+		binary.LittleEndian.PutUint32(t[8:], 0)
+	}
+	if c.symmetric {
+		symmetricIPv4(t, n)
+	}
+	return ht, true
 }
 
 // keyOnly returns a copy of c that computes everything but the hash (FlowID

@@ -3,6 +3,7 @@ package steer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -17,7 +18,9 @@ import (
 // the queued path derives in the worker, is the classifier's, for every
 // frame of the sample capture (TCP, UDP, IPv6, VLAN-tagged, ARP, malformed),
 // in every dispatch mode, and also with each frame's first VLAN tag given
-// out of band and with a hash the source supplied.
+// out of band and with a hash the source supplied; and with the
+// classifier's options, which change the hash input of the queued path's
+// batch (UDP 4-tuples, symmetric order).
 func TestPacketKey(t *testing.T) {
 	src, err := pcapfile.NewReader(sample.Reader())
 	if err != nil {
@@ -50,11 +53,22 @@ func TestPacketKey(t *testing.T) {
 		f.Hash, f.HashType = uint32(i)*2654435761, hash.RSSTCPIPv4
 		frames = append(frames, f)
 	}
+	type options struct{ symmetric, udp4 bool }
+	for _, o := range []options{{}, {udp4: true}, {symmetric: true}, {symmetric: true, udp4: true}} {
+		t.Run(fmt.Sprintf("symmetric=%v/udp4=%v", o.symmetric, o.udp4), func(t *testing.T) {
+			checkPacketKeys(t, frames, o.symmetric, o.udp4)
+		})
+	}
+}
+
+// checkPacketKeys dispatches frames in every mode and checks each packet's
+// key, flowid, hash type and reason against the classifier's.
+func checkPacketKeys(t *testing.T, frames []steer.Frame, symmetric, udp4 bool) {
 	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h, Symmetric: symmetric, UDP4Tuple: udp4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +92,7 @@ func TestPacketKey(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			seen, bad := 0, 0
-			d, err := steer.New(steer.Config{Workers: 3, Dispatch: mode, Key: hash.MicrosoftKey[:], Block: true}, func(p *steer.Packet) {
+			d, err := steer.New(steer.Config{Workers: 3, Dispatch: mode, Key: hash.MicrosoftKey[:], Block: true, Symmetric: symmetric, UDP4Tuple: udp4}, func(p *steer.Packet) {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(p.Data) == 0 {

@@ -1,6 +1,7 @@
 package steer
 
 import (
+	"math/bits"
 	"sync"
 
 	"github.com/rpsgo/rps/flowtable"
@@ -30,6 +31,7 @@ type producer struct {
 	flows       *flowtable.Table         // RFS, nil when off
 	clsBuf      []Classification         // steerRFS's chunk
 	flowBuf     [chunkLen]flowResult     // steerQueued's chunk
+	fast        fastChunk                // the chunk's frames on the IPv4 fast path
 	ids         [chunkLen]uint32         // steerRFS's flowids to prefetch
 	hints       [chunkLen]flowtable.Hint // steerRFS's slots found while prefetching
 	hint        flowtable.Hint           // the slot rfs may find its flow in, 0 if none
@@ -154,9 +156,7 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	case p.queuedOnly():
 		p.steerQueued(frames, ref)
 	case p.flows == nil:
-		for i := range frames {
-			p.steer(&frames[i], ref, 0)
-		}
+		p.steerEach(frames, ref)
 	default:
 		p.steerRFS(frames, ref)
 	}
@@ -188,21 +188,20 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 	for start := 0; start < len(frames); start += chunkLen {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
 		res := p.flowBuf[:len(chunk)]
-		// Classify the chunk first (Packet.Key derives the key later, so a
-		// plain IPv4 packet stops at its hash), counting it and keeping only
-		// what steering needs, then steer it. The counts come first: while a
-		// full queue holds the loop back, Stats may read them.
+		// Classify the chunk first, counting it and keeping only what
+		// steering needs, then steer it. Plain IPv4 packets stop at their
+		// hash input (Packet.Key derives the key later) and are hashed in one
+		// batch (fastChunk); the others one by one. The counts come first:
+		// while a full queue holds the loop back, Stats may read them.
 		p.frames += uint64(len(chunk))
-		for i := range chunk {
-			f := &chunk[i]
-			if f.HasVLAN {
-				classifier.ClassifyVLAN(f.Data, f.VLAN, c)
-			} else {
-				classifier.flowOnly(f.Data, c)
-			}
-			if f.HashType != hash.None {
-				c.FlowID, c.HashType = f.Hash, f.HashType
-			}
+		fc := &p.fast
+		slow := fc.run(classifier, chunk)
+		for k, i := range fc.at[:fc.n] {
+			res[i] = flowResult{fc.sums[k], fc.types[k], ReasonOK}
+		}
+		for ; slow != 0; slow &= slow - 1 {
+			i := bits.TrailingZeros64(slow)
+			p.classify(&chunk[i], c)
 			if c.Reason != ReasonOK {
 				p.reasons[c.Reason]++
 			}
@@ -249,6 +248,40 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 	}
 }
 
+// fastChunk is the classifier's IPv4 fast path over a chunk of frames,
+// with one batch hash for all of them: where frames are classified one at
+// a time, the hash is a call per frame and the larger part of the cost.
+type fastChunk struct {
+	n      int
+	at     [chunkLen]uint8 // which frame of the chunk each fast one is
+	types  [chunkLen]hash.HashType
+	tuples [chunkLen][hash.IPv4Tuple4Len]byte
+	sums   [chunkLen]uint32
+}
+
+// run takes the frames of chunk that the fast path covers (untagged, with
+// no hash from their source, simple IPv4: see Classifier.ipv4Tuple),
+// records them and their hashes in fc, and returns a mask of the others,
+// which the caller classifies one by one. A fast frame's Classification is
+// ReasonOK, EtherType IPv4, keyless, with fc's hash type and sum.
+func (fc *fastChunk) run(cls *Classifier, chunk []Frame) (slow uint64) {
+	n := 0
+	for i := range chunk {
+		f := &chunk[i]
+		if !f.HasVLAN && f.HashType == hash.None {
+			if ht, ok := cls.ipv4Tuple(f.Data, &fc.tuples[n]); ok {
+				fc.at[n], fc.types[n] = uint8(i), ht
+				n++
+				continue
+			}
+		}
+		slow |= 1 << i
+	}
+	fc.n = n
+	cls.h.SumIPv4Tuples(fc.sums[:n], fc.tuples[:n])
+	return slow
+}
+
 // flowResult is what the queued path keeps of a frame's classification
 // between its two passes.
 type flowResult struct {
@@ -284,8 +317,46 @@ func (p *producer) classify(f *Frame, c *Classification) {
 }
 
 // chunkLen is how many frames steerQueued and steerRFS classify before they
-// steer them.
+// steer them. fastChunk's masks hold at most 64.
 const chunkLen = BatchSize
+
+var _ [64 - chunkLen]struct{} // chunkLen <= 64
+
+// steerEach steers frames that may each go inline or to a queue, with no
+// RFS: classified a chunk at a time (classifyChunk), then steered one by
+// one.
+func (p *producer) steerEach(frames []Frame, ref *batchRef) {
+	if p.clsBuf == nil {
+		p.clsBuf = make([]Classification, chunkLen)
+	}
+	for start := 0; start < len(frames); start += chunkLen {
+		chunk := frames[start:min(start+chunkLen, len(frames))]
+		cls := p.clsBuf[:len(chunk)]
+		p.classifyChunk(chunk, cls)
+		for i := range chunk {
+			p.steerClassified(&chunk[i], &cls[i], ref, 0)
+		}
+	}
+}
+
+// classifyChunk is classify for each frame of chunk into cls, with the
+// IPv4 fast path's hashes done in one batch (fastChunk) unless a trace
+// wants every frame's whole classification.
+func (p *producer) classifyChunk(chunk []Frame, cls []Classification) {
+	slow := ^uint64(0) >> (64 - len(chunk))
+	if p.d.cfg.Trace == nil {
+		fc := &p.fast
+		slow = fc.run(p.d.cls, chunk)
+		for k, i := range fc.at[:fc.n] {
+			c := &cls[i]
+			c.EtherType, c.Reason, c.HashType, c.keyless, c.FlowID = etherTypeIPv4, ReasonOK, fc.types[k], true, fc.sums[k]
+		}
+	}
+	for ; slow != 0; slow &= slow - 1 {
+		i := bits.TrailingZeros64(slow)
+		p.classify(&chunk[i], &cls[i])
+	}
+}
 
 // steerRFS steers frames with RFS on. Each flow costs three cache misses:
 // its desired slot, its flow-table set, then its entry, which can be found
@@ -302,8 +373,8 @@ func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
 		cls := p.clsBuf[:len(chunk)]
 		ids := p.ids[:len(chunk)]
+		p.classifyChunk(chunk, cls)
 		for i := range chunk {
-			p.classify(&chunk[i], &cls[i])
 			ids[i] = cls[i].FlowID // unhashed frames' are prefetched for nothing
 		}
 		hints := p.hints[:len(chunk)]
