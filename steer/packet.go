@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rpsgo/rps/hash"
 )
@@ -27,17 +28,24 @@ type Packet struct {
 	FlowID   uint32        // m_pkthdr.flowid: the Toeplitz hash, or the source's
 	HashType hash.HashType // M_HASHTYPE_* of FlowID
 	Reason   Reason        // why classification stopped short, or ReasonOK
+	vlan     uint16        // the tag the source delivered out of band, if hasVLAN
 	Worker   int           // the workstream handling the frame
 
-	ref     *batchRef
-	prod    *producer // where a re-dispatch from the handler goes
-	depth   uint8     // re-dispatch depth
-	hasVLAN bool      // vlan is a tag the source delivered out of band
-	keyed   bool      // key is set
-	vlan    uint16
-	frame   []byte // Data as dispatched, which Key reads whatever the handler does to Data
-	key     FlowKey
+	ref      *batchRef
+	prod     *producer // where a re-dispatch from the handler goes, and whose goroutine runs the handler
+	frame    *byte     // Data as dispatched (its first byte), which Key reads whatever the handler does to Data
+	frameLen int32
+	depth    uint8 // re-dispatch depth
+	hasVLAN  bool
+	keyed    bool // prod.keyVal is this packet's key, if prod.keyPkt is this packet
 }
+
+// maxPacketSize bounds the size of a Packet, which a producer writes for
+// every frame it queues: at most two cache lines. The flow key is not in
+// it; Packet.Key derives the key when a handler asks for it.
+const maxPacketSize = 128
+
+var _ [maxPacketSize - unsafe.Sizeof(Packet{})]struct{}
 
 // Key returns the frame's flow key, as [Classifier.Classify] finds it. The
 // dispatching goroutine, the one step of the path that cannot be spread over
@@ -47,20 +55,27 @@ type Packet struct {
 // the frame's bytes as dispatched, even if the handler has moved Data on,
 // so a handler that rewrites the bytes in place calls Key first. A Packet built
 // by hand, outside a dispatcher, has the zero key.
+//
+// The key is kept beside the goroutine that runs the handler (one key per
+// goroutine, for its latest packet), not in the Packet, which so stays two
+// cache lines long.
 func (p *Packet) Key() FlowKey {
-	if !p.keyed {
-		p.keyed = true
-		if p.prod != nil {
-			var c Classification
-			if p.hasVLAN {
-				p.prod.d.keyCls.ClassifyVLAN(p.frame, p.vlan, &c)
-			} else {
-				p.prod.d.keyCls.Classify(p.frame, &c)
-			}
-			p.key = c.Key
-		}
+	pr := p.prod
+	if pr == nil {
+		return FlowKey{}
 	}
-	return p.key
+	if p.keyed && pr.keyPkt == p {
+		return pr.keyVal
+	}
+	var c Classification
+	frame := unsafe.Slice(p.frame, p.frameLen)
+	if p.hasVLAN {
+		pr.d.keyCls.ClassifyVLAN(frame, p.vlan, &c)
+	} else {
+		pr.d.keyCls.Classify(frame, &c)
+	}
+	pr.keyPkt, pr.keyVal, p.keyed = p, c.Key, true
+	return c.Key
 }
 
 // String summarises the frame in one line: addresses, ports, protocol,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
@@ -134,6 +135,79 @@ func checkPacketKeys(t *testing.T, frames []steer.Frame, symmetric, udp4 bool) {
 			}
 			if seen != len(frames)-empty || bad != 0 {
 				t.Errorf("%d of %d frames checked, %d wrong", seen, len(frames)-empty, bad)
+			}
+		})
+	}
+}
+
+// TestPacketKeyRecycled checks that a packet recycled for another frame
+// never returns the key derived for the frame it carried before. The
+// handler's goroutine keeps the latest key it derived, tagged with the
+// packet: with one frame per batch and one worker, the same packet comes
+// back at once for the next frame, so a key kept across the reuse would
+// show (QLimit 1 keeps the input from running ahead with other batches).
+// It also covers DIRECT, where one scratch packet carries every
+// frame and the input hands the key over when it has one.
+func TestPacketKeyRecycled(t *testing.T) {
+	raw := synth.Frames(synth.Spec{Flows: 50, Seed: 3}, 400)
+	// Tagged copies: DIRECT classifies them fully, so it hands the key over.
+	for i := range 100 {
+		f := raw[i]
+		tagged := make([]byte, 0, len(f)+4)
+		tagged = append(tagged, f[:12]...)
+		tagged = append(tagged, 0x81, 0x00, 0, byte(10+i%5))
+		raw = append(raw, append(tagged, f[12:]...))
+	}
+	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Direct} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []steer.FlowKey
+			d, err := steer.New(steer.Config{Workers: 1, Dispatch: mode, Block: true, QLimit: 1}, func(p *steer.Packet) {
+				mu.Lock()
+				defer mu.Unlock()
+				// Every other frame leaves its key alone, so the key kept
+				// is often that of the packet now coming back.
+				var k steer.FlowKey
+				if len(got)%2 == 0 {
+					k = p.Key()
+					if k2 := p.Key(); k2 != k {
+						t.Errorf("Key changed between two calls: %+v then %+v", k, k2)
+					}
+				}
+				got = append(got, k)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := d.NewInput()
+			for _, b := range raw {
+				if err := in.Dispatch([]steer.Frame{{Data: b}}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(raw) {
+				t.Fatalf("handled %d of %d frames", len(got), len(raw))
+			}
+			var c steer.Classification
+			for i, b := range raw {
+				if i%2 == 1 {
+					continue
+				}
+				cls.Classify(b, &c)
+				if got[i] != c.Key {
+					t.Fatalf("frame %d: key %+v, want %+v", i, got[i], c.Key)
+				}
 			}
 		})
 	}

@@ -1,8 +1,10 @@
 package steer
 
 import (
+	"math"
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/rpsgo/rps/flowtable"
 	"github.com/rpsgo/rps/hash"
@@ -40,6 +42,13 @@ type producer struct {
 	sinceChange int                      // frames steerRFS has steered since desiredGen changed
 
 	counts
+	// keyPkt and keyVal keep the key Packet.Key last derived (or fill
+	// handed over) for a packet whose handler runs in this producer's
+	// goroutine: this is the worker's own producer for the packets it
+	// handles, an input's for those it runs inline.
+	keyPkt *Packet
+	keyVal FlowKey
+
 	direct   []uint64 // frames handled inline, per worker, since the last flush
 	scratch  [MaxRedispatchDepth + 2]Packet
 	dec      Decision // filled while Config.Trace is set
@@ -471,8 +480,7 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 	// One scratch packet per nesting level: a handler may re-dispatch
 	// inline while its own packet is still in use.
 	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
-	p.fill(pkt, f, c, ref, ww.index, depth)
-	pkt.prod = p
+	p.fillInline(pkt, f, c, ref, ww.index, depth)
 	ww.call(pkt)
 	if mode == Direct {
 		p.direct[ww.index]++
@@ -496,13 +504,23 @@ func (p *producer) flushDirect() {
 	}
 }
 
-// fill writes the Packet of a classified frame for worker w, with its flow
-// key when the classification has one (otherwise Packet.Key derives it).
+// fill writes the Packet of a classified frame for worker w. A handler
+// that asks for the key (Packet.Key) gets it derived in its goroutine;
+// when this producer runs the handler itself (inline) and the
+// classification has the key, it is handed over here.
 func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
 	p.fillFrame(pkt, f, ref, w, depth)
 	pkt.FlowID, pkt.HashType, pkt.Reason = c.FlowID, c.HashType, c.Reason
-	if pkt.keyed = !c.keyless; pkt.keyed {
-		pkt.key = c.Key
+	pkt.keyed = false
+}
+
+// fillInline is fill for a packet this producer's goroutine hands to the
+// handler itself.
+func (p *producer) fillInline(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
+	p.fill(pkt, f, c, ref, w, depth)
+	pkt.prod = p
+	if !c.keyless {
+		p.keyPkt, p.keyVal, pkt.keyed = pkt, c.Key, true
 	}
 }
 
@@ -510,7 +528,7 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef,
 func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth uint8) {
 	// Field by field: a composite literal would build the packet on the
 	// stack and copy it with a bulk write barrier, twice the cost.
-	pkt.Data, pkt.frame = f.Data, f.Data
+	pkt.Data, pkt.frame, pkt.frameLen = f.Data, unsafe.SliceData(f.Data), int32(min(len(f.Data), math.MaxInt32))
 	pkt.Timestamp = f.Timestamp
 	pkt.Length = f.WireLen()
 	pkt.IfIndex = f.IfIndex
