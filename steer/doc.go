@@ -26,7 +26,9 @@
 //     flowid, and the [hash.HashType] (M_HASHTYPE_*) says what was hashed:
 //     TCP gets RSS_TCP_IPV4/6 over addresses and ports; UDP gets the 2-tuple
 //     RSS_IPV4/6 unless Config.UDP4Tuple; fragments always the 2-tuple;
-//     non-IP frames NONE and no flowid.
+//     non-IP frames NONE and no flowid. The input classifies a chunk of up
+//     to 64 frames before it steers any, and hashes the chunk's plain IPv4
+//     packets in one batch ([hash.Toeplitz.SumIPv4Tuples]).
 //
 //  3. Select (netisr_select_cpuid). The [Policy] picks the worker: FLOW is
 //     netisr_default_flow2cpu (flowid % workers); SOURCE uses the source id
@@ -83,7 +85,7 @@
 //	FreeBSD / Linux                          here
 //	m_pkthdr.flowid, M_HASHTYPE_*            Packet.FlowID, Packet.HashType (hash.HashType)
 //	ether_demux                              Classifier.Classify
-//	rss_hash_ip4_4tuple and friends          hash.NewTuple4, hash.NewTuple2, Toeplitz.Sum
+//	rss_hash_ip4_4tuple and friends          hash.NewTuple4, hash.NewTuple2, Toeplitz.Sum, Toeplitz.SumIPv4Tuples
 //	rss_mbuf_software_hash_v4/v6             the classifier's choice of tuple and HashType
 //	rss_key (default: the Microsoft key)     Config.Key (default: random), hash.MicrosoftKey
 //	netisr_select_cpuid                      selectWorker in producer.go (step 3 above)

@@ -56,9 +56,11 @@ var _ [maxPacketSize - unsafe.Sizeof(Packet{})]struct{}
 // so a handler that rewrites the bytes in place calls Key first. A Packet built
 // by hand, outside a dispatcher, has the zero key.
 //
-// The key is kept beside the goroutine that runs the handler (one key per
-// goroutine, for its latest packet), not in the Packet, which so stays two
-// cache lines long.
+// The key is kept beside the goroutine that runs the handler, for its
+// latest packet (a frame re-dispatched and handled inline gives the outer
+// handler its key back), not in the Packet, which so stays within two
+// cache lines. Like the rest of the Packet, call Key only from the
+// handler's goroutine.
 func (p *Packet) Key() FlowKey {
 	pr := p.prod
 	if pr == nil {

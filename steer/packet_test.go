@@ -18,8 +18,8 @@ import (
 // TestPacketKey checks that the key a handler gets from Packet.Key, which
 // the queued path derives in the worker, is the classifier's, for every
 // frame of the sample capture (TCP, UDP, IPv6, VLAN-tagged, ARP, malformed),
-// in every dispatch mode, and also with each frame's first VLAN tag given
-// out of band and with a hash the source supplied; and with the
+// in every dispatch mode, and also with a hash the source supplied, with
+// and without each frame's first VLAN tag given out of band; and with the
 // classifier's options, which change the hash input of the queued path's
 // batch (UDP 4-tuples, symmetric order).
 func TestPacketKey(t *testing.T) {
@@ -45,14 +45,19 @@ func TestPacketKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The same frames again with an out-of-band tag and a source hash.
+	// The same frames again with a source hash, with and without an
+	// out-of-band tag.
 	n := len(frames)
 	for i := range n {
-		f := frames[i]
-		f.Data = append([]byte(nil), f.Data...)
-		f.HasVLAN, f.VLAN = true, uint16(100+i%7)
-		f.Hash, f.HashType = uint32(i)*2654435761, hash.RSSTCPIPv4
-		frames = append(frames, f)
+		for _, tagged := range []bool{true, false} {
+			f := frames[i]
+			f.Data = append([]byte(nil), f.Data...)
+			if tagged {
+				f.HasVLAN, f.VLAN = true, uint16(100+i%7)
+			}
+			f.Hash, f.HashType = uint32(i)*2654435761, hash.RSSTCPIPv4
+			frames = append(frames, f)
+		}
 	}
 	type options struct{ symmetric, udp4 bool }
 	for _, o := range []options{{}, {udp4: true}, {symmetric: true}, {symmetric: true, udp4: true}} {
@@ -65,14 +70,7 @@ func TestPacketKey(t *testing.T) {
 // checkPacketKeys dispatches frames in every mode and checks each packet's
 // key, flowid, hash type and reason against the classifier's.
 func checkPacketKeys(t *testing.T, frames []steer.Frame, symmetric, udp4 bool) {
-	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h, Symmetric: symmetric, UDP4Tuple: udp4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cls := msClassifier(t, symmetric, udp4)
 	want := make([]steer.Classification, len(frames))
 	byData := map[*byte]int{}
 	for i := range frames {
@@ -158,14 +156,7 @@ func TestPacketKeyRecycled(t *testing.T) {
 		tagged = append(tagged, 0x81, 0x00, 0, byte(10+i%5))
 		raw = append(raw, append(tagged, f[12:]...))
 	}
-	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cls := msClassifier(t, false, false)
 	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Direct} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var mu sync.Mutex
@@ -211,4 +202,101 @@ func TestPacketKeyRecycled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPacketKeyAcrossRedispatch checks that a handler keeps its frame's key
+// when it re-dispatches an inner frame that is handled inline, in its own
+// goroutine, and asks for its own key: the outer handler rewrites its
+// frame's addresses in place after Key, as Key's doc allows, so a key
+// derived again would show.
+func TestPacketKeyAcrossRedispatch(t *testing.T) {
+	const n = 200
+	cls := msClassifier(t, false, false)
+	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Hybrid, steer.Direct} {
+		t.Run(mode.String(), func(t *testing.T) {
+			raw := synth.Frames(synth.Spec{Flows: 50, Seed: 5}, n+7)
+			frames := make([]steer.Frame, n)
+			want := map[*byte]steer.FlowKey{}
+			var c steer.Classification
+			for i := range frames {
+				outer := append(append([]byte(nil), raw[i]...), raw[i+7]...)
+				frames[i] = steer.Frame{Data: outer}
+				cls.Classify(outer, &c)
+				want[&outer[0]] = c.Key
+				cls.Classify(outer[64:], &c)
+				want[&outer[64]] = c.Key
+			}
+			var mu sync.Mutex
+			checked := 0
+			outerDone := make(chan struct{}, 1)
+			handler := func(p *steer.Packet) {
+				if len(p.Data) > 64 {
+					defer func() { outerDone <- struct{}{} }()
+				}
+				mu.Lock()
+				w, ok := want[&p.Data[0]]
+				mu.Unlock()
+				if !ok {
+					t.Error("a frame the test did not send")
+					return
+				}
+				k := p.Key()
+				if k != w {
+					t.Errorf("key %+v, want %+v", k, w)
+				}
+				if len(p.Data) <= 64 {
+					return
+				}
+				clear(p.Data[26:34]) // the outer addresses, rewritten in place
+				if err := p.Redispatch(p.Data[64:]); err != nil {
+					t.Error(err)
+				}
+				if k2 := p.Key(); k2 != w {
+					t.Errorf("after Redispatch: key %+v, want %+v", k2, w)
+				}
+				mu.Lock()
+				checked++
+				mu.Unlock()
+			}
+			d, err := steer.New(steer.Config{Workers: 1, Dispatch: mode, Key: hash.MicrosoftKey[:], Block: true}, handler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := d.NewInput()
+			// One frame at a time, each handled before the next is sent, so
+			// that the worker's queue is empty when it re-dispatches: then
+			// HYBRID runs the inner frame inline.
+			for i := range frames {
+				if err := in.Dispatch(frames[i:i+1], nil); err != nil {
+					t.Fatal(err)
+				}
+				<-outerDone
+			}
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if checked != n {
+				t.Errorf("%d of %d outer frames checked", checked, n)
+			}
+			// The case under test: inner frames handled inline.
+			if ws := d.Stats().Workstreams[0]; mode != steer.Deferred && ws.HybridDispatched+ws.Dispatched == 0 {
+				t.Errorf("no frame was handled inline")
+			}
+		})
+	}
+}
+
+// msClassifier is a classifier with the Microsoft key and the given
+// options, the dispatchers' classifier in these tests.
+func msClassifier(t *testing.T, symmetric, udp4 bool) *steer.Classifier {
+	t.Helper()
+	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h, Symmetric: symmetric, UDP4Tuple: udp4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cls
 }

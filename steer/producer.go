@@ -31,7 +31,7 @@ type producer struct {
 	bucketTail   []uint64
 
 	flows       *flowtable.Table         // RFS, nil when off
-	clsBuf      []Classification         // steerRFS's chunk
+	clsBuf      []Classification         // steerRFS's and steerEach's chunk
 	flowBuf     [chunkLen]flowResult     // steerQueued's chunk
 	fast        fastChunk                // the chunk's frames on the IPv4 fast path
 	ids         [chunkLen]uint32         // steerRFS's flowids to prefetch
@@ -42,10 +42,11 @@ type producer struct {
 	sinceChange int                      // frames steerRFS has steered since desiredGen changed
 
 	counts
-	// keyPkt and keyVal keep the key Packet.Key last derived (or fill
-	// handed over) for a packet whose handler runs in this producer's
-	// goroutine: this is the worker's own producer for the packets it
-	// handles, an input's for those it runs inline.
+	// keyPkt and keyVal keep the key Packet.Key last derived (or
+	// fillInline handed over) for a packet whose handler runs in this
+	// producer's goroutine: this is the worker's own producer for the
+	// packets it handles, an input's for those it runs inline. A nested
+	// inline handler (a re-dispatch) gives the outer one its key back.
 	keyPkt *Packet
 	keyVal FlowKey
 
@@ -325,8 +326,8 @@ func (p *producer) classify(f *Frame, c *Classification) {
 	}
 }
 
-// chunkLen is how many frames steerQueued and steerRFS classify before they
-// steer them. fastChunk's masks hold at most 64.
+// chunkLen is how many frames steerQueued, steerEach and steerRFS classify
+// before they steer them. fastChunk's masks hold at most 64.
 const chunkLen = BatchSize
 
 var _ [64 - chunkLen]struct{} // chunkLen <= 64
@@ -480,6 +481,13 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 	// One scratch packet per nesting level: a handler may re-dispatch
 	// inline while its own packet is still in use.
 	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
+	if depth > 0 {
+		// The handler running now, which re-dispatched, keeps the key it
+		// may have asked for (Packet.Key): the inner frame's handler uses
+		// the same goroutine's key cache.
+		outerPkt, outerKey := p.keyPkt, p.keyVal
+		defer func() { p.keyPkt, p.keyVal = outerPkt, outerKey }()
+	}
 	p.fillInline(pkt, f, c, ref, ww.index, depth)
 	ww.call(pkt)
 	if mode == Direct {
@@ -505,9 +513,8 @@ func (p *producer) flushDirect() {
 }
 
 // fill writes the Packet of a classified frame for worker w. A handler
-// that asks for the key (Packet.Key) gets it derived in its goroutine;
-// when this producer runs the handler itself (inline) and the
-// classification has the key, it is handed over here.
+// that asks for the key (Packet.Key) gets it derived in its goroutine
+// (fillInline hands over a key the classification already has).
 func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
 	p.fillFrame(pkt, f, ref, w, depth)
 	pkt.FlowID, pkt.HashType, pkt.Reason = c.FlowID, c.HashType, c.Reason
