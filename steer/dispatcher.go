@@ -171,6 +171,11 @@ func (in *Input) ID() int { return in.p.id }
 // Dispatch classifies, hashes and steers frames. release, when not nil, is
 // called once every frame has been handled or dropped. The frames slice may
 // be reused once Dispatch returns; the bytes must live until release.
+//
+// Frames for a worker that is busy with frames queued before them may be
+// handed to it after Dispatch returns: they wait for a later call to fill
+// their batch, or for the worker to run out of work, which it never does
+// while they wait (Sync and Close count them too).
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()
@@ -237,6 +242,7 @@ func (in *Input) Close() {
 		return
 	}
 	in.closed = true
+	in.p.flushHeld()
 	in.p.d.retire(in.p)
 }
 
@@ -315,6 +321,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-intakeDone:
+		d.flushHeld()
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}
@@ -369,6 +376,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 // dropped), without closing the dispatcher: a barrier for tests, examples
 // and reconfiguration. Frames queued meanwhile are not waited for.
 func (d *Dispatcher) Sync(ctx context.Context) error {
+	d.flushHeld()
 	want := make([]uint64, len(d.workers))
 	for i, w := range d.workers {
 		want[i] = w.tail.Load()
@@ -385,6 +393,25 @@ func (d *Dispatcher) Sync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// flushHeld hands over every partial batch an input holds for a busy
+// worker (producer.holdOrFlush), so that the queues' positions count
+// every frame dispatched so far.
+func (d *Dispatcher) flushHeld() {
+	var ps []*producer
+	for _, w := range d.workers {
+		w.mu.Lock()
+		for _, p := range w.holders {
+			if !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+		w.mu.Unlock()
+	}
+	for _, p := range ps {
+		p.flushHeld()
+	}
 }
 
 func (d *Dispatcher) drained() bool {
