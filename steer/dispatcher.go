@@ -48,6 +48,7 @@ type Dispatcher struct {
 	retired    counts      // what closed inputs counted
 	retiredTop []FlowStats // and their top flows (RFS), as they closed
 	nextID     int
+	feeders    atomic.Int32 // open inputs and sources read by workers: only a lone input holds batches (producer.holdOrFlush)
 	sources    []sourceStatser
 	reb        *rebalancer
 
@@ -162,7 +163,18 @@ func (d *Dispatcher) NewInput() *Input {
 	id := d.nextID
 	d.nextID++
 	d.mu.Unlock()
-	return &Input{p: d.newProducer(id)}
+	in := &Input{p: d.newProducer(id)}
+	d.addFeeder()
+	return in
+}
+
+// addFeeder counts a new input or worker-read source. With more than one,
+// no input holds batches: another feeder could keep a worker busy for
+// ever, and a batch held for it by a quiet input would wait as long.
+func (d *Dispatcher) addFeeder() {
+	if d.feeders.Add(1) > 1 {
+		d.flushHeld()
+	}
 }
 
 // ID returns the input's source id (used by the SOURCE policy).
@@ -172,10 +184,11 @@ func (in *Input) ID() int { return in.p.id }
 // called once every frame has been handled or dropped. The frames slice may
 // be reused once Dispatch returns; the bytes must live until release.
 //
-// Frames for a worker that is busy with frames queued before them may be
-// handed to it after Dispatch returns: they wait for a later call to fill
-// their batch, or for the worker to run out of work, which it never does
-// while they wait (Sync and Close count them too).
+// While this is the dispatcher's only input, frames for a worker that is
+// busy with frames queued before them may be handed to it after Dispatch
+// returns: they wait for a later call to fill their batch, or for the
+// worker to run out of work, which it never does while they wait (Sync and
+// Close count them too).
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()
@@ -243,6 +256,7 @@ func (in *Input) Close() {
 	}
 	in.closed = true
 	in.p.flushHeld()
+	in.p.d.feeders.Add(-1)
 	in.p.d.retire(in.p)
 }
 

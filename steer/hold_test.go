@@ -3,6 +3,7 @@ package steer
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,5 +149,87 @@ func TestSyncAndCloseCountHeldBatches(t *testing.T) {
 		for _, e := range c.o.errs {
 			t.Errorf("%s: %s", end, e)
 		}
+	}
+}
+
+// TestNoHoldingWithTwoFeeders checks that a batch is never held while a
+// second input feeds the dispatcher, since that input could keep the worker
+// busy for ever: a lone frame from a quiet input is handled while another
+// input keeps the one worker's queue full. It also checks that a batch held
+// by a lone input is handed over as a second input opens.
+func TestNoHoldingWithTwoFeeders(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newHoldCase(t, 2, true, 0)
+	c.fill(t, dtTraffic(rand.New(rand.NewPCG(11, 12)), 50, 200), 10)
+	if c.held() == 0 {
+		t.Fatal("no batch held by the lone input while its workers were busy")
+	}
+	other := c.d.NewInput()
+	if n := c.held(); n != 0 {
+		t.Errorf("%d batches still held after a second input opened", n)
+	}
+	// The workers are still busy, but with two inputs open nothing is held.
+	c.fill(t, dtTraffic(rand.New(rand.NewPCG(15, 16)), 50, 100), 10)
+	if n := c.held(); n != 0 {
+		t.Errorf("%d batches held with two inputs open", n)
+	}
+	close(c.gate)
+	other.Close()
+	if err := c.d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, c.d, 300)
+
+	// A flood from one input, a lone frame from another.
+	var lone atomic.Bool
+	// A deep queue and a slow handler: the flood keeps milliseconds of
+	// work queued, so the worker's queue never runs empty.
+	d, err := New(Config{Workers: 1, Block: true, QLimit: 1024}, func(p *Packet) {
+		if p.IfIndex == 7 {
+			lone.Store(true)
+		}
+		for start := time.Now(); time.Since(start) < 5*time.Microsecond; {
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood, quiet := d.NewInput(), d.NewInput()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		frames := dtTraffic(rand.New(rand.NewPCG(13, 14)), 50, 64)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := flood.Dispatch(frames, nil); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // the worker's queue is full by now
+	if err := quiet.Dispatch([]Frame{{Data: dtFrame(99, 1), IfIndex: 7}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Queued behind at most 1,024 frames of 5 µs, the frame is handled
+	// within about 10 ms; the bound leaves room for a slow machine.
+	deadline := time.Now().Add(250 * time.Millisecond)
+	for !lone.Load() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	close(stop)
+	<-done
+	if !lone.Load() {
+		t.Error("a lone frame from a quiet input waited 250 ms while another input kept its worker busy")
+	}
+	flood.Close()
+	quiet.Close()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -751,7 +751,11 @@ func (p *producer) setTails(m *tailMarks, k int, base uint64, n int) {
 // worker that still has batches queued is held for the next call, to be
 // filled up: the worker has work until then, and before it goes idle it
 // takes the batch itself (Worker.run, takeHeld). A batch for an idle worker
-// is handed over now. This is Linux's rule for RPS, which signals a CPU's
+// is handed over now, and so is every batch unless this is an input and
+// the only feeder (Dispatcher.addFeeder): another input, or a source a
+// worker reads (RunOnWorkers), could keep the worker busy for ever, where
+// a lone input's held frames wait only behind its own frames and what
+// handlers re-dispatch of them. This is Linux's rule for RPS, which signals a CPU's
 // backlog only when it goes from empty to not empty: here a worker already
 // busy gets fewer, fuller hand-offs (with 4 workers and 64-frame source
 // batches, 54 frames each on average rather than 16), and an idle one waits
@@ -763,7 +767,7 @@ func (p *producer) holdOrFlush() {
 		}
 		ww := p.d.workers[w]
 		ww.mu.Lock()
-		busy := ww.rcount > 0 && !ww.closing
+		busy := ww.rcount > 0 && !ww.closing && p.self == nil && p.d.feeders.Load() == 1
 		if busy {
 			p.holding[w] = true
 			ww.holders = append(ww.holders, p)

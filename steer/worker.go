@@ -567,6 +567,7 @@ type attachReq struct {
 // and the tick are served.
 func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Time) error {
 	d := w.d
+	defer d.feeders.Add(-1) // counted by RunOnWorkers
 	var b Batch
 	for {
 		w.drainQueue()
@@ -659,9 +660,11 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	reqs := make([]attachReq, len(srcs))
 	for i, s := range srcs {
 		reqs[i] = attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
+		d.addFeeder() // here, not in the worker: it may wait for room
 		select {
 		case d.workers[i].attach <- reqs[i]:
 		case <-d.quit:
+			d.feeders.Add(-1)
 			return ErrClosed
 		}
 	}
