@@ -48,7 +48,6 @@ type Dispatcher struct {
 	retired    counts      // what closed inputs counted
 	retiredTop []FlowStats // and their top flows (RFS), as they closed
 	nextID     int
-	feeders    atomic.Int32 // open inputs and sources read by workers: only a lone input holds batches (producer.holdOrFlush)
 	sources    []sourceStatser
 	reb        *rebalancer
 
@@ -163,18 +162,7 @@ func (d *Dispatcher) NewInput() *Input {
 	id := d.nextID
 	d.nextID++
 	d.mu.Unlock()
-	in := &Input{p: d.newProducer(id)}
-	d.addFeeder()
-	return in
-}
-
-// addFeeder counts a new input or worker-read source. With more than one,
-// no input holds batches: another feeder could keep a worker busy for
-// ever, and a batch held for it by a quiet input would wait as long.
-func (d *Dispatcher) addFeeder() {
-	if d.feeders.Add(1) > 1 {
-		d.flushHeld()
-	}
+	return &Input{p: d.newProducer(id)}
 }
 
 // ID returns the input's source id (used by the SOURCE policy).
@@ -183,12 +171,6 @@ func (in *Input) ID() int { return in.p.id }
 // Dispatch classifies, hashes and steers frames. release, when not nil, is
 // called once every frame has been handled or dropped. The frames slice may
 // be reused once Dispatch returns; the bytes must live until release.
-//
-// While this is the dispatcher's only input, frames for a worker that is
-// busy with frames queued before them may be handed to it after Dispatch
-// returns: they wait for a later call to fill their batch, or for the
-// worker to run out of work, which it never does while they wait (Sync and
-// Close count them too).
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()
@@ -255,8 +237,6 @@ func (in *Input) Close() {
 		return
 	}
 	in.closed = true
-	in.p.flushHeld()
-	in.p.d.feeders.Add(-1)
 	in.p.d.retire(in.p)
 }
 
@@ -335,7 +315,6 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-intakeDone:
-		d.flushHeld()
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}
@@ -390,7 +369,6 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 // dropped), without closing the dispatcher: a barrier for tests, examples
 // and reconfiguration. Frames queued meanwhile are not waited for.
 func (d *Dispatcher) Sync(ctx context.Context) error {
-	d.flushHeld()
 	want := make([]uint64, len(d.workers))
 	for i, w := range d.workers {
 		want[i] = w.tail.Load()
@@ -407,25 +385,6 @@ func (d *Dispatcher) Sync(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// flushHeld hands over every partial batch an input holds for a busy
-// worker (producer.holdOrFlush), so that the queues' positions count
-// every frame dispatched so far.
-func (d *Dispatcher) flushHeld() {
-	var ps []*producer
-	for _, w := range d.workers {
-		w.mu.Lock()
-		for _, p := range w.holders {
-			if !slices.Contains(ps, p) {
-				ps = append(ps, p)
-			}
-		}
-		w.mu.Unlock()
-	}
-	for _, p := range ps {
-		p.flushHeld()
-	}
 }
 
 func (d *Dispatcher) drained() bool {

@@ -47,11 +47,6 @@
 //     worker (a handler re-dispatching a decapsulated frame) with an empty
 //     queue. Queued frames travel in batches of up to 64 per worker, because
 //     one channel operation per frame costs more than all of the steering.
-//     A lone input hands a partial batch over at the end of a Dispatch
-//     call only if its worker has nothing queued; for a busy worker it
-//     keeps filling the batch in later calls, and the worker takes it
-//     itself before it would go idle. This is Linux's rule for RPS, which signals
-//     another CPU only when its backlog goes from empty to not empty.
 //
 // Each worker is a workstream (netisr's nws): a goroutine, optionally pinned
 // to a CPU (net.isr.bindthreads), with a bounded queue of qlimit frames

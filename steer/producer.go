@@ -23,9 +23,6 @@ type producer struct {
 
 	mu      sync.Mutex
 	pending []*pbatch // per worker, not yet handed over
-	// holding[w]: pending[w] outlived the dispatch call that started it,
-	// waiting for more frames while worker w is busy (holdOrFlush).
-	holding []bool
 	cls     Classification
 
 	// RSS view: bucket -> worker this producer sends it to, and the queue
@@ -115,7 +112,6 @@ func (d *Dispatcher) newProducer(id int) *producer {
 		d:            d,
 		id:           id,
 		pending:      make([]*pbatch, n),
-		holding:      make([]bool, n),
 		bucketWorker: make([]uint32, len(d.table.ents)),
 		bucketTail:   make([]uint64, len(d.table.ents)),
 		counts:       counts{bucketFrames: make([]uint64, len(d.table.ents))},
@@ -169,14 +165,12 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	switch {
 	case p.queuedOnly():
 		p.steerQueued(frames, ref)
-		p.holdOrFlush()
 	case p.flows == nil:
 		p.steerEach(frames, ref)
-		p.flushAll()
 	default:
 		p.steerRFS(frames, ref)
-		p.flushAll()
 	}
+	p.flushAll()
 	p.flushDirect()
 	p.lockers.Unlock()
 	if ref != nil {
@@ -201,11 +195,6 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 	rss := d.cfg.Policy == PolicyRSS
 	classifier := d.cls
 	c := &p.cls
-	for w, b := range p.pending {
-		if b != nil && b.n > 0 && b.ref != ref {
-			p.pending[w].mixed = true // held from an earlier call
-		}
-	}
 	for start := 0; start < len(frames); start += chunkLen {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
 		res := p.flowBuf[:len(chunk)]
@@ -251,8 +240,8 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			}
 			b := p.pending[w]
 			if b == nil {
-				// A new batch holds frames of ref alone, until it is held
-				// past this call (see above).
+				// Every pending batch is flushed before dispatch returns, so
+				// the batches filled here hold frames of ref alone.
 				b = p.stock.get()
 				b.ref, b.mixed = ref, false
 				p.pending[w] = b
@@ -666,8 +655,8 @@ func (p *producer) moveHooks(m Move) {
 	}
 	bo, bi := getBatch(), getBatch()
 	bo.ctl, bi.ctl = out, in
-	d.workers[m.From].enqueue(bo, false, nil, nil)
-	d.workers[m.To].enqueue(bi, false, nil, nil)
+	d.workers[m.From].enqueue(bo, false, nil)
+	d.workers[m.To].enqueue(bi, false, nil)
 }
 
 // flush hands the pending batch for worker w over to its queue. With wait
@@ -679,10 +668,6 @@ func (p *producer) flush(w int, wait bool) {
 		return
 	}
 	p.pending[w] = nil
-	var holder *producer
-	if p.holding[w] {
-		holder, p.holding[w] = p, false
-	}
 	wait = wait && p.self == nil
 	var unlock sync.Locker
 	if wait {
@@ -691,7 +676,7 @@ func (p *producer) flush(w int, wait bool) {
 	// The queue positions are written once enqueue has told where b went,
 	// from marks (b belongs to the worker by then), outside its lock.
 	k := b.n
-	base, n := p.d.workers[w].enqueue(b, wait, unlock, holder)
+	base, n := p.d.workers[w].enqueue(b, wait, unlock)
 	p.setTails(&p.marks[w], k, base, n)
 }
 
@@ -745,80 +730,6 @@ func (p *producer) setTails(m *tailMarks, k int, base uint64, n int) {
 			e.LastTail = base + uint64(n)
 		}
 	}
-}
-
-// holdOrFlush ends a queued-only dispatch call. A partial batch for a
-// worker that still has batches queued is held for the next call, to be
-// filled up: the worker has work until then, and before it goes idle it
-// takes the batch itself (Worker.run, takeHeld). A batch for an idle worker
-// is handed over now, and so is every batch unless this is an input and
-// the only feeder (Dispatcher.addFeeder): another input, or a source a
-// worker reads (RunOnWorkers), could keep the worker busy for ever, where
-// a lone input's held frames wait only behind its own frames and what
-// handlers re-dispatch of them. This is Linux's rule for RPS, which signals a CPU's
-// backlog only when it goes from empty to not empty: here a worker already
-// busy gets fewer, fuller hand-offs (with 4 workers and 64-frame source
-// batches, 54 frames each on average rather than 16), and an idle one waits
-// for nothing.
-func (p *producer) holdOrFlush() {
-	for w, b := range p.pending {
-		if b == nil || b.n == 0 || p.holding[w] {
-			continue // a batch held already is the worker's to take
-		}
-		ww := p.d.workers[w]
-		ww.mu.Lock()
-		busy := ww.rcount > 0 && !ww.closing && p.self == nil && p.d.feeders.Load() == 1
-		if busy {
-			p.holding[w] = true
-			ww.holders = append(ww.holders, p)
-		}
-		ww.mu.Unlock()
-		if !busy {
-			p.flush(w, p.d.cfg.Block)
-		}
-	}
-}
-
-// flushHeld hands over the batches the producer holds (holdOrFlush), from
-// any goroutine: for Sync, Close and Input.Close.
-func (p *producer) flushHeld() {
-	p.lockers.Lock()
-	for w, held := range p.holding {
-		if held {
-			p.flush(w, p.d.cfg.Block)
-		}
-	}
-	p.lockers.Unlock()
-}
-
-// takeHeld is worker ww taking the batch p holds for it, when ww has
-// nothing queued (so every frame p queued for ww before this batch is
-// handled, and none can be overtaken): the batch gets its queue positions
-// as if queued, and the worker handles it at once. It returns nil when p
-// holds nothing for ww or ww's queue is no longer empty.
-func (p *producer) takeHeld(ww *Worker) *pbatch {
-	w := ww.index
-	p.mu.Lock() // an input that holds batches has no flow table (queuedOnly)
-	defer p.mu.Unlock()
-	if !p.holding[w] {
-		return nil
-	}
-	b := p.pending[w]
-	ww.mu.Lock()
-	if ww.rcount > 0 {
-		ww.mu.Unlock()
-		return nil
-	}
-	p.pending[w], p.holding[w] = nil, false
-	ww.dropHolder(p)
-	base := ww.tail.Load()
-	ww.tail.Store(base + uint64(b.n))
-	ww.qlen += b.n
-	ww.wmark = max(ww.wmark, ww.qlen)
-	ww.mu.Unlock()
-	ww.queued.Add(uint64(b.n))
-	p.setTails(&p.marks[w], b.n, base, b.n)
-	return b
 }
 
 func (p *producer) flushAll() {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +32,7 @@ type Worker struct {
 	wmark   int
 	idle    bool
 	closing bool
-	holders []*producer // inputs holding a partial batch for this worker (producer.holdOrFlush)
 	notify  chan struct{}
-	prods   []*producer // takeHeld's copy of holders, reused
 
 	// Queue positions for the last_qtail rule: tail counts frames enqueued,
 	// head frames handled. A flow may leave this worker once head has passed
@@ -192,12 +189,9 @@ type control struct {
 // dropped and released here. With wait set, it blocks until there is room
 // (the source's goroutine, blocking mode), unlocking unlock meanwhile. Once
 // enqueue returns, b belongs to the worker: the caller reads nothing of it.
-func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker, holder *producer) (base uint64, n int) {
+func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64, n int) {
 	n = b.n
 	w.mu.Lock()
-	if holder != nil {
-		w.dropHolder(holder)
-	}
 	if b.ctl == nil {
 		limit := w.d.cfg.QLimit
 		for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
@@ -347,20 +341,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			w.space.Broadcast()
 		}
 		done = 0
-		var b *pbatch
-		switch {
-		case w.rcount > 0:
-			b = w.pop()
-			w.mu.Unlock()
-		case len(w.holders) > 0:
-			// Nothing queued, and an input holds a batch for this worker:
-			// take it rather than go idle.
-			w.mu.Unlock()
-			if b = w.takeHeld(); b == nil {
-				continue
-			}
-		}
-		if b == nil {
+		if w.rcount == 0 {
 			if w.closing {
 				w.mu.Unlock()
 				break
@@ -374,7 +355,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 					continue
 				}
 				w.mu.Lock()
-				if w.rcount > 0 || len(w.holders) > 0 || w.closing {
+				if w.rcount > 0 || w.closing {
 					w.mu.Unlock()
 					continue
 				}
@@ -394,8 +375,11 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			}
 			continue
 		}
+		b := w.pop()
+		abort := d.abort.Load()
+		w.mu.Unlock()
 
-		switch abort := d.abort.Load(); {
+		switch {
 		case b.ctl != nil:
 			w.control(b.ctl)
 			putBatch(b)
@@ -417,30 +401,6 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 	}
 	if d.cfg.OnClose != nil {
 		d.cfg.OnClose(w)
-	}
-}
-
-// takeHeld takes a batch an input holds for this worker (see
-// producer.holdOrFlush), or returns nil if there is none to take now.
-func (w *Worker) takeHeld() *pbatch {
-	w.mu.Lock()
-	ps := append(w.prods[:0], w.holders...)
-	w.mu.Unlock()
-	var b *pbatch
-	for _, p := range ps {
-		if b = p.takeHeld(w); b != nil {
-			break
-		}
-	}
-	clear(ps)
-	w.prods = ps[:0]
-	return b
-}
-
-// dropHolder takes p off the holders. w.mu is held.
-func (w *Worker) dropHolder(p *producer) {
-	if i := slices.Index(w.holders, p); i >= 0 {
-		w.holders = slices.Delete(w.holders, i, i+1)
 	}
 }
 
@@ -567,7 +527,6 @@ type attachReq struct {
 // and the tick are served.
 func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Time) error {
 	d := w.d
-	defer d.feeders.Add(-1) // counted by RunOnWorkers
 	var b Batch
 	for {
 		w.drainQueue()
@@ -660,11 +619,9 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	reqs := make([]attachReq, len(srcs))
 	for i, s := range srcs {
 		reqs[i] = attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
-		d.addFeeder() // here, not in the worker: it may wait for room
 		select {
 		case d.workers[i].attach <- reqs[i]:
 		case <-d.quit:
-			d.feeders.Add(-1)
 			return ErrClosed
 		}
 	}
