@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestStatsWhileBlocked reads Stats while an input waits for room in blocking
@@ -210,6 +212,54 @@ func TestKeyAfterDataMoved(t *testing.T) {
 		}
 		if got != want.Key {
 			t.Errorf("%v: Key() = %+v, classifier gave %+v", mode, got, want.Key)
+		}
+	}
+}
+
+// TestCloseTimeoutWithDispatchInFlight checks a Dispatch call that waits for
+// room (blocking mode) while Close runs out of time: once the workers have
+// been told to drop what is left, the frames it still hands over are
+// dropped and counted too, never queued to a worker that has gone, so a
+// second Close returns and the counters add up.
+func TestCloseTimeoutWithDispatchInFlight(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for round := range 20 {
+		gate := make(chan struct{})
+		d, err := New(Config{Workers: 1, Block: true, QLimit: 64}, func(*Packet) { <-gate })
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := d.NewInput()
+		frames := dtTraffic(rand.New(rand.NewPCG(uint64(round), 17)), 20, 640)
+		dispatched := make(chan error, 1)
+		go func() {
+			var err error
+			for i := 0; i < len(frames) && err == nil; i += 64 {
+				err = in.Dispatch(frames[i:i+64], nil)
+			}
+			dispatched <- err
+		}()
+		time.Sleep(2 * time.Millisecond) // the input now waits for room
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		if err := d.Close(ctx); err == nil {
+			t.Fatalf("round %d: Close with a stalled handler returned nil", round)
+		}
+		cancel()
+		close(gate)
+		<-dispatched
+		done := make(chan error, 1)
+		go func() { done <- d.Close(context.Background()) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: second Close: %v", round, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: second Close still waiting after 5 s: frames were queued to a worker that had gone", round)
+		}
+		st := d.Stats()
+		if got := st.Handled() + st.Dropped(); got != st.Frames {
+			t.Fatalf("round %d: handled %d + dropped %d != frames %d", round, st.Handled(), st.Dropped(), st.Frames)
 		}
 	}
 }

@@ -219,6 +219,14 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64,
 		}
 	}
 	base = w.tail.Load()
+	if b.ctl == nil && w.d.abort.Load() {
+		// Close ran out of time and the workers drop what is left, or
+		// have gone: frames handed over now are dropped here, counted
+		// as close drops, never queued where nothing would take them.
+		w.mu.Unlock()
+		w.drop(b, 0, &w.closeDrops)
+		return base, 0
+	}
 	if n == 0 && b.ctl == nil {
 		w.mu.Unlock()
 		w.drop(b, 0, &w.qdrops)
