@@ -15,9 +15,10 @@ import (
 // metadata, its flowid, hash type and reason, and its flow key ([Packet.Key]).
 //
 // The Packet and its Data are valid until the handler returns, and only in
-// the handler's goroutine: the dispatcher recycles both. A handler that keeps the bytes either copies them or calls
-// [Packet.Retain], which keeps the source's buffer (a file arena, a ring
-// block) until the returned [Ref] is released.
+// the handler's goroutine: the dispatcher recycles both. A handler that
+// keeps the bytes either copies them or calls [Packet.Retain], which keeps
+// the source's buffer (a file arena, a ring block) until the returned [Ref]
+// is released.
 type Packet struct {
 	Data      []byte    // the frame from its Ethernet header
 	Timestamp time.Time // capture time, from the source
@@ -53,8 +54,8 @@ var _ [maxPacketSize - unsafe.Sizeof(Packet{})]struct{}
 // its hash, as RPS does; the key is then derived from the frame on the
 // first call, in the handler's goroutine, and kept for the next. It reads
 // the frame's bytes as dispatched, even if the handler has moved Data on,
-// so a handler that rewrites the bytes in place calls Key first. A Packet built
-// by hand, outside a dispatcher, has the zero key.
+// so a handler that rewrites the bytes in place calls Key first. A Packet
+// built by hand, outside a dispatcher, has the zero key.
 //
 // The key is kept beside the goroutine that runs the handler, for its
 // latest packet (a frame re-dispatched and handled inline gives the outer

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"expvar"
 	"fmt"
-	"github.com/rpsgo/rps/flowtable"
 	"io"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
+
+	"github.com/rpsgo/rps/flowtable"
 )
 
 // WorkstreamStats is one worker's row of `netstat -Q`, plus the drops netisr
