@@ -232,8 +232,23 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64,
 		w.drop(b, 0, &w.qdrops)
 		return base, 0
 	}
-	// Frames past the limit are cut off before the worker can see b; their
-	// buffers are released after the lock is dropped.
+	if n < b.n {
+		return w.enqueueCut(b, base, n)
+	}
+	wake := w.push(b, base, n)
+	w.mu.Unlock()
+	w.queued.Add(uint64(n))
+	if wake {
+		w.wake()
+	}
+	return base, n
+}
+
+// enqueueCut finishes enqueue for a batch of which only the first n frames
+// fit: the others are cut off before the worker can see b, and their
+// buffers released once w.mu, held on entry, is dropped. It is apart from
+// enqueue so that the common case does not clear the refs array.
+func (w *Worker) enqueueCut(b *pbatch, base uint64, n int) (uint64, int) {
 	var cut [BatchSize]*batchRef
 	ncut := 0
 	for i := n; i < b.n; i++ {
@@ -242,6 +257,25 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64,
 		b.pkts[i] = Packet{}
 	}
 	b.n = n
+	wake := w.push(b, base, n)
+	w.mu.Unlock()
+	w.queued.Add(uint64(n))
+	w.qdrops.Add(uint64(ncut))
+	for _, r := range cut[:ncut] {
+		if r != nil {
+			r.done(1)
+		}
+	}
+	if wake {
+		w.wake()
+	}
+	return base, n
+}
+
+// push puts b, with n frames from queue position base on, at the tail of
+// the queue, and reports whether the worker is idle and must be woken.
+// w.mu is held.
+func (w *Worker) push(b *pbatch, base uint64, n int) (wake bool) {
 	if w.rcount == len(w.ring) {
 		w.grow()
 	}
@@ -252,25 +286,17 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64,
 	if w.qlen > w.wmark {
 		w.wmark = w.qlen
 	}
-	wake := w.idle
+	wake = w.idle
 	w.idle = false
-	w.mu.Unlock()
-	w.queued.Add(uint64(n))
-	if ncut > 0 {
-		w.qdrops.Add(uint64(ncut))
-		for _, r := range cut[:ncut] {
-			if r != nil {
-				r.done(1)
-			}
-		}
+	return wake
+}
+
+// wake tells an idle worker that its queue has frames.
+func (w *Worker) wake() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
 	}
-	if wake {
-		select {
-		case w.notify <- struct{}{}:
-		default:
-		}
-	}
-	return base, n
 }
 
 // drop releases b's frames from index from on, counting them in c, and
