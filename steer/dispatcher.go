@@ -345,6 +345,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		}
 	}
 	d.quitOnce.Do(func() { close(d.quit) })
+	for _, w := range d.workers {
+		w.wake()
+	}
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
 	select {

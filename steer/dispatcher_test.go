@@ -688,3 +688,57 @@ func TestTraceExplainsEveryDecision(t *testing.T) {
 		t.Errorf("%d decisions traced, want 2", n)
 	}
 }
+
+// TestRunOnWorkersWithoutTick hands the workers sources twice, with no
+// tick to wake them: only the hand-over itself may (Worker.park).
+func TestRunOnWorkersWithoutTick(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const workers = 2
+	var handled atomic.Int64
+	d, err := New(Config{Workers: workers, Dispatch: Direct}, func(*Packet) { handled.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 2; round++ {
+		time.Sleep(time.Millisecond) // let the workers park
+		srcs := make([]Source, workers)
+		for i := range srcs {
+			srcs[i] = &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(uint64(i), uint64(round))), 10, 100)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := d.RunOnWorkers(ctx, srcs)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if got, want := handled.Load(), int64(round*workers*100); got != want {
+			t.Fatalf("round %d: %d frames handled, want %d", round, got, want)
+		}
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, 400)
+}
+
+// TestCloseWakesIdleWorkers closes a dispatcher whose workers wait with no
+// tick: Close itself must wake them.
+func TestCloseWakesIdleWorkers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d, err := New(Config{Workers: 3}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.NewInput()
+	in.Dispatch(dtTraffic(rand.New(rand.NewPCG(1, 1)), 10, 64), nil)
+	if err := d.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // let the workers park
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, 64)
+}

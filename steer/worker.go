@@ -44,11 +44,12 @@ type Worker struct {
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
 
-	prod     *producer // re-dispatch from this worker's handlers, and its own source
-	attach   chan attachReq
-	flowHist flowHistory
-	inited   chan struct{}
-	err      error // pinning error, reported by New
+	prod       *producer // re-dispatch from this worker's handlers, and its own source
+	attach     chan attachReq
+	attachWant atomic.Int32 // RunOnWorkers calls waiting to hand the worker a source
+	flowHist   flowHistory
+	inited     chan struct{}
+	err        error // pinning error, reported by New
 }
 
 // Index returns the workstream id (netstat -Q's WSID), 0 to Workers-1.
@@ -291,7 +292,9 @@ func (w *Worker) push(b *pbatch, base uint64, n int) (wake bool) {
 	return wake
 }
 
-// wake tells an idle worker that its queue has frames.
+// wake tells an idle worker that it has something to do: frames in its
+// queue, a source to read, or Close. A wake-up for a worker that is not
+// waiting stays pending (notify holds one), so none is lost.
 func (w *Worker) wake() {
 	select {
 	case w.notify <- struct{}{}:
@@ -396,17 +399,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			}
 			w.idle = true
 			w.mu.Unlock()
-			select {
-			case <-w.notify:
-			case now := <-tick:
-				d.cfg.OnTick(w, now)
-			case req := <-w.attach:
-				req.done <- w.readSource(req.ctx, req.src, tick)
-			case <-d.quit:
-				w.mu.Lock()
-				w.closing = true
-				w.mu.Unlock()
-			}
+			w.park(tick)
 			continue
 		}
 		b := w.pop()
@@ -435,6 +428,39 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 	}
 	if d.cfg.OnClose != nil {
 		d.cfg.OnClose(w)
+	}
+}
+
+// park waits, idle, for a wake-up (see wake), then serves what woke it: a
+// tick, a source to read (RunOnWorkers) or Close. Everything wakes the
+// worker through one channel, so the wait is a plain receive, or a select
+// of two with a tick: a wait is most often for more frames, and a select
+// over every channel would lock each of them, on every wait.
+func (w *Worker) park(tick <-chan time.Time) {
+	d := w.d
+	if tick == nil {
+		<-w.notify
+	} else {
+		select {
+		case <-w.notify:
+		case now := <-tick:
+			d.cfg.OnTick(w, now)
+		}
+	}
+	if w.attachWant.Load() > 0 {
+		select {
+		case req := <-w.attach:
+			w.attachWant.Add(-1)
+			req.done <- w.readSource(req.ctx, req.src, tick)
+		case <-d.quit:
+		}
+	}
+	select {
+	case <-d.quit:
+		w.mu.Lock()
+		w.closing = true
+		w.mu.Unlock()
+	default:
 	}
 }
 
@@ -653,9 +679,14 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	reqs := make([]attachReq, len(srcs))
 	for i, s := range srcs {
 		reqs[i] = attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
+		w := d.workers[i]
+		w.attachWant.Add(1)
+		w.wake()
 		select {
-		case d.workers[i].attach <- reqs[i]:
+		case w.attach <- reqs[i]:
 		case <-d.quit:
+			// The worker, woken for the source, finds d.quit closed
+			// instead; attachWant stays up, which only makes it look.
 			return ErrClosed
 		}
 	}
