@@ -742,3 +742,51 @@ func TestCloseWakesIdleWorkers(t *testing.T) {
 	}
 	checkAccounting(t, d, 64)
 }
+
+// TestConcurrentRunOnWorkers has two more RunOnWorkers calls arrive while
+// the worker reads a first source (its handler blocked): their two
+// wake-ups coalesce into one, and each call must still be served once the
+// source before it ends.
+func TestConcurrentRunOnWorkers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	block := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(p *Packet) {
+		select {
+		case entered <- struct{}{}:
+			<-block
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := d.workers[0]
+	errs := make(chan error, 3)
+	run := func(seed uint64) {
+		src := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(2, seed)), 4, 10)}
+		errs <- d.RunOnWorkers(context.Background(), []Source{src})
+	}
+	go run(0)
+	<-entered // the worker is in readSource, inside the handler
+	go run(1)
+	go run(2)
+	for w.attachWant.Load() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(block)
+	for k := 0; k < 3; k++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 3 RunOnWorkers calls returned; the others are still blocked (attachWant=%d)", k, w.attachWant.Load())
+		}
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, 30)
+}

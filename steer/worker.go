@@ -452,6 +452,11 @@ func (w *Worker) park(tick <-chan time.Time) {
 		case req := <-w.attach:
 			w.attachWant.Add(-1)
 			req.done <- w.readSource(req.ctx, req.src, tick)
+			if w.attachWant.Load() > 0 {
+				// Wake-ups coalesce (notify holds one): another call
+				// that came meanwhile needs one of its own.
+				w.wake()
+			}
 		case <-d.quit:
 		}
 	}
