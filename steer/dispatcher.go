@@ -103,7 +103,7 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 	d.workers = make([]*Worker, cfg.Workers)
 	for i := range d.workers {
 		w := &Worker{d: d, index: i, cpu: -1, notify: make(chan struct{}, 1), inited: make(chan struct{}),
-			ring: make([]*pbatch, 16), attach: make(chan attachReq)}
+			ring: make([]*pbatch, 16)}
 		w.space.L = &w.mu
 		if len(cfg.CPUs) > 0 {
 			w.cpu = cfg.CPUs[i%len(cfg.CPUs)]

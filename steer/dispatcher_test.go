@@ -771,7 +771,7 @@ func TestConcurrentRunOnWorkers(t *testing.T) {
 	<-entered // the worker is in readSource, inside the handler
 	go run(1)
 	go run(2)
-	for w.attachWant.Load() != 2 {
+	for offered(w) != 2 {
 		time.Sleep(time.Millisecond)
 	}
 	close(block)
@@ -782,11 +782,68 @@ func TestConcurrentRunOnWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of 3 RunOnWorkers calls returned; the others are still blocked (attachWant=%d)", k, w.attachWant.Load())
+			t.Fatalf("%d of 3 RunOnWorkers calls returned; the others are still blocked (%d offered)", k, offered(w))
 		}
 	}
 	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	checkAccounting(t, d, 30)
+}
+
+// offered is how many sources RunOnWorkers has offered w that it has not
+// taken yet.
+func offered(w *Worker) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.attachQ)
+}
+
+// TestRunOnWorkersContextWhileBusy ends the context of a RunOnWorkers call
+// whose worker is still reading another source: the call returns with the
+// context's error, and its source is never read.
+func TestRunOnWorkersContextWhileBusy(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	block := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(p *Packet) {
+		select {
+		case entered <- struct{}{}:
+			<-block
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		src := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(3, 1)), 4, 10)}
+		first <- d.RunOnWorkers(context.Background(), []Source{src})
+	}()
+	<-entered // the worker is in readSource, inside the handler
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	unread := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(3, 2)), 4, 10)}
+	second := make(chan error, 1)
+	go func() { second <- d.RunOnWorkers(ctx, []Source{unread}) }()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("RunOnWorkers returned %v, want %v", err, context.DeadlineExceeded)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunOnWorkers did not return when its context ended")
+	}
+	if n := offered(d.workers[0]); n != 0 {
+		t.Errorf("%d sources still offered after the call returned", n)
+	}
+	close(block)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, 10) // the second source's frames never came in
 }

@@ -44,12 +44,12 @@ type Worker struct {
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
 
-	prod       *producer // re-dispatch from this worker's handlers, and its own source
-	attach     chan attachReq
-	attachWant atomic.Int32 // RunOnWorkers calls waiting to hand the worker a source
-	flowHist   flowHistory
-	inited     chan struct{}
-	err        error // pinning error, reported by New
+	prod     *producer    // re-dispatch from this worker's handlers, and its own source
+	attachQ  []*attachReq // sources RunOnWorkers offered, not yet taken; under mu
+	gone     bool         // the worker has exited and takes no more sources; under mu
+	flowHist flowHistory
+	inited   chan struct{}
+	err      error // pinning error, reported by New
 }
 
 // Index returns the workstream id (netstat -Q's WSID), 0 to Workers-1.
@@ -380,8 +380,21 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 		done = 0
 		if w.rcount == 0 {
 			if w.closing {
+				w.gone = true
+				left := w.attachQ
+				w.attachQ = nil
 				w.mu.Unlock()
+				for _, req := range left {
+					req.done <- ErrClosed
+				}
 				break
+			}
+			if len(w.attachQ) > 0 {
+				req := w.attachQ[0]
+				w.attachQ = w.attachQ[1:]
+				w.mu.Unlock()
+				req.done <- w.readSource(req.ctx, req.src, tick)
+				continue
 			}
 			if w.d.spin {
 				// A pinned worker owns its CPU: poll a little before
@@ -392,7 +405,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 					continue
 				}
 				w.mu.Lock()
-				if w.rcount > 0 || w.closing {
+				if w.rcount > 0 || w.closing || len(w.attachQ) > 0 {
 					w.mu.Unlock()
 					continue
 				}
@@ -431,11 +444,12 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 	}
 }
 
-// park waits, idle, for a wake-up (see wake), then serves what woke it: a
-// tick, a source to read (RunOnWorkers) or Close. Everything wakes the
-// worker through one channel, so the wait is a plain receive, or a select
-// of two with a tick: a wait is most often for more frames, and a select
-// over every channel would lock each of them, on every wait.
+// park waits, idle, for a wake-up (see wake) or a tick, and notes Close.
+// Frames, a source to read (RunOnWorkers, through attachQ) and Close all
+// wake the worker through one channel, so the wait is a plain receive, or
+// a select of two with a tick: a wait is most often for more frames, and a
+// select over a channel for each would lock every one of them on every
+// wait.
 func (w *Worker) park(tick <-chan time.Time) {
 	d := w.d
 	if tick == nil {
@@ -445,19 +459,6 @@ func (w *Worker) park(tick <-chan time.Time) {
 		case <-w.notify:
 		case now := <-tick:
 			d.cfg.OnTick(w, now)
-		}
-	}
-	if w.attachWant.Load() > 0 {
-		select {
-		case req := <-w.attach:
-			w.attachWant.Add(-1)
-			req.done <- w.readSource(req.ctx, req.src, tick)
-			if w.attachWant.Load() > 0 {
-				// Wake-ups coalesce (notify holds one): another call
-				// that came meanwhile needs one of its own.
-				w.wake()
-			}
-		case <-d.quit:
 		}
 	}
 	select {
@@ -665,10 +666,12 @@ func (w *Worker) drainQueue() {
 // dispatch a frame is classified and handled in the worker that read it,
 // so the kernel's steering stands and the stats keep their shape; with
 // HYBRID or DEFERRED the worker steers it on like any input. Between
-// batches each worker serves its queue and its tick. RunOnWorkers returns
-// when every source is exhausted (io.EOF), ctx ends, or the dispatcher
-// closes, with the first error other than io.EOF. It does not close the
-// sources.
+// batches each worker serves its queue and its tick. A worker takes its
+// source once its queue is empty and any source it was given before is
+// done; a source not yet taken when ctx ends is never read. RunOnWorkers
+// returns when every source is exhausted (io.EOF), ctx ends, or the
+// dispatcher closes, with the first error other than io.EOF. It does not
+// close the sources.
 func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	if len(srcs) != len(d.workers) {
 		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)
@@ -681,27 +684,60 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 			d.AddSource(st)
 		}
 	}
-	reqs := make([]attachReq, len(srcs))
-	for i, s := range srcs {
-		reqs[i] = attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
-		w := d.workers[i]
-		w.attachWant.Add(1)
-		w.wake()
-		select {
-		case w.attach <- reqs[i]:
-		case <-d.quit:
-			// The worker, woken for the source, finds d.quit closed
-			// instead; attachWant stays up, which only makes it look.
-			return ErrClosed
-		}
-	}
+	reqs := make([]*attachReq, 0, len(srcs))
 	var first error
-	for i := range reqs {
-		if err := <-reqs[i].done; err != nil && first == nil && !errors.Is(err, context.Canceled) {
+	for i, s := range srcs {
+		req := &attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
+		if !d.workers[i].offer(req) {
+			first = ErrClosed
+			break
+		}
+		reqs = append(reqs, req)
+	}
+	for i, req := range reqs {
+		var err error
+		select {
+		case err = <-req.done:
+		case <-ctx.Done():
+			if d.workers[i].withdraw(req) {
+				err = ctx.Err()
+			} else {
+				err = <-req.done // taken: readSource sees ctx end
+			}
+		}
+		if err != nil && first == nil && !errors.Is(err, context.Canceled) {
 			first = err
 		}
 	}
 	return first
+}
+
+// offer queues a source for the worker to read when its queue is next
+// empty, and wakes it. It reports false when the worker has exited.
+func (w *Worker) offer(req *attachReq) bool {
+	w.mu.Lock()
+	if w.gone {
+		w.mu.Unlock()
+		return false
+	}
+	w.attachQ = append(w.attachQ, req)
+	w.mu.Unlock()
+	w.wake()
+	return true
+}
+
+// withdraw takes back an offered source the worker has not taken yet, and
+// reports whether it did.
+func (w *Worker) withdraw(req *attachReq) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, r := range w.attachQ {
+		if r == req {
+			w.attachQ = append(w.attachQ[:i], w.attachQ[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // spinWait polls the queue for up to spinFor and reports whether a batch
