@@ -743,13 +743,12 @@ func TestCloseWakesIdleWorkers(t *testing.T) {
 	checkAccounting(t, d, 64)
 }
 
-// TestConcurrentRunOnWorkers has two more RunOnWorkers calls arrive while
-// the worker reads a first source (its handler blocked): their two
-// wake-ups coalesce into one, and each call must still be served once the
-// source before it ends.
-func TestConcurrentRunOnWorkers(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	block := make(chan struct{})
+// busyReader starts a one-worker DIRECT dispatcher and a RunOnWorkers call
+// whose first frame blocks in the handler until block is closed; it
+// returns once the worker is there. first receives that call's result.
+func busyReader(t *testing.T) (d *Dispatcher, block chan struct{}, first chan error) {
+	t.Helper()
+	block = make(chan struct{})
 	entered := make(chan struct{}, 1)
 	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(p *Packet) {
 		select {
@@ -761,14 +760,28 @@ func TestConcurrentRunOnWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first = make(chan error, 1)
+	go func() {
+		src := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(2, 0)), 4, 10)}
+		first <- d.RunOnWorkers(context.Background(), []Source{src})
+	}()
+	<-entered // the worker is in readSource, inside the handler
+	return d, block, first
+}
+
+// TestConcurrentRunOnWorkers has two more RunOnWorkers calls arrive while
+// the worker reads a first source (its handler blocked): each must be
+// served once the source before it ends.
+func TestConcurrentRunOnWorkers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d, block, first := busyReader(t)
 	w := d.workers[0]
 	errs := make(chan error, 3)
+	go func() { errs <- <-first }()
 	run := func(seed uint64) {
 		src := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(2, seed)), 4, 10)}
 		errs <- d.RunOnWorkers(context.Background(), []Source{src})
 	}
-	go run(0)
-	<-entered // the worker is in readSource, inside the handler
 	go run(1)
 	go run(2)
 	for offered(w) != 2 {
@@ -804,24 +817,7 @@ func offered(w *Worker) int {
 // context's error, and its source is never read.
 func TestRunOnWorkersContextWhileBusy(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	block := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(p *Packet) {
-		select {
-		case entered <- struct{}{}:
-			<-block
-		default:
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan error, 1)
-	go func() {
-		src := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(3, 1)), 4, 10)}
-		first <- d.RunOnWorkers(context.Background(), []Source{src})
-	}()
-	<-entered // the worker is in readSource, inside the handler
+	d, block, first := busyReader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	unread := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(3, 2)), 4, 10)}
