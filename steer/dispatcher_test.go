@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/affinity"
@@ -842,4 +844,104 @@ func TestRunOnWorkersContextWhileBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAccounting(t, d, 10) // the second source's frames never came in
+}
+
+// gatedSource delivers its frames in one batch once gate is closed, then
+// io.EOF; entered is closed when the first ReadBatch begins.
+type gatedSource struct {
+	gate, entered chan struct{}
+	frames        []Frame
+	reads         int
+}
+
+func (s *gatedSource) ReadBatch(ctx context.Context, b *Batch) error {
+	if s.reads > 0 {
+		return io.EOF
+	}
+	s.reads++
+	close(s.entered)
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	b.Frames = s.frames
+	return nil
+}
+
+func (s *gatedSource) Close() error { return nil }
+
+// TestCloseWhileWorkerReadsAndInputWaits closes a dispatcher while an
+// input in blocking mode waits for room in a worker's queue and that
+// worker, reading a source of its own, gets a batch: the worker must not
+// wait behind Close for the intake lock the input holds, or nothing moves.
+func TestCloseWhileWorkerReadsAndInputWaits(t *testing.T) {
+	for _, mode := range []DispatchMode{Deferred, Hybrid} {
+		t.Run(mode.String(), func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			d, err := New(Config{Workers: 1, Dispatch: mode, Block: true, QLimit: 64}, func(*Packet) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := d.workers[0]
+			src := &gatedSource{gate: make(chan struct{}), entered: make(chan struct{}),
+				frames: dtTraffic(rand.New(rand.NewPCG(9, 9)), 4, 8)}
+			ran := make(chan error, 1)
+			go func() { ran <- d.RunOnWorkers(context.Background(), []Source{src}) }()
+			<-src.entered // the worker is in ReadBatch
+			in := d.NewInput()
+			dispatched := make(chan error, 1)
+			go func() { dispatched <- in.Dispatch(dtTraffic(rand.New(rand.NewPCG(1, 2)), 10, 4*BatchSize), nil) }()
+			for { // until the input waits for room, holding intake shared
+				w.mu.Lock()
+				n := w.waiters
+				w.mu.Unlock()
+				if n > 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			closed := make(chan error, 1)
+			go func() { closed <- d.Close(ctx) }()
+			for !d.closed.Load() {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // Close now waits for intake.Lock
+			close(src.gate)                   // the worker gets a batch
+			if err := <-closed; err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			<-dispatched
+			if err := <-ran; !errors.Is(err, ErrClosed) {
+				t.Errorf("RunOnWorkers returned %v, want %v", err, ErrClosed)
+			}
+			checkAccounting(t, d, 4*BatchSize) // the source's late batch was never handed in
+		})
+	}
+}
+
+// TestRunOnWorkersKeepsNoSource checks that a dispatcher holds no
+// reference to a source once RunOnWorkers has returned.
+func TestRunOnWorkersKeepsNoSource(t *testing.T) {
+	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	wp := func() weak.Pointer[SliceSource] {
+		src := &SliceSource{Frames: dtTraffic(rand.New(rand.NewPCG(1, 1)), 4, 10)}
+		if err := d.RunOnWorkers(context.Background(), []Source{src}); err != nil {
+			t.Fatal(err)
+		}
+		return weak.Make(src)
+	}()
+	for i := 0; i < 5 && wp.Value() != nil; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if wp.Value() != nil {
+		t.Error("the source is still reachable after RunOnWorkers returned")
+	}
 }

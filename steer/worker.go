@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -391,7 +392,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			}
 			if len(w.attachQ) > 0 {
 				req := w.attachQ[0]
-				w.attachQ = w.attachQ[1:]
+				w.attachQ = slices.Delete(w.attachQ, 0, 1) // keeps no finished source alive
 				w.mu.Unlock()
 				req.done <- w.readSource(req.ctx, req.src, tick)
 				continue
@@ -606,17 +607,21 @@ func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Ti
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		select {
-		case <-d.quit:
+		if d.closed.Load() { // Close has stopped intake: read nothing more
 			return ErrClosed
-		default:
 		}
 		b.Frames, b.Release = b.Frames[:0], nil
 		err := src.ReadBatch(ctx, &b)
 		if len(b.Frames) > 0 || b.Release != nil {
-			d.intake.RLock()
-			if d.closed.Load() {
-				d.intake.RUnlock()
+			// Never wait behind Close's intake.Lock: an input in blocking
+			// mode, which holds intake shared, may be waiting for room in
+			// this worker's queue, which only this worker empties.
+			// TryRLock fails only once Close has begun.
+			locked := d.intake.TryRLock()
+			if !locked || d.closed.Load() {
+				if locked {
+					d.intake.RUnlock()
+				}
 				if b.Release != nil {
 					b.Release()
 				}
@@ -670,8 +675,9 @@ func (w *Worker) drainQueue() {
 // source once its queue is empty and any source it was given before is
 // done; a source not yet taken when ctx ends is never read. RunOnWorkers
 // returns when every source is exhausted (io.EOF), ctx ends, or the
-// dispatcher closes, with the first error other than io.EOF. It does not
-// close the sources.
+// dispatcher closes, with the first error other than io.EOF; a cancelled
+// ctx is how a caller stops it, and is not reported. It does not close the
+// sources.
 func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	if len(srcs) != len(d.workers) {
 		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)
@@ -733,7 +739,7 @@ func (w *Worker) withdraw(req *attachReq) bool {
 	defer w.mu.Unlock()
 	for i, r := range w.attachQ {
 		if r == req {
-			w.attachQ = append(w.attachQ[:i], w.attachQ[i+1:]...)
+			w.attachQ = slices.Delete(w.attachQ, i, i+1)
 			return true
 		}
 	}
