@@ -336,17 +336,23 @@ var _ [64 - chunkLen]struct{} // chunkLen <= 64
 // RFS: classified a chunk at a time (classifyChunk), then steered one by
 // one.
 func (p *producer) steerEach(frames []Frame, ref *batchRef) {
-	if p.clsBuf == nil {
-		p.clsBuf = make([]Classification, chunkLen)
-	}
 	for start := 0; start < len(frames); start += chunkLen {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
-		cls := p.clsBuf[:len(chunk)]
+		cls := p.chunkCls(len(chunk))
 		p.classifyChunk(chunk, cls)
 		for i := range chunk {
 			p.steerClassified(&chunk[i], &cls[i], ref, 0)
 		}
 	}
+}
+
+// chunkCls returns n Classifications for a chunk's frames, from a buffer
+// made on first use (a worker's producer may never need one).
+func (p *producer) chunkCls(n int) []Classification {
+	if p.clsBuf == nil {
+		p.clsBuf = make([]Classification, chunkLen)
+	}
+	return p.clsBuf[:n]
 }
 
 // classifyChunk is classify for each frame of chunk into cls, with the
@@ -376,12 +382,9 @@ func (p *producer) classifyChunk(chunk []Frame, cls []Classification) {
 // instead of following one another. Finding the entries to prefetch is the
 // flow table's search; its hints let rfs skip doing it again.
 func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
-	if p.clsBuf == nil {
-		p.clsBuf = make([]Classification, chunkLen)
-	}
 	for start := 0; start < len(frames); start += chunkLen {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
-		cls := p.clsBuf[:len(chunk)]
+		cls := p.chunkCls(len(chunk))
 		ids := p.ids[:len(chunk)]
 		p.classifyChunk(chunk, cls)
 		for i := range chunk {
