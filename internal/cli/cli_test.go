@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func newTestFlags(out *bytes.Buffer) (*flag.FlagSet, *int) {
+	fs := NewFlagSet("demo", "[flags]", "Demonstrates the conventions.", out)
+	n := fs.Int("n", 1, "a `number`")
+	return fs, n
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		help      bool
+		usage     bool
+		wantN     int
+		wantPrint bool // the usage is printed
+	}{
+		{args: nil, wantN: 1},
+		{args: []string{"-n", "3"}, wantN: 3},
+		{args: []string{"-h"}, help: true, wantPrint: true},
+		{args: []string{"-help"}, help: true, wantPrint: true},
+		{args: []string{"-x"}, usage: true},
+		{args: []string{"-n", "many"}, usage: true},
+		{args: []string{"stray"}, usage: true},
+	} {
+		var out bytes.Buffer
+		fs, n := newTestFlags(&out)
+		err := Parse(fs, tc.args)
+		switch {
+		case tc.help && !errors.Is(err, flag.ErrHelp):
+			t.Errorf("%q: %v, want flag.ErrHelp", tc.args, err)
+		case tc.usage && !errors.Is(err, ErrUsage):
+			t.Errorf("%q: %v, want a usage error", tc.args, err)
+		case !tc.help && !tc.usage && (err != nil || *n != tc.wantN):
+			t.Errorf("%q: n %d, %v; want %d, nil", tc.args, *n, err, tc.wantN)
+		}
+		printed := strings.HasPrefix(out.String(), "Usage: demo [flags]\n\nDemonstrates the conventions.\n\nFlags:\n  -n number")
+		if printed != tc.wantPrint || !printed && out.Len() > 0 {
+			t.Errorf("%q: printed %q", tc.args, out.String())
+		}
+	}
+}
+
+func TestReport(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+		out  string
+	}{
+		{nil, 0, ""},
+		{flag.ErrHelp, 0, ""},
+		{Usagef("-i is required"), 2, "demo: usage error: -i is required\nRun 'demo -h' for usage.\n"},
+		{errors.New("no such file"), 1, "demo: no such file\n"},
+	} {
+		var b bytes.Buffer
+		if code := report(&b, "demo", tc.err); code != tc.code || b.String() != tc.out {
+			t.Errorf("report(%v) = %d, %q; want %d, %q", tc.err, code, b.String(), tc.code, tc.out)
+		}
+	}
+}
+
+// TestExit runs Exit in a child process and checks its status and output.
+func TestExit(t *testing.T) {
+	if msg, ok := os.LookupEnv("CLI_EXIT"); ok {
+		var err error
+		switch msg {
+		case "usage":
+			err = Usagef("bad")
+		case "fail":
+			err = errors.New("failed")
+		}
+		Exit("demo", err)
+		os.Exit(0)
+	}
+	for arg, want := range map[string]struct {
+		code   int
+		stderr string
+	}{
+		"none":  {0, ""},
+		"usage": {2, "demo: usage error: bad\nRun 'demo -h' for usage.\n"},
+		"fail":  {1, "demo: failed\n"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestExit$")
+		cmd.Env = append(os.Environ(), "CLI_EXIT="+arg)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != want.code || stderr.String() != want.stderr {
+			t.Errorf("Exit for %s: status %d, stderr %q; want %d, %q", arg, code, stderr.String(), want.code, want.stderr)
+		}
+	}
+}
