@@ -1,116 +1,119 @@
 // Package steer spreads received frames over per-CPU worker goroutines so
 // that every flow is handled by one worker, in order: FreeBSD's netisr and
 // RSS layers (and Linux's RPS/RFS), done in user space for a single-queue
-// source such as a capture file or an AF_PACKET ring.
+// source such as a capture file or an AF_PACKET ring. The package uses the
+// kernels' names where they fit; docs/freebsd-linux.md in the repository
+// puts each of them beside the name that plays its part here and says where
+// the library differs.
 //
 // # The path of a frame
 //
 // A [Source] delivers frames in batches. An [Input] (one per feeding
-// goroutine, each with its own source id, closed with [Input.Close] when the
-// goroutine is done; [Dispatcher.Run] makes and closes one) takes every
-// frame through four steps, each in one place in the code:
+// goroutine, each with its own source id, from [Dispatcher.NewInput] and
+// closed with [Input.Close] when the goroutine is done; [Dispatcher.Run]
+// makes and closes one) takes every frame through four steps, each in one
+// place in the code and the same for every dispatch mode, with RFS and with
+// tracing:
 //
 //  1. Classify (ether_demux). [Classifier.Classify] walks the Ethernet header,
 //     up to four 802.1Q/802.1ad tags, the IPv4 header or the IPv6 extension
 //     chain, and the transport ports, into a fixed-size [FlowKey]. It never
 //     drops: a frame it cannot read fully gets a [Reason], counted in the
-//     stats, and is delivered anyway. The input is the one step of the path
-//     that cannot be spread over the workers, so for a queued plain TCP or
-//     UDP over IPv4 packet, the bulk of most traffic, it reads no more than
-//     the hash needs, as Linux's RPS does: [Packet.Key] derives the key in
-//     the handler's worker, on first use.
+//     stats, and is delivered anyway. Any byte sequence is a valid input.
+//     For a queued plain TCP or UDP over IPv4 packet the input reads no
+//     more than the hash needs, as Linux's RPS leaves protocol parsing to
+//     the backlog CPU: [Packet.Key] derives the key in the handler's worker,
+//     on first use.
 //
-//  2. Hash (rss_mbuf_software_hash_v4/v6). When the source gave no hash (a
-//     NIC would set m->m_pkthdr.flowid), the Toeplitz hash of the 4-tuple or
-//     2-tuple, built as FreeBSD's rss_hash_ip4_4tuple builds it, becomes the
-//     flowid, and the [hash.HashType] (M_HASHTYPE_*) says what was hashed:
-//     TCP gets RSS_TCP_IPV4/6 over addresses and ports; UDP gets the 2-tuple
-//     RSS_IPV4/6 unless Config.UDP4Tuple; fragments always the 2-tuple;
-//     non-IP frames NONE and no flowid. The input classifies a chunk of up
-//     to 64 frames before it steers any, and hashes the chunk's plain IPv4
-//     packets in one batch ([hash.Toeplitz.SumIPv4Tuples]).
+//  2. Hash (rss_mbuf_software_hash_v4/v6). When the source gave no hash,
+//     the Toeplitz hash of the 4-tuple or 2-tuple, with the tuple bytes
+//     FreeBSD's rss_hash_ip4_4tuple uses, becomes the flowid
+//     ([Packet.FlowID]), and the [hash.HashType] (M_HASHTYPE_*) says what
+//     was hashed: TCP gets RSS_TCP_IPV4/6 over addresses and ports; UDP the
+//     2-tuple RSS_IPV4/6 unless Config.Hash.UDP4Tuple; fragments always the
+//     2-tuple; non-IP frames NONE and no flowid. Config.Hash.Key is the
+//     Toeplitz key (nil: a fresh random key; at least [MinKeyLen] bytes, so
+//     that an IPv6 4-tuple is hashed in full); Config.Hash.Symmetric gives
+//     both directions of a connection one flowid.
 //
-//  3. Select (netisr_select_cpuid). The [Policy] picks the worker: FLOW is
-//     netisr_default_flow2cpu (flowid % workers); SOURCE uses the source id
-//     and ingress interface, and places every frame with HashType NONE; CPU
-//     asks a function; RSS, the default, is the CPU policy with FreeBSD
-//     RSS's rss_m2cpuid: bucket = flowid & (buckets-1) (rss_getbucket),
-//     worker = table[bucket] (rss_getcpu). The indirection table has 128
-//     buckets by default, assigned round-robin, and can be read and
-//     reprogrammed at run time ([Dispatcher.Table], [Dispatcher.SetTable]).
-//     With RFS on, a flow whose consumer named a worker
-//     ([Dispatcher.SetDesired], Linux's rps_record_sock_flow) goes there.
+//  3. Select (netisr_select_cpuid). The [Policy] picks the worker: RSS, the
+//     default, is bucket = flowid & (buckets-1), worker = table[bucket],
+//     over an indirection table of Config.Buckets entries (128 by default,
+//     assigned round-robin) that can be read and reprogrammed at run time
+//     ([Dispatcher.Table], [Dispatcher.SetTable], [Dispatcher.SetBucket]);
+//     FLOW is flowid % workers; SOURCE uses the source id and ingress
+//     interface, and places every frame with HashType NONE; CPU asks
+//     Config.CPUFunc. With Config.RFS enabled, RFS is a stage of selection:
+//     a flow whose consumer named a worker ([Dispatcher.SetDesired], Linux's
+//     rps_record_sock_flow) moves there, under the order rule below.
 //
-//  4. Hand off (netisr_dispatch_src). [DispatchMode] DIRECT runs the handler
-//     in the caller's goroutine; DEFERRED queues the frame to its worker;
-//     HYBRID runs it inline only when the caller is itself the selected
-//     worker (a handler re-dispatching a decapsulated frame) with an empty
-//     queue. Queued frames travel in batches of up to 64 per worker, because
-//     one channel operation per frame costs more than all of the steering.
+//  4. Hand off (netisr_dispatch_src, netisr_queue_src). [DispatchMode]
+//     DIRECT runs the handler in the caller's goroutine; DEFERRED, the
+//     default, queues the frame to its worker; HYBRID runs it inline only
+//     when the caller is itself the selected worker (a handler
+//     re-dispatching with [Packet.Redispatch]) and that worker's queue is
+//     empty. Every mode accounts the frame to the selected worker. Queued
+//     frames travel in batches of up to [BatchSize] per worker, because one
+//     channel operation per frame costs more than all of the steering.
 //
-// Each worker is a workstream (netisr's nws): a goroutine, optionally pinned
-// to a CPU (net.isr.bindthreads), with a bounded queue of qlimit frames
-// (net.isr.defaultqlimit 256, maxqlimit 10240). A full queue drops at the
-// tail and counts QDrops, or, with Config.Block, holds the source back.
-// [Dispatcher.Stats] reports each workstream with netstat -Q's columns (Len,
-// WMark, Disp'd, HDisp'd, QDrops, Queued, Handled), and
-// [Stats.WriteReport] prints them the way netstat -Q does.
+// Config.Trace, when set, receives each [Decision]: every step above for one
+// frame, named as the kernels name it (netisr_select_cpuid where it selects,
+// netisr_queue_src where it queues). It costs nothing when unset.
+//
+// # Workers and their state
+//
+// Each [Worker] is a workstream (netisr's nws): a goroutine, pinned to a CPU
+// when Config.CPUs is set (net.isr.bindthreads), with a bounded queue.
+// Config.Workers defaults to [DefaultWorkers], the CPUs the process may run
+// on. Config.Queue.Limit bounds each queue (net.isr.defaultqlimit): zero
+// means [DefaultQLimit] for inputs that drop and [DefaultWaitQLimit] for
+// inputs that wait, at most [MaxQLimit]. Config.Queue.Overflow says what a
+// full queue does to the input filling it: [OverflowAuto], the default,
+// holds back a source that can wait (a file, a slice, an Input the caller
+// feeds) and drops at the tail for a [LiveSource] that cannot (a ring the
+// kernel fills); [OverflowWait] and [OverflowDrop] choose one for all.
+//
+// [New] takes a stateless [Handler]. [NewPerWorker] gives every worker a
+// state of its own: newState runs in each worker's goroutine before its
+// first frame, the handler receives that worker's state with each packet,
+// and states[i], worker i's state, may be read from outside the workers
+// once [Dispatcher.Close] has returned. A state that implements [Ticker] is
+// ticked every Config.TickInterval in its worker; one that implements
+// [Mover] carries per-flow state when a flow moves; one that implements
+// io.Closer is closed in its worker before the worker exits, and the errors
+// are joined into Close's.
 //
 // # Order
 //
 // The frames of a flow are handled by one worker at a time, in the order the
 // input received them. Batching keeps order because a worker's queue is a
-// FIFO. Moving a flow (a reprogrammed bucket, an RFS move, the rebalancer)
-// follows Linux's last_qtail rule: every worker counts the frames put on its
-// queue (tail) and the frames handled (head); each input remembers, per
-// bucket and per flow, the tail position of the last frame it queued; a flow
-// may leave its worker only once that worker's head has passed that
-// position. Until then its frames keep going to the old worker. Config's
-// MoveOut and MoveIn hooks let per-flow state follow the flow: MoveOut runs
-// in the old worker after its last frame of the flow, MoveIn in the new one
-// before its first.
+// FIFO. Moving a flow (a reprogrammed bucket, an RFS move, the rebalancer of
+// Config.Rebalance) follows Linux's last_qtail rule: every worker counts the
+// frames put on its queue (tail) and the frames handled (head); each input
+// remembers, per bucket and per flow, the tail position of the last frame it
+// queued; a flow may leave its worker only once that worker's head has
+// passed that position. Until then its frames keep going to the old worker.
+// For a state that implements [Mover], MoveOut runs in the old worker after
+// its last frame of the flow, and MoveIn in the new one, with what MoveOut
+// returned, before its first.
 //
 // # Accounting
 //
-// Every frame handed in ends as handled or as dropped with a reason (queue
-// full, flow limit, re-dispatch too deep, Close out of time), and
-// Stats.Frames == Stats.Handled() + Stats.Dropped() once the dispatcher is
-// closed. A source's buffer (a file arena, a ring block) is released once
-// every frame in it has been handled or dropped; a handler that keeps bytes
-// calls [Packet.Retain]. A handler panic is recovered, counted and reported
-// through Config.OnPanic, and the worker goes on.
+// Every frame handed in has one outcome: handled; dropped with a reason
+// (queue full, flow limit, re-dispatch too deep, Close out of time); or
+// panicked, when its handler panicked. Once the dispatcher is closed,
+// Stats.Frames == Stats.Handled() + Stats.Dropped() + Stats.Panicked().
+// A handler panic is recovered, logged through Config.Logger (at most one
+// record a second) or passed to Config.OnPanic, and the worker goes on. A
+// source's buffer (a file arena, a ring block) is released once every frame
+// in it has been handled, dropped or panicked; a handler that keeps bytes
+// past its return calls [Packet.Retain]. [Dispatcher.Stats] reports each
+// workstream with netstat -Q's columns (Len, WMark, Disp'd, HDisp'd, QDrops,
+// Queued, Handled), and [Stats.WriteReport] prints them as netstat -Q does.
 //
-// # Where FreeBSD and Linux names live here
-//
-//	FreeBSD / Linux                          here
-//	m_pkthdr.flowid, M_HASHTYPE_*            Packet.FlowID, Packet.HashType (hash.HashType)
-//	ether_demux                              Classifier.Classify
-//	rss_hash_ip4_4tuple and friends          hash.NewTuple4, hash.NewTuple2, Toeplitz.Sum, Toeplitz.SumIPv4Tuples
-//	rss_mbuf_software_hash_v4/v6             the classifier's choice of tuple and HashType
-//	rss_key (default: the Microsoft key)     Config.Key (default: random), hash.MicrosoftKey
-//	netisr_select_cpuid                      selectWorker in producer.go (step 3 above)
-//	NETISR_POLICY_SOURCE/FLOW/CPU            PolicySource, PolicyFlow, PolicyCPU
-//	netisr_default_flow2cpu                  PolicyFlow
-//	rss_m2cpuid, rss_getbucket, rss_getcpu   PolicyRSS, flowid & (Buckets-1), Dispatcher.Table
-//	NETISR_DISPATCH_DIRECT/HYBRID/DEFERRED   Direct, Hybrid, Deferred
-//	net.isr.maxthreads, bindthreads          Config.Workers, Config.CPUs
-//	net.isr.defaultqlimit, maxqlimit         Config.QLimit (DefaultQLimit), MaxQLimit
-//	netstat -Q (WSID .. Handled)             Dispatcher.Stats, Stats.WriteReport
-//	rps_sock_flow_table, rps_record_sock_flow  Dispatcher.SetDesired (flowtable.Desired)
-//	rps_dev_flow_table, last_qtail           each Input's flowtable.Table, Entry.LastTail
-//	input_queue_head, input_queue_tail       Worker head and tail counters
-//	skb_flow_limit (FLOW_LIMIT_HISTORY)      Config.FlowLimit
-//	ethtool -X (RETA)                        Dispatcher.SetTable, SetBucket
-//
-// Where the library differs: dispatch defaults to DEFERRED (FreeBSD's
-// default, DIRECT, keeps the packet on the interrupted CPU, which a single
-// user-space reader would turn into no steering at all), and DIRECT still
-// selects a workstream, to account the frame there; a TCP segment too short
-// for its ports gets a 2-tuple hash and ReasonShortTransport where FreeBSD
-// gives it no hash, so it still follows its addresses; the default key is random, not the public
-// Microsoft key (a known key lets anyone aim every flow at one worker);
-// reprogramming the table never reorders a flow (FreeBSD's netisr cannot
-// change its configuration at run time at all); and a rebalancer
-// (Config.Rebalance) moves buckets by measured load, which neither kernel
-// does.
+// [Dispatcher.Close] stops intake, lets every worker drain its queue and
+// waits for the workers to exit; when its ctx ends first, what is left is
+// dropped and counted, and Close says what it could not wait for. It may be
+// called at any moment and more than once; a dispatch after it returns
+// [ErrClosed].
 package steer
