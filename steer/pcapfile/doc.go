@@ -95,8 +95,9 @@
 // frames before it have been delivered; a caller that prefers tcpdump's
 // leniency can treat it as the end of the file. Any other inconsistency
 // (bad magic, block lengths that disagree, an unknown interface ID, a
-// captured length over [MaxRecordLen]) wraps [ErrFormat]. Errors name the
-// record (counting from 1) where they happened. Bad input never panics.
+// captured length over [MaxRecordLen], more than [MaxInterfaces] interface
+// description blocks in a pcapng section) wraps [ErrFormat]. Errors name
+// the record (counting from 1) where they happened. Bad input never panics.
 //
 // # Why not gopacket's pcapgo
 //

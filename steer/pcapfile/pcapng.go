@@ -35,14 +35,17 @@ type ngState struct {
 	remain int    // bytes of the current packet block after the captured data, before the trailer
 }
 
+// ngIface is what the reader keeps of an interface description: 16 bytes,
+// so that a section's [MaxInterfaces] interfaces take at most 64 KiB.
 type ngIface struct {
-	link     LinkType
+	tsOffset int64 // if_tsoffset, seconds
 	snap     uint32
+	link     uint16 // an interface's link type has 16 bits in pcapng
+	exp      uint8  // if_tsresol's exponent: units are 10^-exp or 2^-exp seconds
 	binary   bool   // if_tsresol is a power of two
-	exp      uint   // its exponent: units are 10^-exp or 2^-exp seconds
-	div      uint64 // 10^exp, for decimal resolutions
-	tsOffset int64  // if_tsoffset, seconds
 }
+
+func (ifc *ngIface) linkType() LinkType { return LinkType(ifc.link) }
 
 // time converts a timestamp in the interface's units.
 func (ifc *ngIface) time(ts uint64) (sec, nsec int64) {
@@ -54,20 +57,22 @@ func (ifc *ngIface) time(ts uint64) (sec, nsec int64) {
 		}
 		return int64(ts>>ifc.exp) + ifc.tsOffset, int64(hi<<(64-ifc.exp) | lo>>ifc.exp)
 	}
-	sec, frac := int64(ts/ifc.div), ts%ifc.div
+	div := pow10[ifc.exp]
+	sec, frac := int64(ts/div), ts%div
 	if ifc.exp <= 9 {
-		return sec + ifc.tsOffset, int64(frac * pow10(9-ifc.exp))
+		return sec + ifc.tsOffset, int64(frac * pow10[9-ifc.exp])
 	}
-	return sec + ifc.tsOffset, int64(frac / pow10(ifc.exp-9))
+	return sec + ifc.tsOffset, int64(frac / pow10[ifc.exp-9])
 }
 
-func pow10(e uint) uint64 {
-	p := uint64(1)
-	for range e {
-		p *= 10
+// pow10[e] is 10^e, up to 10^19, the largest power of ten in a uint64.
+var pow10 = func() (p [20]uint64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
 	}
 	return p
-}
+}()
 
 func (r *Reader) ngErr(format string, args ...any) error {
 	if r.nrec == 0 {
@@ -89,7 +94,7 @@ func (r *Reader) ngOpen() error {
 			err = r.ngSection(body)
 		case ngBlockIDB:
 			if err = r.ngInterface(body); err == nil {
-				r.link = r.ng.ifaces[0].link
+				r.link = r.ng.ifaces[0].linkType()
 				if !r.link.Supported() {
 					return &LinkTypeError{LinkType: r.link, Interface: 0}
 				}
@@ -230,13 +235,16 @@ func (r *Reader) ngInterface(body int) error {
 	if body < 8 {
 		return r.ngErr("interface description block too short")
 	}
+	if len(r.ng.ifaces) >= MaxInterfaces {
+		return r.ngErr("a section has more than %d interface description blocks (MaxInterfaces)", MaxInterfaces)
+	}
 	h := r.scratch[:8]
 	if err := r.readHeader(h, "an interface description"); err != nil {
 		return r.truncatedIfEOF(err, "an interface description")
 	}
 	body -= 8
 	ifc := ngIface{
-		link: LinkType(r.ng.order.Uint16(h[0:2])),
+		link: r.ng.order.Uint16(h[0:2]),
 		snap: r.ng.order.Uint32(h[4:8]),
 		exp:  6,
 	}
@@ -268,16 +276,13 @@ func (r *Reader) ngInterface(body int) error {
 		switch {
 		case code == ngOptTSResol && n == 1:
 			ifc.binary = v[0]&0x80 != 0
-			ifc.exp = uint(v[0] & 0x7f)
+			ifc.exp = v[0] & 0x7f
 		case code == ngOptTSOffset && n == 8:
 			ifc.tsOffset = int64(r.ng.order.Uint64(v))
 		}
 	}
-	switch {
-	case ifc.binary && ifc.exp > 63, !ifc.binary && ifc.exp > 19:
+	if ifc.binary && ifc.exp > 63 || !ifc.binary && int(ifc.exp) >= len(pow10) {
 		return r.ngErr("interface %d has an unsupported timestamp resolution", len(r.ng.ifaces))
-	case !ifc.binary:
-		ifc.div = pow10(ifc.exp)
 	}
 	r.ng.ifaces = append(r.ng.ifaces, ifc)
 	return r.ngSkipBlock(body)
@@ -302,8 +307,8 @@ func (r *Reader) ngPacket(typ uint32, body int) error {
 		return r.ngErr("packet block for interface %d, but the section has %d", id, len(r.ng.ifaces))
 	}
 	ifc := &r.ng.ifaces[id]
-	if !ifc.link.Supported() {
-		return &LinkTypeError{LinkType: ifc.link, Interface: id}
+	if !ifc.linkType().Supported() {
+		return &LinkTypeError{LinkType: ifc.linkType(), Interface: id}
 	}
 	capLen, origLen := o.Uint32(h[12:16]), o.Uint32(h[16:20])
 	if capLen > MaxRecordLen {
@@ -318,7 +323,7 @@ func (r *Reader) ngPacket(typ uint32, body int) error {
 		nsec:    nsec,
 		capLen:  int(capLen),
 		origLen: int(min(origLen, 1<<31-1)),
-		link:    ifc.link,
+		link:    ifc.linkType(),
 		ifIndex: id + 1,
 	}
 	r.ng.remain = body - int(capLen)
@@ -340,8 +345,8 @@ func (r *Reader) ngSimplePacket(body int) error {
 		return r.ngErr("simple packet block, but the section has no interface")
 	}
 	ifc := &r.ng.ifaces[0]
-	if !ifc.link.Supported() {
-		return &LinkTypeError{LinkType: ifc.link, Interface: 0}
+	if !ifc.linkType().Supported() {
+		return &LinkTypeError{LinkType: ifc.linkType(), Interface: 0}
 	}
 	origLen := r.ng.order.Uint32(h)
 	capLen := min(int64(origLen), int64(body))
@@ -354,7 +359,7 @@ func (r *Reader) ngSimplePacket(body int) error {
 	r.rec = record{
 		capLen:  int(capLen),
 		origLen: int(min(origLen, 1<<31-1)),
-		link:    ifc.link,
+		link:    ifc.linkType(),
 		ifIndex: 1,
 		noTime:  true,
 	}

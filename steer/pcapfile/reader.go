@@ -40,6 +40,11 @@ const (
 	// MaxRecordLen is the largest captured length of a record the reader
 	// accepts (tcpdump's largest snap length, 256 KiB).
 	MaxRecordLen = 262144
+	// MaxInterfaces is the largest number of interface description blocks
+	// a pcapng section may hold (a capture has one per interface it was
+	// taken on, a handful in practice); a section with more is taken as a
+	// corrupt file. It bounds what the reader keeps per interface.
+	MaxInterfaces = 4096
 
 	readBufferSize = 64 << 10
 	arenaPerFrame  = 2048

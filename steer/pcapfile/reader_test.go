@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rpsgo/rps/steer"
 )
@@ -827,5 +828,40 @@ func TestGzip(t *testing.T) {
 	zw.Close()
 	if _, err := NewReader(bytes.NewReader(zb.Bytes())); !errors.Is(err, ErrFormat) {
 		t.Errorf("an empty gzip stream: %v, want ErrFormat", err)
+	}
+}
+
+// TestInterfaceLimit checks the bound on interface description blocks: a
+// section may hold MaxInterfaces of them (and each new section starts
+// counting again), one more is an error wrapping ErrFormat.
+func TestInterfaceLimit(t *testing.T) {
+	if n := unsafe.Sizeof(ngIface{}); n > 16 {
+		t.Errorf("an interface takes %d bytes, more than the 16 documented", n)
+	}
+	frame := eth(mac1, mac2, 0x0800, ip4)
+	section := func(w *ngWriter, ifaces int) {
+		w.section(binary.LittleEndian)
+		for range ifaces {
+			w.block(ngBlockIDB, append(w.u16(1), 0, 0, 0, 0, 0, 0)) // Ethernet, no snap length, no options
+		}
+		w.epb(uint32(ifaces-1), 0, frame, 0, false)
+	}
+	w := &ngWriter{}
+	section(w, MaxInterfaces)
+	section(w, MaxInterfaces)
+	fs := mustRead(t, w.b)
+	if len(fs) != 2 || fs[0].IfIndex != MaxInterfaces || fs[1].IfIndex != MaxInterfaces {
+		t.Fatalf("at the limit: %d frames, want 2 of interface index %d", len(fs), MaxInterfaces)
+	}
+
+	w = &ngWriter{}
+	section(w, MaxInterfaces+1)
+	r, err := NewReader(bytes.NewReader(w.b))
+	if err != nil {
+		t.Fatalf("NewReader: %v", err)
+	}
+	fs, err = readAll(t, r)
+	if len(fs) != 0 || !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "MaxInterfaces") {
+		t.Errorf("over the limit: %d frames and %v, want ErrFormat naming MaxInterfaces", len(fs), err)
 	}
 }
