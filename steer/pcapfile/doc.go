@@ -93,11 +93,14 @@
 // A record whose captured bytes end before the record does (a file cut off
 // while it was being written) is an error wrapping [ErrTruncated], after the
 // frames before it have been delivered; a caller that prefers tcpdump's
-// leniency can treat it as the end of the file. Any other inconsistency
-// (bad magic, block lengths that disagree, an unknown interface ID, a
-// captured length over [MaxRecordLen], more than [MaxInterfaces] interface
-// description blocks in a pcapng section) wraps [ErrFormat]. Errors name
-// the record (counting from 1) where they happened. Bad input never panics.
+// leniency can treat it as the end of the file. A gzip'd file cut short
+// is ErrTruncated too, in its gzip header and trailer as in its data.
+// Any other inconsistency (bad magic, block lengths that disagree, an
+// unknown interface ID, a captured length over [MaxRecordLen], more than
+// [MaxInterfaces] interface description blocks in a pcapng section, a gzip
+// stream whose header, data or checksum is wrong) wraps [ErrFormat].
+// Errors name the record (counting from 1) where they happened. Bad input
+// never panics.
 //
 // # Why not gopacket's pcapgo
 //

@@ -23,7 +23,7 @@ func (r *Reader) pcapOpen() error {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("pcapfile: the file ends inside its %d-byte header: %w", pcapFileHeaderLen, ErrTruncated)
 		}
-		return fmt.Errorf("pcapfile: reading file header: %w", err)
+		return fmt.Errorf("pcapfile: reading file header: %w", decompressErr(err))
 	}
 	switch binary.LittleEndian.Uint32(h) {
 	case 0xa1b2c3d4:

@@ -2,6 +2,7 @@ package pcapfile
 
 import (
 	"bufio"
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"encoding/binary"
@@ -200,16 +201,23 @@ func NewReader(rd io.Reader, opt ...Option) (*Reader, error) {
 	if len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, gzErr := gzip.NewReader(r.br)
 		if gzErr != nil {
-			return nil, fmt.Errorf("pcapfile: opening gzip stream: %w", gzErr)
+			if errors.Is(gzErr, io.EOF) || errors.Is(gzErr, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("pcapfile: the file ends inside its gzip header: %w", ErrTruncated)
+			}
+			return nil, fmt.Errorf("pcapfile: opening gzip stream: %w", decompressErr(gzErr))
 		}
 		r.br = bufio.NewReaderSize(gz, readBufferSize)
 		magic, err = r.br.Peek(4)
 	}
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			// Only a gzip stream says this: it ends before its trailer.
+			return nil, fmt.Errorf("pcapfile: the gzip stream ends inside the file header: %w", ErrTruncated)
+		case errors.Is(err, io.EOF):
 			return nil, fmt.Errorf("pcapfile: reading file header: input is empty or shorter than a header: %w", ErrFormat)
 		}
-		return nil, fmt.Errorf("pcapfile: reading file header: %w", err)
+		return nil, fmt.Errorf("pcapfile: reading file header: %w", decompressErr(err))
 	}
 	switch binary.BigEndian.Uint32(magic) {
 	case ngBlockSHB:
@@ -371,7 +379,20 @@ func (r *Reader) readErr(err error, what string) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("pcapfile: record %d: the file ends inside %s: %w", r.nrec, what, ErrTruncated)
 	}
-	return fmt.Errorf("pcapfile: record %d: reading %s: %w", r.nrec, what, err)
+	return fmt.Errorf("pcapfile: record %d: reading %s: %w", r.nrec, what, decompressErr(err))
+}
+
+// decompressErr marks an error by which the gzip decompressor says its
+// input is wrong (a bad header, corrupt deflate data, a checksum or length
+// that does not match) as ErrFormat. A stream that is cut short says
+// io.ErrUnexpectedEOF instead, which callers map to ErrTruncated; other
+// errors (those of the underlying reader) are returned as they are.
+func decompressErr(err error) error {
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) {
+		return fmt.Errorf("%w: %w", err, ErrFormat)
+	}
+	return err
 }
 
 // readHeader reads len(p) bytes at a record boundary: io.EOF (unwrapped)

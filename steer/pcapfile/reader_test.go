@@ -819,8 +819,26 @@ func TestGzip(t *testing.T) {
 			t.Fatalf("frame %d differs", i)
 		}
 	}
-	if _, err := NewReader(bytes.NewReader([]byte{0x1f, 0x8b, 0, 0})); err == nil {
-		t.Error("a broken gzip stream was accepted")
+	// A stream whose bytes are wrong, not short: ErrFormat.
+	z := zb.Bytes()
+	edit := func(f func(b []byte)) []byte { b := bytes.Clone(z); f(b); return b }
+	for _, c := range []struct {
+		name string
+		file []byte
+	}{
+		{"method", edit(func(b []byte) { b[2] = 0 })},
+		{"deflate", edit(func(b []byte) { b[10] = 0xff })}, // a reserved block type
+		{"checksum", edit(func(b []byte) { b[len(b)-8] ^= 0xff })},
+		{"length", edit(func(b []byte) { b[len(b)-1] ^= 0xff })},
+		{"trailing", append(bytes.Clone(z), "not a gzip member"...)},
+	} {
+		r, err := NewReader(bytes.NewReader(c.file))
+		if err == nil {
+			_, err = readAll(t, r)
+		}
+		if !errors.Is(err, ErrFormat) || !strings.HasPrefix(err.Error(), "pcapfile: ") {
+			t.Errorf("gzip %s broken: %v, want ErrFormat", c.name, err)
+		}
 	}
 	// A gzip stream of nothing: the empty-input error.
 	zb.Reset()
@@ -828,6 +846,54 @@ func TestGzip(t *testing.T) {
 	zw.Close()
 	if _, err := NewReader(bytes.NewReader(zb.Bytes())); !errors.Is(err, ErrFormat) {
 		t.Errorf("an empty gzip stream: %v, want ErrFormat", err)
+	}
+}
+
+// TestGzipTruncated cuts gzip'd captures at every length, inside the gzip
+// header, the deflate stream and the trailer: each cut must end in an
+// error wrapping ErrTruncated (or ErrFormat, for a cut too short to tell
+// what the input is), after frames that are a prefix of the whole file's.
+func TestGzipTruncated(t *testing.T) {
+	w := &ngWriter{}
+	w.section(binary.BigEndian)
+	w.iface(ngIfOpts{link: 1, tsresol: 9})
+	for i := range 6 {
+		w.epb(0, uint64(i), eth(mac1, mac2, 0x86dd, ip6), 0, i%2 == 0)
+	}
+	for _, v := range []struct {
+		name string
+		file []byte
+	}{{"pcap", manyRecords(12)}, {"pcapng", w.b}} {
+		t.Run(v.name, func(t *testing.T) {
+			var zb bytes.Buffer
+			zw := gzip.NewWriter(&zb)
+			zw.Name = v.name + ".cap" // a header with a file name field to cut
+			zw.Write(v.file)
+			zw.Close()
+			z := zb.Bytes()
+			want := mustRead(t, z)
+			for n := range len(z) {
+				var fs []steer.Frame
+				r, err := NewReader(bytes.NewReader(z[:n]), WithBatchSize(5))
+				if err == nil {
+					fs, err = readAll(t, r)
+				}
+				if !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrFormat) {
+					t.Errorf("cut at %d of %d: %v, want ErrTruncated or ErrFormat", n, len(z), err)
+				}
+				if err != nil && !strings.HasPrefix(err.Error(), "pcapfile: ") {
+					t.Errorf("cut at %d: %q does not name the package", n, err)
+				}
+				if len(fs) > len(want) {
+					t.Fatalf("cut at %d: %d frames, the whole file has %d", n, len(fs), len(want))
+				}
+				for i := range fs {
+					if !bytes.Equal(fs[i].Data, want[i].Data) {
+						t.Fatalf("cut at %d: frame %d differs", n, i)
+					}
+				}
+			}
+		})
 	}
 }
 
