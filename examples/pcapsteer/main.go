@@ -14,7 +14,11 @@
 // then a summary of what the handlers saw: frames by classification reason
 // and hash type, flows and frames per worker, and totals that add up (every
 // frame read is handled or dropped). With no -r it reads the sample capture
-// embedded in the repository (internal/sample).
+// embedded in the repository (internal/sample). The report goes to
+// standard output, or to standard error when -flows - puts the CSV there.
+// Ctrl-C stops the reading, even of a pipe that delivers nothing, and the
+// report still covers every frame read; a second Ctrl-C ends the program at
+// once.
 //
 // What it teaches:
 //
@@ -49,7 +53,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,28 +62,20 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-		// -h: the usage is printed; not an error.
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(os.Stderr, "pcapsteer:", err)
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "pcapsteer:", err)
-		os.Exit(1)
-	}
+	// The first interrupt stops the reading (run still prints the report);
+	// a second one ends the program at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	cli.Exit("pcapsteer", run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
-
-// errUsage marks errors in the command line (exit status 2, as flag uses).
-var errUsage = errors.New("usage")
 
 // options are the parsed command-line flags.
 type options struct {
@@ -102,13 +97,14 @@ type options struct {
 	progress  bool
 }
 
-// parseFlags parses args. Its errors wrap errUsage (or are flag.ErrHelp).
+// parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
-	fs := flag.NewFlagSet("pcapsteer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("pcapsteer", "[flags]",
+		"Steers the frames of a capture file over worker goroutines, as FreeBSD's netisr\n"+
+			"and RSS do in the kernel, and prints a netstat -Q-like report.", stderr)
 	fs.StringVar(&o.read, "r", "", "read this pcap or pcapng `file` (\"-\" for standard input); default: the embedded sample capture")
-	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (workstreams); 0: one per CPU, or one per -cpus entry")
+	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (workstreams); 0: one per -cpus entry, else steer.DefaultWorkers(), one per CPU this process may run on")
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
 	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
 	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (as deferred here: the reader is no worker)")
@@ -116,48 +112,36 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.symmetric, "symmetric", false, "hash both directions of a connection alike (canonical order)")
 	fs.BoolVar(&o.udp4, "udp4tuple", false, "hash UDP over addresses and ports (default: addresses only, as FreeBSD)")
 	fs.IntVar(&o.buckets, "buckets", steer.DefaultBuckets, "indirection table size, a power of two (RSS policy: bucket = flowid & (`n`-1))")
-	fs.IntVar(&o.qlimit, "qlimit", steer.DefaultQLimit, fmt.Sprintf("each worker's queue limit in `frames` (at most %d)", steer.MaxQLimit))
+	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
 	fs.BoolVar(&o.block, "block", true, "hold the reader back when a queue is full instead of dropping (a replay should not drop)")
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
-	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow and worker to `file` (\"-\" for standard output)")
+	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow and worker to `file` (\"-\": standard output, and the report goes to standard error)")
 	fs.IntVar(&o.trace, "trace", 0, "print every step of the steering decision for the first `n` frames")
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on standard error when it is a terminal")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: pcapsteer [flags]\n\n"+
-			"Steers the frames of a capture file over worker goroutines, as FreeBSD's netisr\n"+
-			"and RSS do in the kernel, and prints a netstat -Q-like report.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %w", errUsage, err) // flag printed the details and the usage
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q (the capture file goes after -r)", errUsage, fs.Arg(0))
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
 	}
 	var err error
 	if o.cpus, err = parseCPUList(*cpus); err != nil {
-		return nil, fmt.Errorf("%w: -cpus: %w", errUsage, err)
+		return nil, cli.Usagef("-cpus: %v", err)
 	}
 	switch *policy {
 	case "rss", "flow", "source":
 		o.policy, _ = steer.ParsePolicy(*policy)
 	default:
-		return nil, fmt.Errorf("%w: -policy %q: want rss, flow or source", errUsage, *policy)
+		return nil, cli.Usagef("-policy %q: want rss, flow or source", *policy)
 	}
 	if o.dispatch, err = steer.ParseDispatch(*dispatch); err != nil {
-		return nil, fmt.Errorf("%w: -dispatch: %w", errUsage, err)
+		return nil, cli.Usagef("-dispatch: %v", err)
 	}
 	if o.key, o.keyName, err = parseKey(*key); err != nil {
-		return nil, fmt.Errorf("%w: -key: %w", errUsage, err)
+		return nil, cli.Usagef("-key: %v", err)
 	}
 	if o.workers < 0 {
-		return nil, fmt.Errorf("%w: -workers %d is negative", errUsage, o.workers)
+		return nil, cli.Usagef("-workers %d is negative", o.workers)
 	}
 	if o.trace < 0 {
-		return nil, fmt.Errorf("%w: -trace %d is negative", errUsage, o.trace)
+		return nil, cli.Usagef("-trace %d is negative", o.trace)
 	}
 	return o, nil
 }
@@ -226,8 +210,10 @@ type input struct {
 }
 
 // openInput opens the capture named by -r: a file, "-" for standard input,
-// or the embedded sample when path is empty.
-func openInput(path string) (*input, error) {
+// or the embedded sample when path is empty. Reads from anything but a
+// regular file or the sample (a pipe, a terminal, a FIFO) end when ctx
+// ends, even while no data arrives.
+func openInput(ctx context.Context, path string) (*input, error) {
 	var (
 		rd   io.Reader
 		in   = &input{name: path, close: func() error { return nil }}
@@ -245,10 +231,15 @@ func openInput(path string) (*input, error) {
 		if err != nil {
 			return nil, err // names the file already
 		}
+		rd, in.close = f, f.Close
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 			in.size = fi.Size()
 		}
-		rd, in.close = f, f.Close
+	}
+	if path != "" && in.size == 0 {
+		cr := newCtxReader(ctx, rd)
+		closeFile := in.close
+		rd, in.close = cr, func() error { cr.Close(); return closeFile() }
 	}
 	in.count = &countingReader{r: rd}
 	r, err := pcapfile.NewReader(in.count)
@@ -261,18 +252,26 @@ func openInput(path string) (*input, error) {
 }
 
 // run is the whole program, callable from tests: it parses args, steers the
-// capture, writes the report to stdout and returns the first error.
-func run(args []string, stdout, stderr io.Writer) error {
+// capture until it ends or ctx does, writes the report to stdout (to stderr
+// when the flow CSV goes to stdout) and returns the first error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	in, err := openInput(o.read)
+	report := stdout
+	if o.flows == "-" {
+		report = stderr // standard output carries the CSV alone
+	}
+	in, err := openInput(ctx, o.read)
 	if err != nil {
+		if ctx.Err() != nil {
+			return errors.New("interrupted before the capture's header arrived")
+		}
 		return err
 	}
 	defer in.close()
-	fmt.Fprintf(stdout, "Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
+	fmt.Fprintf(report, "Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
 
 	// The handlers count into per-worker tallies; the slice is sized once the
 	// dispatcher says how many workers it started, before any frame is read.
@@ -292,7 +291,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		RFS:       o.rfs,
 	}
 	if o.trace > 0 {
-		cfg.Trace = newTracer(stdout, o.trace)
+		cfg.Trace = newTracer(report, o.trace)
 	}
 	d, err := steer.New(cfg, tally.handle)
 	if err != nil {
@@ -300,11 +299,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	tally.init(d.Workers(), d.Config().Buckets)
 
-	// An interrupt stops the reading and still prints the report; a second
-	// one ends the program at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	context.AfterFunc(ctx, stop)
 	var bar *progress
 	if o.progress && isTerminal(stderr) {
 		bar = startProgress(stderr, in, 200*time.Millisecond, 500*time.Millisecond)
@@ -320,12 +314,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	bar.stop()
 
 	st := d.Stats()
-	fmt.Fprintln(stdout)
-	if err := st.WriteReport(stdout); err != nil {
+	fmt.Fprintln(report)
+	if err := st.WriteReport(report); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	read := in.reader.Stats().Records
-	if err := tally.writeSummary(stdout, &st, read, elapsed); err != nil {
+	if err := tally.writeSummary(report, &st, read, elapsed); err != nil {
 		return err
 	}
 	if o.flows != "" {
@@ -334,7 +328,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	switch {
-	case errors.Is(runErr, context.Canceled):
+	case runErr != nil && ctx.Err() != nil:
 		return errors.New("interrupted; the report covers the frames read until then")
 	case runErr != nil:
 		return fmt.Errorf("reading %s: %w (the report covers the frames before the error)", in.name, runErr)

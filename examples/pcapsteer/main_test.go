@@ -22,6 +22,7 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err = run(args, &out, &errOut)
+	err = run(context.Background(), args, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
@@ -556,16 +557,19 @@ func TestMainExitStatus(t *testing.T) {
 	for _, tc := range []struct {
 		args   string
 		status int
+		stderr string // a prefix of standard error
 	}{
-		{"-workers\n2", 0},
-		{"-h", 0},
-		{"-policy\ncpu", 2},
-		{"-nosuchflag", 2},
-		{"-r\n/nonexistent/file.pcap", 1},
+		{"-workers\n2", 0, ""},
+		{"-h", 0, "Usage: pcapsteer [flags]\n"},
+		{"-policy\ncpu", 2, "pcapsteer: usage error: -policy \"cpu\""},
+		{"-nosuchflag", 2, "pcapsteer: usage error: flag provided but not defined: -nosuchflag\nRun 'pcapsteer -h' for usage."},
+		{"extra", 2, "pcapsteer: usage error: unexpected argument"},
+		{"-r\n/nonexistent/file.pcap", 1, "pcapsteer: open /nonexistent/file.pcap"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "PCAPSTEER_MAIN="+tc.args)
-		cmd.Stdout = io.Discard
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		status := 0
 		var exit *exec.ExitError
@@ -577,6 +581,152 @@ func TestMainExitStatus(t *testing.T) {
 		if status != tc.status {
 			t.Errorf("pcapsteer %q: exit status %d, want %d", tc.args, status, tc.status)
 		}
+		if !strings.HasPrefix(stderr.String(), tc.stderr) {
+			t.Errorf("pcapsteer %q: standard error %q, want it to start with %q", tc.args, stderr.String(), tc.stderr)
+		}
+		if tc.status != 0 && stdout.Len() > 0 {
+			t.Errorf("pcapsteer %q: a usage error printed on standard output: %q", tc.args, stdout.String())
+		}
+	}
+}
+
+// TestFlowsToStdout: with -flows -, standard output holds the CSV alone and
+// the report goes to standard error.
+func TestFlowsToStdout(t *testing.T) {
+	out, errOut, err := runCmd(t, "-key", "microsoft", "-flows", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatalf("standard output is not a CSV: %v\n%s", err, out)
+	}
+	if len(recs) < 2 || !slices.Equal(recs[0], flowsHeader) {
+		t.Fatalf("standard output: %d records, first %v; want the header and the flows", len(recs), recs[:min(1, len(recs))])
+	}
+	var packets uint64
+	for _, r := range recs[1:] {
+		n, err := strconv.ParseUint(r[slices.Index(flowsHeader, "packets")], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		packets += n
+	}
+	if in, handled, _ := reportTotals(t, errOut); in != handled || packets != handled {
+		t.Errorf("report on standard error: %d in, %d handled; the CSV counts %d packets", in, handled, packets)
+	}
+	if !strings.Contains(errOut, "Input: ") || !strings.Contains(errOut, "Totals: ") {
+		t.Errorf("standard error lacks the report:\n%s", errOut)
+	}
+}
+
+// stalledPipe returns a pipe whose reader is standard input for the test
+// and whose writer has sent a pcapng header and frames, then sends nothing
+// more (it is closed at the end of the test).
+func stalledPipe(t *testing.T, frames []frame) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); r.Close() })
+	data := writePcapNG(frames)
+	go w.Write(data) // the pipe buffer may be smaller than the data
+	return r
+}
+
+// TestInterruptStalledPipe reads a pipe that delivers a header and a few
+// frames, then nothing: ending the context must stop the reading at once
+// and still print the report of the frames read. (A read blocked on a pipe
+// ignores the context unless the command makes it return.)
+func TestInterruptStalledPipe(t *testing.T) {
+	frames := readFrames(t, sample.Pcap)[:30]
+	old := os.Stdin
+	os.Stdin = stalledPipe(t, frames)
+	defer func() { os.Stdin = old }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-r", "-"}, &out, &errOut) }()
+	time.Sleep(300 * time.Millisecond) // the 30 frames are read and handled
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run still reads the stalled pipe 10 s after its context ended")
+	}
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("run: %v, want an interrupted error", err)
+	}
+	if in, handled, dropped := reportTotals(t, out.String()); in != 30 || handled != 30 {
+		t.Errorf("report: %d in, %d handled, %d dropped; want the 30 frames the pipe delivered", in, handled, dropped)
+	}
+}
+
+// TestInterruptSignal runs the program on a stalled pipe and sends it one
+// interrupt, as Ctrl-C does: it must stop reading, print the report and
+// exit, not wait for a second interrupt.
+func TestInterruptSignal(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send on Windows")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PCAPSTEER_MAIN=-r\n-")
+	cmd.Stdin = stalledPipe(t, readFrames(t, sample.Pcap)[:30])
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The Input line is printed once the header is read, after the signal
+	// handler is installed.
+	var out bytes.Buffer
+	started, eof := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(eof)
+		buf := make([]byte, 4096)
+		signalled := false
+		for {
+			n, err := stdout.Read(buf)
+			out.Write(buf[:n])
+			if !signalled && (bytes.Contains(out.Bytes(), []byte("Input: ")) || err != nil) {
+				close(started)
+				signalled = true
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	<-started
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-eof: // the program exited
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-eof
+		cmd.Wait()
+		t.Fatal("one interrupt did not stop the program within 10 s")
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit: %v, want status 1 (interrupted)", err)
+	}
+	if !strings.Contains(stderr.String(), "pcapsteer: interrupted") {
+		t.Errorf("standard error %q does not say it was interrupted", stderr.String())
+	}
+	if in, handled, _ := reportTotals(t, out.String()); in != 30 || handled != 30 {
+		t.Errorf("report: %d in, %d handled; want the 30 frames the pipe delivered", in, handled)
 	}
 }
 
@@ -624,7 +774,7 @@ func TestTrace(t *testing.T) {
 
 func TestKeyFlag(t *testing.T) {
 	for _, bad := range []string{"zz", "6d5a56", "0x" + strings.Repeat("ab", 65), "micro"} {
-		if _, _, err := runCmd(t, "-key", bad); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-key") {
+		if _, _, err := runCmd(t, "-key", bad); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-key") {
 			t.Errorf("-key %q: got %v, want a usage error", bad, err)
 		}
 	}
@@ -676,7 +826,7 @@ func TestParseCPUList(t *testing.T) {
 			t.Errorf("parseCPUList(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
-	if _, _, err := runCmd(t, "-cpus", "1-0"); !errors.Is(err, errUsage) {
+	if _, _, err := runCmd(t, "-cpus", "1-0"); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("-cpus 1-0: %v, want a usage error", err)
 	}
 }
@@ -806,7 +956,7 @@ func TestProgress(t *testing.T) {
 		t.Errorf("progressLine without a size: %q", line)
 	}
 
-	in, err := openInput("")
+	in, err := openInput(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
