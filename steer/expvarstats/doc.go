@@ -31,7 +31,8 @@
 //     the unpublish function its Publish returned is called.
 //   - After unpublish the variable reads as JSON null, and the next Publish
 //     of the name gives it to a new dispatcher: a program that replaces its
-//     dispatcher (a reload, a test after a test) keeps its variable name.
+//     dispatcher (a configuration reload, one test after another) keeps its
+//     variable name.
 //
 // The caller says when a name is free, rather than this package noticing
 // that the dispatcher closed: steer tells nobody when a dispatcher closes,
