@@ -13,7 +13,7 @@
 // and prints the dispatcher's report in the shape of FreeBSD's `netstat -Q`,
 // then a summary of what the handlers saw: frames by classification reason
 // and hash type, flows and frames per worker, and totals that add up (every
-// frame read is handled or dropped). With no -r it reads the sample capture
+// frame read is handled, dropped or, had the handler panicked, panicked). With no -r it reads the sample capture
 // embedded in the repository (internal/sample). The report goes to
 // standard output, or to standard error when -flows - puts the CSV there.
 // Ctrl-C stops the reading, even of a pipe that delivers nothing, and the
@@ -25,12 +25,14 @@
 //   - The configuration knobs of the steering (policy, dispatch mode, key,
 //     symmetric hashing, indirection buckets, queue limit) as flags, and what
 //     each changes in the report.
-//   - Per-worker state without locks: every worker counts its flows in a map
-//     of its own, indexed by Packet.Worker, and the maps are merged only
-//     after Dispatcher.Close (see tally.go). Nothing here moves a flow
-//     between workers, so each flow's counts end up in one map.
-//   - Accounting: frames read == frames handled + frames dropped, checked at
-//     the end; a replay blocks on a full queue (-block) instead of dropping.
+//   - Per-worker state without locks: steer.NewPerWorker gives every worker
+//     a tally of its own, the handler receives its worker's, and the tallies
+//     are merged only after Dispatcher.Close (see tally.go). Nothing here
+//     moves a flow between workers, so each flow's counts end up in one map.
+//   - Accounting: frames read == handled + dropped + panicked, checked at
+//     the end. A file can wait, so by default (-overflow auto) a full queue
+//     holds the reader back and nothing is dropped; -overflow drop drops at
+//     the tail as a live source would.
 //   - The decision trace (-trace N): each step, from ether_demux to the
 //     worker, for the first N frames.
 //
@@ -40,7 +42,7 @@
 // hashtype is the M_HASHTYPE_* name; flowid is 0x-prefixed hex; bucket is
 // flowid & (buckets-1), the RSS indirection-table slot; bytes are frame
 // lengths on the wire; frames with no ports give 0. Every handled frame is in
-// exactly one row; dropped frames (only with -block=false) are in none.
+// exactly one row; dropped frames (only with -overflow drop) are in none.
 // Frames that were not hashed (hash type NONE) have flowid 0x00000000 and an
 // empty bucket, and the SOURCE policy placed them. Those without IP
 // addresses (ARP, LLDP, frames too short or too malformed to reach the
@@ -85,12 +87,11 @@ type options struct {
 	policy    steer.Policy
 	dispatch  steer.DispatchMode
 	key       []byte
-	keyName   string
 	symmetric bool
 	udp4      bool
 	buckets   int
 	qlimit    int
-	block     bool
+	overflow  steer.Overflow
 	rfs       bool
 	flows     string
 	trace     int
@@ -108,12 +109,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
 	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
 	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (as deferred here: the reader is no worker)")
-	key := fs.String("key", "random", "Toeplitz `key`: microsoft (reproducible flowids), symmetric, random, or 8 to 64 bytes in hex")
+	key := fs.String("key", "random", fmt.Sprintf("Toeplitz `key`: microsoft (reproducible flowids), symmetric, random, or %d to %d bytes in hex", steer.MinKeyLen, hash.MaxKeyLen))
 	fs.BoolVar(&o.symmetric, "symmetric", false, "hash both directions of a connection alike (canonical order)")
 	fs.BoolVar(&o.udp4, "udp4tuple", false, "hash UDP over addresses and ports (default: addresses only, as FreeBSD)")
 	fs.IntVar(&o.buckets, "buckets", steer.DefaultBuckets, "indirection table size, a power of two (RSS policy: bucket = flowid & (`n`-1))")
 	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
-	fs.BoolVar(&o.block, "block", true, "hold the reader back when a queue is full instead of dropping (a replay should not drop)")
+	fs.TextVar(&o.overflow, "overflow", steer.OverflowAuto, "what a full queue does to the reader: auto (wait: a file can wait), wait, or drop at the tail as a live source would")
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
 	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow and worker to `file` (\"-\": standard output, and the report goes to standard error)")
 	fs.IntVar(&o.trace, "trace", 0, "print every step of the steering decision for the first `n` frames")
@@ -134,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.dispatch, err = steer.ParseDispatch(*dispatch); err != nil {
 		return nil, cli.Usagef("-dispatch: %v", err)
 	}
-	if o.key, o.keyName, err = parseKey(*key); err != nil {
+	if o.key, err = parseKey(*key); err != nil {
 		return nil, cli.Usagef("-key: %v", err)
 	}
 	if o.workers < 0 {
@@ -178,26 +179,26 @@ func parseCPUList(s string) ([]int, error) {
 	return cpus, nil
 }
 
-// parseKey returns the Toeplitz key the -key flag names, and its label for
-// the report. A nil key asks the dispatcher for a random one.
-func parseKey(s string) (key []byte, name string, err error) {
+// parseKey returns the Toeplitz key the -key flag names. A nil key asks the
+// dispatcher for a random one; the report names the key by its fingerprint.
+func parseKey(s string) ([]byte, error) {
 	switch s {
 	case "random":
-		return nil, "random", nil
+		return nil, nil
 	case "microsoft":
-		return hash.MicrosoftKey[:], "microsoft", nil
+		return hash.MicrosoftKey[:], nil
 	case "symmetric":
-		return hash.SymmetricKey[:], "symmetric", nil
+		return hash.SymmetricKey[:], nil
 	}
 	h := strings.ReplaceAll(strings.TrimPrefix(strings.ToLower(s), "0x"), ":", "")
-	key, err = hex.DecodeString(h)
+	key, err := hex.DecodeString(h)
 	if err != nil {
-		return nil, "", fmt.Errorf("%q is neither microsoft, symmetric, random nor hex: %w", s, err)
+		return nil, fmt.Errorf("%q is neither microsoft, symmetric, random nor hex: %w", s, err)
 	}
-	if len(key) < hash.MinKeyLen || len(key) > hash.MaxKeyLen {
-		return nil, "", fmt.Errorf("a key of %d bytes: want %d to %d", len(key), hash.MinKeyLen, hash.MaxKeyLen)
+	if len(key) < steer.MinKeyLen || len(key) > hash.MaxKeyLen {
+		return nil, fmt.Errorf("a key of %d bytes: want %d to %d", len(key), steer.MinKeyLen, hash.MaxKeyLen)
 	}
-	return key, "custom", nil
+	return key, nil
 }
 
 // input is the opened capture.
@@ -273,31 +274,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer in.close()
 	fmt.Fprintf(report, "Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
 
-	// The handlers count into per-worker tallies; the slice is sized once the
-	// dispatcher says how many workers it started, before any frame is read.
-	tally := &tally{}
+	// Each worker counts into a tally of its own (see tally.go).
 	cfg := steer.Config{
-		Workers:   o.workers,
-		CPUs:      o.cpus,
-		Policy:    o.policy,
-		Dispatch:  o.dispatch,
-		Key:       o.key,
-		KeyName:   o.keyName,
-		Symmetric: o.symmetric,
-		UDP4Tuple: o.udp4,
-		Buckets:   o.buckets,
-		QLimit:    o.qlimit,
-		Block:     o.block,
-		RFS:       o.rfs,
+		Workers:  o.workers,
+		CPUs:     o.cpus,
+		Policy:   o.policy,
+		Dispatch: o.dispatch,
+		Buckets:  o.buckets,
+		Hash:     steer.HashConfig{Key: o.key, Symmetric: o.symmetric, UDP4Tuple: o.udp4},
+		Queue:    steer.QueueConfig{Limit: o.qlimit, Overflow: o.overflow},
+		RFS:      steer.RFSConfig{Enabled: o.rfs},
 	}
 	if o.trace > 0 {
 		cfg.Trace = newTracer(report, o.trace)
 	}
-	d, err := steer.New(cfg, tally.handle)
+	d, workers, err := steer.NewPerWorker(cfg, newWorkerTally, (*workerTally).handle)
 	if err != nil {
 		return fmt.Errorf("starting the dispatcher: %w", err)
 	}
-	tally.init(d.Workers(), d.Config().Buckets)
+	tally := &tally{workers: workers, buckets: d.Config().Buckets}
 
 	var bar *progress
 	if o.progress && isTerminal(stderr) {
@@ -306,7 +301,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	runErr := d.Run(ctx, in.reader)
 	// Close drains the queues: every frame read is handled (or dropped) once
-	// it returns, and the workers' tallies are no longer written.
+	// it returns, and the workers' tallies may be read.
 	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	closeErr := d.Close(closeCtx)
 	cancel()

@@ -180,7 +180,7 @@ func TestSampleDefaultFlags(t *testing.T) {
 	if in != records || handled+dropped != in || dropped != 0 {
 		t.Errorf("report: %d in, %d handled, %d dropped; the sample has %d frames and a replay blocks", in, handled, dropped, records)
 	}
-	want := fmt.Sprintf("Totals: read %d = handled %d + dropped 0: yes", records, records)
+	want := fmt.Sprintf("Totals: read %d = handled %d + dropped 0 + panicked 0: yes", records, records)
 	if !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
@@ -773,7 +773,8 @@ func TestTrace(t *testing.T) {
 }
 
 func TestKeyFlag(t *testing.T) {
-	for _, bad := range []string{"zz", "6d5a56", "0x" + strings.Repeat("ab", 65), "micro"} {
+	// Too short for an IPv6 4-tuple (8 bytes), too long, not hex, a typo.
+	for _, bad := range []string{"zz", "6d5a56da255b0ec2", "0x" + strings.Repeat("ab", 65), "micro"} {
 		if _, _, err := runCmd(t, "-key", bad); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-key") {
 			t.Errorf("-key %q: got %v, want a usage error", bad, err)
 		}
@@ -786,8 +787,8 @@ func TestKeyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`Hash key +custom`).MatchString(out) {
-		t.Errorf("a hex key is not reported as custom")
+	if !regexp.MustCompile(`Hash key +microsoft `).MatchString(out) {
+		t.Errorf("the Microsoft key in hex is not reported as microsoft:\n%s", out)
 	}
 	if _, _, err := runCmd(t, "-key", "microsoft", "-flows", b); err != nil {
 		t.Fatal(err)
@@ -796,9 +797,13 @@ func TestKeyFlag(t *testing.T) {
 	if !slices.EqualFunc(ra, rb, func(x, y csvRow) bool { return x.ident() == y.ident() && x["flowid"] == y["flowid"] }) {
 		t.Error("the Microsoft key in hex gives other flowids than -key microsoft")
 	}
-	// An 8-byte key is enough for IPv4 2-tuples; the run succeeds.
-	if _, _, err := runCmd(t, "-key", "6d5a56da255b0ec2"); err != nil {
-		t.Errorf("8-byte key: %v", err)
+	// Another key of steer.MinKeyLen bytes is reported by its fingerprint.
+	out, _, err = runCmd(t, "-key", strings.Repeat("5a", steer.MinKeyLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`Hash key +[0-9a-f]{8} `).MatchString(out) {
+		t.Errorf("a hex key is not reported by its fingerprint:\n%s", out)
 	}
 }
 
@@ -855,7 +860,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, name := range []string{"r", "workers", "cpus", "policy", "dispatch", "key", "symmetric", "udp4tuple",
-		"buckets", "qlimit", "block", "rfs", "flows", "trace", "progress"} {
+		"buckets", "qlimit", "overflow", "rfs", "flows", "trace", "progress"} {
 		re := regexp.MustCompile(`(?m)^  -` + name + `\b.*\n\s+\S`)
 		if !re.MatchString(errOut) {
 			t.Errorf("usage does not explain -%s:\n%s", name, errOut)
@@ -868,7 +873,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 // exactly the handled ones.
 func TestNoBlockAccounting(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "flows.csv")
-	out, _, err := runCmd(t, "-block=false", "-qlimit", "1", "-workers", "2", "-flows", path)
+	out, _, err := runCmd(t, "-overflow", "drop", "-qlimit", "1", "-workers", "2", "-flows", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -905,7 +910,7 @@ func TestOptions(t *testing.T) {
 		t.Error("-rfs: no top flows in the report")
 	}
 	for _, args := range [][]string{
-		{"-buckets", "100"}, {"-qlimit", "20000"}, {"-workers", "-1"}, {"-policy", "cpu"}, {"-dispatch", "later"}, {"extra"},
+		{"-buckets", "100"}, {"-qlimit", "20000"}, {"-workers", "-1"}, {"-policy", "cpu"}, {"-dispatch", "later"}, {"-overflow", "never"}, {"extra"},
 	} {
 		if _, _, err := runCmd(t, args...); err == nil {
 			t.Errorf("%v: no error", args)

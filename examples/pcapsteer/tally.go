@@ -15,15 +15,15 @@ import (
 	"github.com/rpsgo/rps/steer"
 )
 
-// tally counts what the handlers saw. Each worker writes only its own
-// workerTally, so the hot path takes no lock: the dispatcher hands a flow's
-// frames to one worker at a time, and Packet.Worker names the workstream
-// the frame is accounted to. (With -dispatch direct every handler runs in
-// the reading goroutine, so each workerTally still has one writer.) The
-// tallies are read only after Dispatcher.Close, which waits for the
-// workers to finish.
+// tally is what the handlers saw: one workerTally per worker, made by
+// steer.NewPerWorker in the worker's goroutine and written only there, so
+// the hot path takes no lock. The dispatcher hands a flow's frames to one
+// worker at a time, so each flow's counts end up in one tally (nothing here
+// moves a flow). With -dispatch direct every handler runs in the reading
+// goroutine, each tally still with one writer at a time. The tallies are
+// read only after Dispatcher.Close, which waits for the workers to finish.
 type tally struct {
-	workers []*workerTally
+	workers []*workerTally // workers[i] is worker i's
 	buckets int
 }
 
@@ -50,20 +50,14 @@ type flowCount struct {
 	count
 }
 
-// init sizes the tally for the dispatcher's workers. It runs before the
-// first frame is dispatched, so the handlers see the slice it builds.
-func (t *tally) init(workers, buckets int) {
-	t.buckets = buckets
-	t.workers = make([]*workerTally, workers)
-	for i := range t.workers {
-		t.workers[i] = &workerTally{flows: make(map[steer.FlowKey]*flowCount)}
-	}
+// newWorkerTally is the per-worker state's constructor (steer.NewPerWorker).
+func newWorkerTally(*steer.Worker) *workerTally {
+	return &workerTally{flows: make(map[steer.FlowKey]*flowCount)}
 }
 
-// handle is the steer.Handler: it runs in the worker's goroutine for every
-// frame steered there.
-func (t *tally) handle(p *steer.Packet) {
-	w := t.workers[p.Worker]
+// handle is the handler: it runs in the goroutine of the worker w belongs to,
+// for every frame steered there.
+func (w *workerTally) handle(p *steer.Packet) {
 	w.total.add(p.Length)
 	w.reasons[p.Reason].add(p.Length)
 	w.types[p.HashType].add(p.Length)
@@ -208,23 +202,25 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, read uint64, elapse
 	tw.Flush()
 
 	ok := "yes"
-	if read != st.Frames || st.Frames != st.Handled()+st.Dropped() || total.frames != st.Handled() {
+	if t.check(st, read) != nil {
 		ok = "NO"
 	}
-	fmt.Fprintf(&b, "\nTotals: read %d = handled %d + dropped %d: %s\n", read, st.Handled(), st.Dropped(), ok)
+	fmt.Fprintf(&b, "\nTotals: read %d = handled %d + dropped %d + panicked %d: %s\n", read, st.Handled(), st.Dropped(), st.Panicked(), ok)
 	_, err := io.WriteString(out, b.String())
 	return err
 }
 
-// check returns an error unless every frame read was handled or dropped and
-// the handlers saw every frame the workstreams say they handled.
+// check returns an error unless every frame read was handled, dropped or
+// panicked (steer's accounting once closed) and the handlers saw every frame
+// the workstreams say they handled.
 func (t *tally) check(st *steer.Stats, read uint64) error {
 	total, _, _, _ := t.sum()
 	switch {
 	case read != st.Frames:
 		return fmt.Errorf("totals do not add up: %d frames read, %d dispatched", read, st.Frames)
-	case st.Frames != st.Handled()+st.Dropped():
-		return fmt.Errorf("totals do not add up: %d frames dispatched, %d handled + %d dropped", st.Frames, st.Handled(), st.Dropped())
+	case st.Frames != st.Handled()+st.Dropped()+st.Panicked():
+		return fmt.Errorf("totals do not add up: %d frames dispatched, %d handled + %d dropped + %d panicked",
+			st.Frames, st.Handled(), st.Dropped(), st.Panicked())
 	case total.frames != st.Handled():
 		return fmt.Errorf("totals do not add up: handlers saw %d frames, workstreams handled %d", total.frames, st.Handled())
 	}
