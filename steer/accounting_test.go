@@ -18,7 +18,7 @@ import (
 // counted, so the reasons add up to Frames and none wraps.
 func TestStatsWhileBlocked(t *testing.T) {
 	gate := make(chan struct{})
-	d, err := New(Config{Workers: 1, QLimit: 64, Block: true}, func(*Packet) { <-gate })
+	d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: 64, Overflow: OverflowWait}}, func(*Packet) { <-gate })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestRedispatchDepthCounted(t *testing.T) {
 	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
 		var errs []error
 		var mu sync.Mutex
-		d, err := New(Config{Workers: 2, Dispatch: mode}, func(p *Packet) {
+		d, err := New(Config{Workers: 2, Dispatch: mode, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 			if err := p.Redispatch(p.Data); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -88,7 +88,7 @@ func TestRedispatchDepthCounted(t *testing.T) {
 // an error from Redispatch, not a panic.
 func TestRedispatchChangedWorker(t *testing.T) {
 	var got error
-	d, err := New(Config{Workers: 2}, func(p *Packet) {
+	d, err := New(Config{Workers: 2, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 		if p.depth == 0 {
 			p.Worker = 7
 			got = p.Redispatch(p.Data)
@@ -111,7 +111,7 @@ func TestRedispatchChangedWorker(t *testing.T) {
 // dispatcher keeps no producer, flow table or batch of a finished Run, yet
 // its counts and top flows stay in Stats.
 func TestRunClosesItsInput(t *testing.T) {
-	d, err := New(Config{Workers: 4, QLimit: 4096, Block: true, RFS: true}, func(*Packet) {})
+	d, err := New(Config{Workers: 4, Queue: QueueConfig{Limit: 4096, Overflow: OverflowWait}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestStockRetired(t *testing.T) {
 func TestKeyAfterDataMoved(t *testing.T) {
 	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
 		var got FlowKey
-		d, err := New(Config{Workers: 2, Dispatch: mode}, func(p *Packet) {
+		d, err := New(Config{Workers: 2, Dispatch: mode, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 			p.Data = p.Data[14:] // past the Ethernet header it has parsed
 			got = p.Key()
 		})
@@ -225,7 +225,7 @@ func TestCloseTimeoutWithDispatchInFlight(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for round := range 20 {
 		gate := make(chan struct{})
-		d, err := New(Config{Workers: 1, Block: true, QLimit: 64}, func(*Packet) { <-gate })
+		d, err := New(Config{Workers: 1, Queue: QueueConfig{Overflow: OverflowWait, Limit: 64}}, func(*Packet) { <-gate })
 		if err != nil {
 			t.Fatal(err)
 		}

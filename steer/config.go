@@ -1,8 +1,11 @@
 package steer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"time"
 
@@ -10,207 +13,200 @@ import (
 	"github.com/rpsgo/rps/internal/affinity"
 )
 
-// Queue limits, as FreeBSD's net.isr.defaultqlimit and net.isr.maxqlimit.
+// Limits of the configuration, as FreeBSD's net.isr.defaultqlimit and
+// net.isr.maxqlimit and RSS's table size.
 const (
-	DefaultQLimit  = 256
-	MaxQLimit      = 10240
-	DefaultBuckets = 128 // a NIC's usual RETA size and FreeBSD's RSS_TABLE_MAXLEN
-	MaxBuckets     = 1 << 16
+	// DefaultQLimit is the queue limit, in frames, for inputs that drop on
+	// a full queue (net.isr.defaultqlimit): a live source's latency bound.
+	DefaultQLimit = 256
+	// DefaultWaitQLimit is the queue limit for inputs that wait on a full
+	// queue: a deeper queue costs a file or a slice no latency and keeps
+	// the workers busy while the input is held back.
+	DefaultWaitQLimit = 4096
+	// MaxQLimit is the largest queue limit (net.isr.maxqlimit).
+	MaxQLimit = 10240
+	// DefaultBuckets is the indirection table's default size: a NIC's usual
+	// RETA size and FreeBSD's RSS_TABLE_MAXLEN.
+	DefaultBuckets = 128
+	// MaxBuckets is the largest indirection table.
+	MaxBuckets = 1 << 16
 	// BatchSize is the most frames handed to a worker at once.
 	BatchSize = 64
+	// MinKeyLen is the shortest Toeplitz key the dispatcher takes: the
+	// longest input it hashes (an IPv6 4-tuple, 36 bytes) plus 4.
+	MinKeyLen = 40
 )
-
-// Policy is how a frame's worker is chosen: netisr_select_cpuid's
-// NETISR_POLICY_* plus the RSS layer's rss_m2cpuid.
-type Policy uint8
-
-const (
-	// PolicyRSS is the CPU policy with FreeBSD RSS's rss_m2cpuid: bucket =
-	// flowid & (buckets-1), worker = table[bucket]. The default, because the
-	// indirection table can be reprogrammed and rebalanced.
-	PolicyRSS Policy = iota
-	// PolicyFlow is NETISR_POLICY_FLOW with netisr_default_flow2cpu:
-	// worker = flowid % workers.
-	PolicyFlow
-	// PolicySource is NETISR_POLICY_SOURCE: worker = (source id + ingress
-	// interface index) % workers. Every policy falls back to it for frames
-	// with HashType NONE.
-	PolicySource
-	// PolicyCPU is NETISR_POLICY_CPU with a caller-supplied function
-	// (Config.CPUFunc); when it declines, SOURCE decides.
-	PolicyCPU
-)
-
-var policyNames = [...]string{PolicyRSS: "rss", PolicyFlow: "flow", PolicySource: "source", PolicyCPU: "cpu"}
-
-// String returns the policy's name: "rss", "flow", "source" or "cpu".
-func (p Policy) String() string {
-	if int(p) < len(policyNames) {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("Policy(%d)", uint8(p))
-}
-
-// ParsePolicy parses a policy name as String prints it.
-func ParsePolicy(s string) (Policy, error) {
-	for i, n := range policyNames {
-		if n == s {
-			return Policy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("steer: unknown policy %q (want rss, flow, source or cpu): %w", s, ErrConfig)
-}
-
-// DispatchMode is how a frame reaches its handler, netisr's
-// NETISR_DISPATCH_*.
-type DispatchMode uint8
-
-const (
-	// Deferred always queues the frame to the selected worker
-	// (NETISR_DISPATCH_DEFERRED). The default.
-	Deferred DispatchMode = iota
-	// Hybrid runs the handler inline when the caller is itself the selected
-	// worker and that worker has nothing queued, and queues otherwise
-	// (NETISR_DISPATCH_HYBRID).
-	Hybrid
-	// Direct runs the handler in the caller's goroutine
-	// (NETISR_DISPATCH_DIRECT). The frame is still classified and accounted
-	// to the workstream its policy selects.
-	Direct
-)
-
-var dispatchNames = [...]string{Deferred: "deferred", Hybrid: "hybrid", Direct: "direct"}
-
-// String returns "deferred", "hybrid" or "direct".
-func (m DispatchMode) String() string {
-	if int(m) < len(dispatchNames) {
-		return dispatchNames[m]
-	}
-	return fmt.Sprintf("DispatchMode(%d)", uint8(m))
-}
-
-// ParseDispatch parses a dispatch mode name as String prints it.
-func ParseDispatch(s string) (DispatchMode, error) {
-	for i, n := range dispatchNames {
-		if n == s {
-			return DispatchMode(i), nil
-		}
-	}
-	return 0, fmt.Errorf("steer: unknown dispatch mode %q (want direct, hybrid or deferred): %w", s, ErrConfig)
-}
 
 // ErrConfig is wrapped by every configuration error of [New].
 var ErrConfig = errors.New("invalid configuration")
 
-// Config configures a [Dispatcher]. The zero value is usable: one worker per
-// allowed CPU, unpinned, RSS policy over 128 buckets, deferred dispatch,
-// qlimit 256, a random key.
+// Config configures a [Dispatcher], grouped by concern. The zero value is
+// safe: one worker per CPU the process may use ([DefaultWorkers]), unpinned,
+// the RSS policy over 128 buckets, deferred dispatch, a random key, and
+// queues that hold back a source that can wait (nothing is dropped from a
+// file) and drop at the tail for a live one. A configuration that cannot
+// steer is an error from New that says what to change.
 type Config struct {
-	// Workers is the number of worker goroutines (workstreams). Zero means
-	// len(CPUs) when CPUs is set, else the number of CPUs the process may
-	// use. More or fewer workers than CPUs are both fine.
+	// Workers is the number of worker goroutines (workstreams, FreeBSD's
+	// net.isr.maxthreads). Zero means len(CPUs) when CPUs is set, else
+	// DefaultWorkers(). More or fewer workers than CPUs are both fine.
 	Workers int
-	// CPUs pins the workers: worker i calls runtime.LockOSThread and binds
-	// its thread to CPUs[i % len(CPUs)] (FreeBSD's net.isr.bindthreads).
-	// Empty means unpinned. Linux only.
+	// CPUs pins the workers: worker i locks its goroutine to a thread bound
+	// to CPUs[i % len(CPUs)] (net.isr.bindthreads). Empty means unpinned.
+	// Linux only.
 	CPUs []int
 
 	// Policy selects the worker for each frame. Default PolicyRSS.
 	Policy Policy
 	// CPUFunc is the PolicyCPU function: it returns the worker for a
 	// classified frame, or ok=false to let SOURCE decide.
-	CPUFunc func(flowid uint32, ht hash.HashType) (worker int, ok bool)
-	// Buckets is the indirection table's size, a power of two. Default 128.
+	CPUFunc func(flowid uint32, ht hash.HashType) (worker int, ok bool) `json:"-"`
+	// Buckets is the indirection table's size, a power of two, and with
+	// PolicyRSS at least Workers unless RFS places the flows. Default 128,
+	// or Workers rounded up to a power of two when that is more.
 	Buckets int
 	// Dispatch is the dispatch mode. Default Deferred.
 	Dispatch DispatchMode
 
-	// QLimit bounds each worker's queue, in frames (net.isr.defaultqlimit).
-	// Default 256, at most MaxQLimit.
-	QLimit int
-	// Block makes a full queue hold the source back instead of dropping the
-	// frame (for sources that must not drop, such as a file replay). A
-	// re-dispatch from a handler never blocks.
-	Block bool
+	// Hash configures the flowid.
+	Hash HashConfig
+	// Queue configures the workers' queues.
+	Queue QueueConfig
+	// RFS configures receive flow steering.
+	RFS RFSConfig
+	// Rebalance, when its Interval is set, moves buckets from the busiest
+	// worker to the least busy one as load shifts.
+	Rebalance RebalanceConfig
 
-	// Key is the Toeplitz key (8 to 64 bytes; 40 or more to hash IPv6
-	// 4-tuples). Nil means a fresh random 40-byte key.
-	Key []byte
-	// KeyName labels the key in reports ("microsoft", "random", ...).
-	KeyName string
-	// Symmetric hashes both directions of a connection alike (canonical
-	// order), for stream reassembly.
-	Symmetric bool
-	// UDP4Tuple hashes UDP over ports too (see ClassifierConfig.UDP4Tuple).
-	UDP4Tuple bool
-
-	// OnInit and OnClose run in each worker's goroutine when it starts and
-	// before it exits; OnTick runs there every TickInterval. Per-worker
-	// state touched only from these hooks and the handler needs no locks.
-	OnInit       func(w *Worker)
-	OnClose      func(w *Worker)
-	OnTick       func(w *Worker, now time.Time)
+	// TickInterval is how often a per-worker state that implements
+	// [Ticker] is ticked. Zero means one second; negative is an error.
 	TickInterval time.Duration
+	// Logger receives handler panics (at most one record a second, with
+	// the count of those left out) and errors of per-worker states' Close.
+	// Nil means slog.Default().
+	Logger *slog.Logger `json:"-"`
+	// OnPanic, when set, receives every recovered panic instead of the
+	// Logger: a handler's, a hook's or a state's.
+	OnPanic func(PanicInfo) `json:"-"`
+	// Trace, when set, receives every steering decision (see Decision). It
+	// runs in the dispatching goroutine and slows dispatch; for teaching
+	// and debugging.
+	Trace func(*Decision) `json:"-"`
+}
 
-	// OnPanic, when set, is told of every handler panic the worker
-	// recovered. With CrashOnPanic the panic is not recovered.
-	OnPanic      func(PanicInfo)
-	CrashOnPanic bool
+// HashConfig configures the flowid: the Toeplitz key and which tuple is
+// hashed (FreeBSD's rss_config.c).
+type HashConfig struct {
+	// Key is the Toeplitz key (rss_key), MinKeyLen to hash.MaxKeyLen bytes.
+	// Nil means a fresh random 40-byte key: a known key such as
+	// hash.MicrosoftKey lets anyone aim every flow at one worker.
+	Key []byte `json:"-"`
+	// Symmetric puts the endpoints in canonical order before hashing, so
+	// that both directions of a connection get one flowid (for stream
+	// reassembly).
+	Symmetric bool
+	// UDP4Tuple hashes UDP (and SCTP) over addresses and ports. Off by
+	// default, as in FreeBSD: the fragments of a large datagram carry no
+	// ports and hash over addresses only, so with a 4-tuple they may reach
+	// another worker than the datagram's unfragmented siblings.
+	UDP4Tuple bool
+}
 
-	// Expvar, when not empty, publishes the stats under this expvar name.
-	// A name already published in the process is an error.
-	Expvar string
-
-	// MoveOut and MoveIn let per-flow state follow a flow when it changes
-	// worker (an RFS move, a reprogrammed bucket, the rebalancer). MoveOut
-	// runs in the old worker after its last frame of the moved flows and
-	// returns a value; MoveIn runs in the new worker with that value before
-	// its first frame of them. Nil hooks make moves free. With RFS on, the
-	// hooks run once per flow move (Move.Bucket == -1), not per bucket; with
-	// DIRECT dispatch they run in the dispatching goroutine, before the
-	// flow's next frame.
-	MoveOut func(w *Worker, m Move) any
-	MoveIn  func(w *Worker, m Move, state any)
-
-	// RFS enables receive flow steering: a consumer names the worker that
-	// should handle a flow (Dispatcher.SetDesired) and the dispatcher moves
-	// the flow there without reordering it. Off, the flow table is not
-	// touched and costs nothing.
-	RFS bool
-	// FlowTableSize is the capacity of each input's flow table and of the
-	// desired-worker table, a power of two. Default 65536.
-	FlowTableSize int
+// QueueConfig configures the workers' queues (netisr's workstreams).
+type QueueConfig struct {
+	// Limit bounds each worker's queue, in frames (net.isr.defaultqlimit).
+	// Zero means DefaultQLimit for inputs that drop and DefaultWaitQLimit
+	// for inputs that wait; at most MaxQLimit.
+	Limit int
+	// Overflow is what a full queue does to the input that fills it.
+	// Default OverflowAuto: wait for a source that can wait, drop for a
+	// live one.
+	Overflow Overflow
 	// FlowLimit drops first, when a worker's queue is at least half full,
 	// the frames of flows holding more than half of its recent history
 	// (Linux's skb_flow_limit). Counted apart from QDrops.
 	FlowLimit bool
-	// Trace, when set, receives every steering decision (see Decision). It
-	// runs in the dispatching goroutine and slows dispatch; for teaching and
-	// debugging.
-	Trace func(*Decision)
-
-	// Rebalance, when its Interval is set, moves buckets from the busiest
-	// worker to the least busy one as load shifts.
-	Rebalance RebalanceConfig
 }
 
-// PanicInfo describes a recovered handler panic.
+// RFSConfig configures receive flow steering (Linux's RFS): a consumer
+// names the worker that should handle a flow ([Dispatcher.SetDesired]) and
+// the dispatcher moves the flow there without reordering it.
+type RFSConfig struct {
+	// Enabled turns RFS on. Off, no flow table is touched.
+	Enabled bool
+	// TableSize is the capacity of each input's flow table and of the
+	// desired-worker table, a power of two from 16 to 2^26. Default 65536.
+	TableSize int
+}
+
+// DefaultRFSTableSize is the default capacity of the RFS flow tables.
+const DefaultRFSTableSize = 1 << 16
+
+// maxRFSTableSize bounds RFSConfig.TableSize: each input's table costs 72
+// bytes an entry.
+const maxRFSTableSize = 1 << 26
+
+// PanicInfo describes a recovered panic: a handler's (with the frame's
+// summary), or a hook's.
 type PanicInfo struct {
 	Worker  int
 	Value   any
-	Summary string // the frame's summary, as Packet.String prints it
+	Summary string // the frame's summary as Packet.String prints it, or the hook's name
 	Stack   []byte
 }
 
-// normalized returns a copy of c with defaults filled in, or a clear error.
+// DefaultWorkers is the default worker count, the one rule the library and
+// its examples use: the number of CPUs the process may run on (its affinity
+// mask), which may be fewer than runtime.NumCPU and differ from GOMAXPROCS.
+func DefaultWorkers() int {
+	if cpus, err := affinity.Allowed(); err == nil && len(cpus) > 0 {
+		return len(cpus)
+	}
+	return runtime.NumCPU()
+}
+
+// normalized returns a copy of c with defaults filled in, or an error that
+// says what to change.
 func (c Config) normalized() (Config, error) {
+	if err := c.normalizeWorkers(); err != nil {
+		return c, err
+	}
+	if err := c.normalizeSteering(); err != nil {
+		return c, err
+	}
+	if err := c.Hash.normalize(); err != nil {
+		return c, err
+	}
+	if err := c.Queue.normalize(); err != nil {
+		return c, err
+	}
+	if err := c.RFS.normalize(); err != nil {
+		return c, err
+	}
+	if c.TickInterval < 0 {
+		return c, fmt.Errorf("steer: tick interval %v is negative: set a positive interval, or zero for one second: %w", c.TickInterval, ErrConfig)
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if err := c.Rebalance.normalize(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// normalizeWorkers checks the worker count and the CPUs to pin them to.
+func (c *Config) normalizeWorkers() error {
 	online, err := affinity.Allowed()
 	if err != nil {
-		return c, fmt.Errorf("steer: list CPUs: %w", err)
+		return fmt.Errorf("steer: list CPUs: %w", err)
 	}
 	if len(c.CPUs) > 0 {
 		if !affinity.Supported() {
-			return c, fmt.Errorf("steer: pinning workers to CPUs on %s: %w", runtime.GOOS, affinity.ErrNotSupported)
+			return fmt.Errorf("steer: pinning workers to CPUs on %s: %w", runtime.GOOS, affinity.ErrNotSupported)
 		}
 		ok := make(map[int]bool, len(online))
 		for _, cpu := range online {
@@ -218,70 +214,129 @@ func (c Config) normalized() (Config, error) {
 		}
 		for _, cpu := range c.CPUs {
 			if !ok[cpu] {
-				return c, fmt.Errorf("steer: CPU %d is not online: %w", cpu, ErrConfig)
+				return fmt.Errorf("steer: CPU %d is not one the process may use (allowed: %v): %w", cpu, online, ErrConfig)
 			}
 		}
 	}
 	switch {
 	case c.Workers < 0:
-		return c, fmt.Errorf("steer: %d workers: %w", c.Workers, ErrConfig)
+		return fmt.Errorf("steer: %d workers: want zero (the default) or more: %w", c.Workers, ErrConfig)
 	case c.Workers == 0 && len(c.CPUs) > 0:
 		c.Workers = len(c.CPUs)
 	case c.Workers == 0:
-		c.Workers = len(online)
+		c.Workers = DefaultWorkers()
 	}
 	if c.Workers > 65535 {
-		return c, fmt.Errorf("steer: %d workers exceed 65535: %w", c.Workers, ErrConfig)
+		return fmt.Errorf("steer: %d workers exceed 65535: %w", c.Workers, ErrConfig)
 	}
+	return nil
+}
+
+// normalizeSteering checks the policy, the dispatch mode and the table.
+func (c *Config) normalizeSteering() error {
 	if c.Policy > PolicyCPU {
-		return c, fmt.Errorf("steer: unknown policy %d: %w", c.Policy, ErrConfig)
+		return fmt.Errorf("steer: unknown policy %d: %w", c.Policy, ErrConfig)
 	}
 	if c.Policy == PolicyCPU && c.CPUFunc == nil {
-		return c, fmt.Errorf("steer: policy cpu needs a CPUFunc: %w", ErrConfig)
+		return fmt.Errorf("steer: policy cpu needs a CPUFunc: %w", ErrConfig)
 	}
 	if c.Dispatch > Direct {
-		return c, fmt.Errorf("steer: unknown dispatch mode %d: %w", c.Dispatch, ErrConfig)
+		return fmt.Errorf("steer: unknown dispatch mode %d: %w", c.Dispatch, ErrConfig)
 	}
 	if c.Buckets == 0 {
-		c.Buckets = DefaultBuckets
+		c.Buckets = max(DefaultBuckets, ceilPow2(c.Workers))
 	}
 	if c.Buckets < 1 || c.Buckets > MaxBuckets || c.Buckets&(c.Buckets-1) != 0 {
-		return c, fmt.Errorf("steer: %d buckets: want a power of two from 1 to %d: %w", c.Buckets, MaxBuckets, ErrConfig)
+		return fmt.Errorf("steer: %d buckets: want a power of two from 1 to %d: %w", c.Buckets, MaxBuckets, ErrConfig)
 	}
-	switch {
-	case c.QLimit == 0:
-		c.QLimit = DefaultQLimit
-	case c.QLimit < 0:
-		return c, fmt.Errorf("steer: qlimit %d is negative: %w", c.QLimit, ErrConfig)
-	case c.QLimit > MaxQLimit:
-		return c, fmt.Errorf("steer: qlimit %d exceeds maxqlimit %d: %w", c.QLimit, MaxQLimit, ErrConfig)
+	if c.Policy == PolicyRSS && c.Buckets < c.Workers && !c.RFS.Enabled {
+		return fmt.Errorf("steer: %d buckets for %d workers: only %d workers would get frames; use at least %d buckets: %w",
+			c.Buckets, c.Workers, c.Buckets, ceilPow2(c.Workers), ErrConfig)
 	}
-	if c.Key == nil {
+	return nil
+}
+
+// ceilPow2 returns the least power of two >= n (1 for n <= 1).
+func ceilPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// normalize checks the key, or makes a random one.
+func (h *HashConfig) normalize() error {
+	if h.Key == nil {
 		k, err := hash.RandomKey(hash.DefaultKeyLen)
 		if err != nil {
-			return c, fmt.Errorf("steer: %w", err)
+			return fmt.Errorf("steer: %w", err)
 		}
-		c.Key = k
-		if c.KeyName == "" {
-			c.KeyName = "random"
-		}
-	} else if len(c.Key) < hash.MinKeyLen || len(c.Key) > hash.MaxKeyLen {
-		return c, fmt.Errorf("steer: key of %d bytes: %w: %w", len(c.Key), hash.ErrKeyLength, ErrConfig)
+		h.Key = k
+		return nil
 	}
-	if c.KeyName == "" {
-		c.KeyName = "custom"
+	if len(h.Key) < MinKeyLen || len(h.Key) > hash.MaxKeyLen {
+		return fmt.Errorf("steer: Toeplitz key of %d bytes: want %d to %d (a key must be 4 bytes longer than the longest input it hashes, a 36-byte IPv6 4-tuple), or nil for a random key: %w: %w",
+			len(h.Key), MinKeyLen, hash.MaxKeyLen, hash.ErrKeyLength, ErrConfig)
 	}
-	if c.OnTick != nil && c.TickInterval <= 0 {
-		c.TickInterval = time.Second
+	h.Key = append([]byte(nil), h.Key...)
+	return nil
+}
+
+// normalize checks the queue limit and the overflow rule.
+func (q *QueueConfig) normalize() error {
+	switch {
+	case q.Limit < 0:
+		return fmt.Errorf("steer: queue limit %d is negative: %w", q.Limit, ErrConfig)
+	case q.Limit > MaxQLimit:
+		return fmt.Errorf("steer: queue limit %d exceeds maxqlimit %d: %w", q.Limit, MaxQLimit, ErrConfig)
 	}
-	if c.FlowTableSize == 0 {
-		c.FlowTableSize = DefaultFlowTableSize
+	if q.Overflow > OverflowDrop {
+		return fmt.Errorf("steer: unknown overflow rule %d: %w", q.Overflow, ErrConfig)
 	}
-	if c.FlowTableSize < 8 || c.FlowTableSize&(c.FlowTableSize-1) != 0 {
-		return c, fmt.Errorf("steer: flow table size %d: want a power of two of at least 8: %w", c.FlowTableSize, ErrConfig)
+	return nil
+}
+
+// limit is the queue limit for an input that waits (or drops).
+func (q *QueueConfig) limit(wait bool) int {
+	switch {
+	case q.Limit > 0:
+		return q.Limit
+	case wait:
+		return DefaultWaitQLimit
 	}
-	if err := c.Rebalance.normalize(); err != nil {
-		return c, err
+	return DefaultQLimit
+}
+
+// waits reports whether an input whose source can (or cannot) wait is held
+// back by a full queue.
+func (q *QueueConfig) waits(canWait bool) bool {
+	switch q.Overflow {
+	case OverflowWait:
+		return true
+	case OverflowDrop:
+		return false
 	}
-	return c, nil
+	return canWait
+}
+
+// normalize checks the flow table size.
+func (r *RFSConfig) normalize() error {
+	if r.TableSize == 0 {
+		r.TableSize = DefaultRFSTableSize
+	}
+	if r.TableSize < 16 || r.TableSize > maxRFSTableSize || r.TableSize&(r.TableSize-1) != 0 {
+		return fmt.Errorf("steer: RFS table size %d: want a power of two from 16 to %d: %w", r.TableSize, maxRFSTableSize, ErrConfig)
+	}
+	return nil
+}
+
+// keyFingerprint names a key in reports without printing it: "microsoft"
+// for the public key, else the first 4 bytes of its SHA-256 in hex.
+func keyFingerprint(key []byte) string {
+	if string(key) == string(hash.MicrosoftKey[:]) {
+		return "microsoft"
+	}
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:4])
 }

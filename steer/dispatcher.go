@@ -18,23 +18,45 @@ import (
 // ErrClosed is returned by dispatch calls after Close has begun.
 var ErrClosed = errors.New("steer: dispatcher closed")
 
-// DefaultFlowTableSize is the default capacity of the RFS flow tables.
-const DefaultFlowTableSize = 1 << 16
+// ErrCloseInHandler is wrapped by the error of a Close called from inside a
+// handler or a per-worker hook, which cannot wait for its own frame.
+var ErrCloseInHandler = errors.New("steer: Close called from inside a handler")
 
 // Handler processes one packet. It runs in the goroutine of the worker the
 // packet was steered to (or, with Direct dispatch, in the caller's).
 type Handler func(p *Packet)
 
+// Ticker is implemented by per-worker states ([NewPerWorker]) that want to
+// run periodically: Tick runs in the worker's goroutine every
+// Config.TickInterval, between batches.
+type Ticker interface {
+	Tick(now time.Time)
+}
+
+// Mover is implemented by per-worker states whose per-flow state follows a
+// flow when it changes worker (an RFS move, a reprogrammed bucket, the
+// rebalancer). MoveOut runs in the old worker after its last frame of the
+// moved flows and returns what to carry; MoveIn runs in the new worker with
+// that value before its first frame of them. With RFS on, they run once per
+// flow move (Move.Bucket == -1), not per bucket; with DIRECT dispatch they
+// run in the dispatching goroutine, before the flow's next frame. States
+// that do not implement Mover make moves free.
+type Mover interface {
+	MoveOut(m Move) (carried any)
+	MoveIn(m Move, carried any)
+}
+
 // Dispatcher steers frames to per-worker goroutines: netisr for user space.
 // See the package documentation for the path a frame takes.
 type Dispatcher struct {
 	cfg     Config
-	handler Handler
+	keyName string // the key's fingerprint, for reports
 	cls     *Classifier
 	keyCls  *Classifier // cls without the hash, for Packet.Key
 	workers []*Worker
 	table   *indirection
 	desired *flowtable.Desired // RFS: where each flow's consumer runs
+	hooks   bool               // the states implement Mover
 	wg      sync.WaitGroup
 
 	intake   sync.RWMutex // dispatch calls hold it shared; Close exclusively
@@ -42,6 +64,7 @@ type Dispatcher struct {
 	abort    atomic.Bool
 	quit     chan struct{}
 	quitOnce sync.Once
+	panicLog panicLog
 
 	mu         sync.Mutex
 	producers  []*producer
@@ -50,6 +73,7 @@ type Dispatcher struct {
 	nextID     int
 	sources    []sourceStatser
 	reb        *rebalancer
+	closeErrs  []error // from the states' Close
 
 	created time.Time
 	// spin lets idle pinned workers poll before parking: only when each
@@ -58,32 +82,69 @@ type Dispatcher struct {
 }
 
 // New starts a dispatcher with cfg's workers, which run h for every frame.
-// Configuration errors wrap ErrConfig.
+// Configuration errors wrap ErrConfig and say what to change. For state
+// per worker, use [NewPerWorker].
 func New(cfg Config, h Handler) (*Dispatcher, error) {
 	if h == nil {
 		return nil, fmt.Errorf("steer: nil handler: %w", ErrConfig)
 	}
+	return start(cfg, func(*Worker) (Handler, any) { return h, nil })
+}
+
+// NewPerWorker starts a dispatcher whose workers each have a state of
+// their own: newState runs in each worker's goroutine before its first
+// frame, and h receives that worker's state with every packet, so the
+// state needs no locks. The returned slice holds the states, states[i]
+// being worker i's; read them from other goroutines only after Close. A
+// state may implement [Ticker], [Mover] and io.Closer (Close runs in the
+// worker before it exits; its errors are joined into Close's).
+func NewPerWorker[S any](cfg Config, newState func(w *Worker) S, h func(state S, p *Packet)) (*Dispatcher, []S, error) {
+	if newState == nil || h == nil {
+		return nil, nil, fmt.Errorf("steer: NewPerWorker needs a state constructor and a handler: %w", ErrConfig)
+	}
+	var states []S
+	d, err := start(cfg, func(w *Worker) (Handler, any) {
+		s := newState(w)
+		return func(p *Packet) { h(s, p) }, s
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	states = make([]S, len(d.workers))
+	for i, w := range d.workers {
+		states[i], _ = w.state.(S)
+	}
+	return d, states, nil
+}
+
+// start builds the dispatcher and starts its workers; bind runs in each
+// worker's goroutine and gives it its handler and state.
+func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error) {
+	generated := cfg.Hash.Key == nil
 	cfg, err := cfg.normalized()
 	if err != nil {
 		return nil, err
 	}
-	hasher, err := hash.NewToeplitz(cfg.Key)
+	hasher, err := hash.NewToeplitz(cfg.Hash.Key)
 	if err != nil {
 		return nil, fmt.Errorf("steer: %w", err)
 	}
-	cls, err := NewClassifier(ClassifierConfig{Hasher: hasher, Symmetric: cfg.Symmetric, UDP4Tuple: cfg.UDP4Tuple})
+	cls, err := NewClassifier(ClassifierConfig{Hasher: hasher, Symmetric: cfg.Hash.Symmetric, UDP4Tuple: cfg.Hash.UDP4Tuple})
 	if err != nil {
 		return nil, err
 	}
 	d := &Dispatcher{
 		cfg:     cfg,
-		handler: h,
+		keyName: keyFingerprint(cfg.Hash.Key),
 		cls:     cls,
 		keyCls:  cls.keyOnly(),
 		table:   newIndirection(cfg.Buckets, cfg.Workers),
 		retired: counts{bucketFrames: make([]uint64, cfg.Buckets)},
 		quit:    make(chan struct{}),
 		created: time.Now(),
+	}
+	if generated {
+		d.keyName = "random " + d.keyName
 	}
 	if allowed, err := affinity.Allowed(); err == nil && len(cfg.CPUs) > 0 {
 		used := map[int]bool{}
@@ -94,21 +155,21 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 		// sources.
 		d.spin = cfg.Workers <= len(used) && len(used) < len(allowed)
 	}
-	if cfg.RFS {
-		d.desired, err = flowtable.NewDesired(cfg.FlowTableSize)
+	if cfg.RFS.Enabled {
+		d.desired, err = flowtable.NewDesired(cfg.RFS.TableSize)
 		if err != nil {
-			return nil, fmt.Errorf("steer: %w", err)
+			return nil, fmt.Errorf("steer: RFS: %w: %w", err, ErrConfig)
 		}
 	}
 	d.workers = make([]*Worker, cfg.Workers)
 	for i := range d.workers {
 		w := &Worker{d: d, index: i, cpu: -1, notify: make(chan struct{}, 1), inited: make(chan struct{}),
-			ring: make([]*pbatch, 16)}
+			ring: make([]*pbatch, 16), bind: bind}
 		w.space.L = &w.mu
 		if len(cfg.CPUs) > 0 {
 			w.cpu = cfg.CPUs[i%len(cfg.CPUs)]
 		}
-		w.prod = d.newProducer(-1 - i)
+		w.prod = d.newProducer(-1-i, false)
 		w.prod.self = w
 		d.workers[i] = w
 	}
@@ -116,22 +177,19 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 		d.wg.Add(1)
 		go w.run(&d.wg)
 	}
-	var pinErr error
+	var startErr error
 	for _, w := range d.workers {
 		<-w.inited
-		if w.err != nil && pinErr == nil {
-			pinErr = fmt.Errorf("steer: worker %d: %w", w.index, w.err)
+		if w.err != nil && startErr == nil {
+			startErr = fmt.Errorf("steer: worker %d: %w", w.index, w.err)
+		}
+		if _, ok := w.state.(Mover); ok {
+			d.hooks = true
 		}
 	}
-	if pinErr != nil {
+	if startErr != nil {
 		d.Close(context.Background())
-		return nil, pinErr
-	}
-	if cfg.Expvar != "" {
-		if err := d.publish(cfg.Expvar); err != nil {
-			d.Close(context.Background())
-			return nil, err
-		}
+		return nil, startErr
 	}
 	if cfg.Rebalance.Interval > 0 {
 		d.startRebalancer()
@@ -156,13 +214,19 @@ type Input struct {
 	closed bool
 }
 
-// NewInput returns an input with the next free source id.
-func (d *Dispatcher) NewInput() *Input {
+// NewInput returns an input with the next free source id. Its caller can
+// wait, so under OverflowAuto a full queue holds Dispatch back rather than
+// drop: a caller feeding frames it cannot hold back (a live capture) sets
+// Config.Queue.Overflow to OverflowDrop.
+func (d *Dispatcher) NewInput() *Input { return d.newInput(true) }
+
+// newInput returns an input for a source that can (or cannot) wait.
+func (d *Dispatcher) newInput(canWait bool) *Input {
 	d.mu.Lock()
 	id := d.nextID
 	d.nextID++
 	d.mu.Unlock()
-	return &Input{p: d.newProducer(id)}
+	return &Input{p: d.newProducer(id, canWait)}
 }
 
 // ID returns the input's source id (used by the SOURCE policy).
@@ -171,6 +235,10 @@ func (in *Input) ID() int { return in.p.id }
 // Dispatch classifies, hashes and steers frames. release, when not nil, is
 // called once every frame has been handled or dropped. The frames slice may
 // be reused once Dispatch returns; the bytes must live until release.
+//
+// Each call costs a lock, a hand-off per worker and a wake-up, shared by the
+// frames it carries: call it with batches (up to BatchSize frames or more),
+// not one frame at a time, which is several times slower per frame.
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()
@@ -240,11 +308,16 @@ func (in *Input) Close() {
 	in.p.d.retire(in.p)
 }
 
-// Run reads src until it is exhausted (io.EOF, which Run turns into nil), ctx
-// ends, or the dispatcher closes, dispatching every batch through a new
-// Input. It does not close src.
+// Run reads src and dispatches every batch through a new Input. It returns
+// nil once src is exhausted (io.EOF), ctx.Err() when ctx ends first, and
+// ErrClosed when the dispatcher closes first: a caller that cancels ctx to
+// stop reading sees that the source was not read to its end. A source that
+// implements [LiveSource] and says it is live is dropped from on a full
+// queue under OverflowAuto; any other source is held back. Run registers a
+// source's own counters ([SourceStatser]) with the stats. It does not close
+// src.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
-	in := d.NewInput()
+	in := d.newInput(!isLive(src))
 	defer in.Close()
 	if s, ok := src.(sourceStatser); ok {
 		d.mu.Lock()
@@ -263,10 +336,12 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 				return derr
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF):
 			return nil
-		}
-		if err != nil {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
 			return fmt.Errorf("steer: read source: %w", err)
 		}
 	}
@@ -276,10 +351,11 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 // analogue of rps_record_sock_flow). The dispatcher moves the flow there as
 // soon as the old worker has handled every frame of it already queued; until
 // then frames keep going to the old worker. Any goroutine may call it,
-// handlers included. It is a no-op unless Config.RFS is set.
+// handlers included. Without Config.RFS.Enabled it records nothing and
+// returns an error wrapping ErrConfig.
 func (d *Dispatcher) SetDesired(flowid uint32, worker int) error {
 	if d.desired == nil {
-		return fmt.Errorf("steer: SetDesired without Config.RFS: %w", ErrConfig)
+		return fmt.Errorf("steer: SetDesired needs Config.RFS.Enabled: %w", ErrConfig)
 	}
 	if worker < 0 || worker >= len(d.workers) {
 		return fmt.Errorf("steer: desired worker %d of %d: %w", worker, len(d.workers), ErrConfig)
@@ -295,14 +371,23 @@ func (d *Dispatcher) ClearDesired(flowid uint32) {
 	}
 }
 
-// Close stops intake, lets every worker drain its queue, runs OnClose in each
-// worker, and waits for the workers to exit. When ctx ends first, the
-// workers drop what is left (counted as close drops) and Close returns an
-// error saying what was left. Close may be called more than once, and at any
-// moment; dispatch calls made after it return ErrClosed.
+// Close stops intake, lets every worker drain its queue, closes each
+// per-worker state that implements io.Closer (in its worker), and waits for
+// the workers to exit. When ctx ends first, the workers drop what is left
+// (counted as close drops) and Close returns an error saying what was left.
+// Close may be called more than once, and at any moment; dispatch calls made
+// after it return ErrClosed. Called from inside a handler or a hook, which
+// cannot wait for its own frame, Close stops intake, lets the workers drain
+// and exit once the handler returns, and returns at once with an error
+// wrapping ErrCloseInHandler; a later Close from outside waits for the rest.
+// Errors from the states' Close are joined into the result.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if !d.closed.Swap(true) && d.reb != nil {
 		d.reb.stop()
+	}
+	if calledFromHandler() {
+		go d.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("steer: close: %w: intake is stopped; the workers drain and exit after the handler returns, not waited for", ErrCloseInHandler)
 	}
 	var ctxErr error
 	// Wait for dispatch calls in flight; a producer blocked on a full queue
@@ -361,11 +446,13 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		}
 		return fmt.Errorf("steer: close: %w: %d frames were left queued; workers %v are still running", ctx.Err(), left, busy)
 	}
-	d.unpublish()
+	d.mu.Lock()
+	closeErr := errors.Join(d.closeErrs...)
+	d.mu.Unlock()
 	if ctxErr != nil {
-		return fmt.Errorf("steer: close: %w: %d frames were left queued and dropped", ctxErr, left)
+		return errors.Join(fmt.Errorf("steer: close: %w: %d frames were left queued and dropped", ctxErr, left), closeErr)
 	}
-	return nil
+	return closeErr
 }
 
 // Sync waits until every frame queued before the call has been handled (or

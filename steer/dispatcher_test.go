@@ -90,8 +90,8 @@ func checkAccounting(t *testing.T, d *Dispatcher, in uint64) Stats {
 	if st.Frames != in {
 		t.Errorf("Stats.Frames = %d, want %d frames handed in", st.Frames, in)
 	}
-	if got := st.Handled() + st.Dropped(); got != st.Frames {
-		t.Errorf("handled %d + dropped %d = %d, want Frames %d", st.Handled(), st.Dropped(), got, st.Frames)
+	if got := st.Handled() + st.Dropped() + st.Panicked(); got != st.Frames {
+		t.Errorf("handled %d + dropped %d + panicked %d = %d, want Frames %d", st.Handled(), st.Dropped(), st.Panicked(), got, st.Frames)
 	}
 	for _, w := range st.Workstreams {
 		if w.Len != 0 {
@@ -113,7 +113,7 @@ func TestFlowsStayOnOneWorkerInOrder(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(workers), uint64(mode)))
 					frames := dtTraffic(rng, 500, 20000)
 					oc := newOrderChecker()
-					d, err := New(Config{Workers: workers, Policy: pol, Dispatch: mode, Block: true, Key: hash.MicrosoftKey[:]}, oc.handle)
+					d, err := New(Config{Workers: workers, Policy: pol, Dispatch: mode, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowWait}}, oc.handle)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -164,7 +164,7 @@ func TestSelectionMatchesPolicy(t *testing.T) {
 		var bad []string
 		var seen int
 		const workers = 3
-		d, err := New(Config{Workers: workers, Policy: pol, Buckets: 64, Key: hash.MicrosoftKey[:], Block: true}, func(p *Packet) {
+		d, err := New(Config{Workers: workers, Policy: pol, Buckets: 64, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowWait}}, func(p *Packet) {
 			var c Classification
 			cls.Classify(p.Data, &c)
 			var want int
@@ -202,7 +202,7 @@ func TestNonIPFallsBackToSource(t *testing.T) {
 	arp := make([]byte, 42)
 	binary.BigEndian.PutUint16(arp[12:], 0x0806)
 	var got sync.Map
-	d, err := New(Config{Workers: 4}, func(p *Packet) {
+	d, err := New(Config{Workers: 4, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 		got.Store(p.IfIndex, p.Worker)
 		if p.HashType != hash.None || p.Reason != ReasonNonIP {
 			t.Errorf("ARP got %v %v", p.HashType, p.Reason)
@@ -234,13 +234,23 @@ func TestConfigErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{CPUs: []int{9999}}, "steer: CPU 9999 is not online"},
-		{Config{QLimit: 20000}, "steer: qlimit 20000 exceeds maxqlimit 10240"},
-		{Config{Key: make([]byte, 5)}, "steer: key of 5 bytes"},
+		{Config{CPUs: []int{9999}}, "steer: CPU 9999 is not one the process may use"},
+		{Config{Queue: QueueConfig{Limit: 20000}}, "steer: queue limit 20000 exceeds maxqlimit 10240"},
+		{Config{Queue: QueueConfig{Limit: -1}}, "steer: queue limit -1 is negative"},
+		{Config{Queue: QueueConfig{Overflow: 7}}, "unknown overflow rule 7"},
+		{Config{Hash: HashConfig{Key: make([]byte, 5)}}, "steer: Toeplitz key of 5 bytes"},
+		// A 16-byte key hashes IPv4 but gives every IPv6 4-tuple one flowid.
+		{Config{Hash: HashConfig{Key: hash.MicrosoftKey[:16]}}, "steer: Toeplitz key of 16 bytes: want 40 to 64"},
 		{Config{Buckets: 100}, "steer: 100 buckets"},
+		// One bucket for four workers sends every frame to worker 0.
+		{Config{Workers: 4, Buckets: 1}, "steer: 1 buckets for 4 workers: only 1 workers would get frames; use at least 4 buckets"},
 		{Config{Workers: -1}, "steer: -1 workers"},
 		{Config{Policy: PolicyCPU}, "needs a CPUFunc"},
-		{Config{FlowTableSize: 1000}, "flow table size 1000"},
+		{Config{RFS: RFSConfig{Enabled: true, TableSize: 1000}}, "RFS table size 1000"},
+		// Sizes flowtable refuses: RFS would be reported on but do nothing.
+		{Config{RFS: RFSConfig{Enabled: true, TableSize: 8}}, "RFS table size 8"},
+		{Config{RFS: RFSConfig{Enabled: true, TableSize: 1 << 27}}, "RFS table size 134217728"},
+		{Config{TickInterval: -time.Second}, "tick interval -1s is negative"},
 		{Config{Rebalance: RebalanceConfig{Threshold: 0.5, Interval: time.Second}}, "threshold"},
 	}
 	if !affinity.Supported() {
@@ -257,7 +267,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("error %q: want ErrConfig containing %q", err, c.want)
 		}
 	}
-	if _, err := New(Config{}, nil); !errors.Is(err, ErrConfig) {
+	if _, err := New(Config{Queue: QueueConfig{Overflow: OverflowDrop}}, nil); !errors.Is(err, ErrConfig) {
 		t.Errorf("nil handler: %v", err)
 	}
 }
@@ -272,15 +282,17 @@ func TestPinnedWorkersReadAffinityBack(t *testing.T) {
 	got := map[int][]int{}
 	// More workers than CPUs: they take the CPUs round-robin.
 	n := 2*len(cpus) + 1
-	d, err := New(Config{Workers: n, CPUs: cpus, OnInit: func(w *Worker) {
-		c, err := affinity.Current()
-		if err != nil {
-			t.Error(err)
-		}
-		mu.Lock()
-		got[w.Index()] = c
-		mu.Unlock()
-	}}, func(*Packet) {})
+	d, err := newHooked(Config{Workers: n, CPUs: cpus}, hookFuncs{
+		init: func(w *Worker) {
+			c, err := affinity.Current()
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			got[w.Index()] = c
+			mu.Unlock()
+		},
+	}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,13 +309,14 @@ func TestHooksRunInWorker(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	type state struct{ inits, ticks, closes, frames int }
 	states := make([]state, 3) // per worker, no locks: only the worker touches its own
-	d, err := New(Config{
+	d, err := newHooked(Config{
 		Workers:      3,
-		Block:        true,
-		OnInit:       func(w *Worker) { states[w.Index()].inits++ },
-		OnTick:       func(w *Worker, _ time.Time) { states[w.Index()].ticks++ },
 		TickInterval: time.Millisecond,
-		OnClose:      func(w *Worker) { states[w.Index()].closes++ },
+		Queue:        QueueConfig{Overflow: OverflowWait},
+	}, hookFuncs{
+		init:  func(w *Worker) { states[w.Index()].inits++ },
+		tick:  func(w *Worker, _ time.Time) { states[w.Index()].ticks++ },
+		close: func(w *Worker) { states[w.Index()].closes++ },
 	}, func(p *Packet) { states[p.Worker].frames++ })
 	if err != nil {
 		t.Fatal(err)
@@ -329,12 +342,17 @@ func TestOverflowPanicsAndAccounting(t *testing.T) {
 	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var panics, released, calls atomic.Int64
-			d, err := New(Config{Workers: 2, QLimit: 16, Dispatch: mode, OnPanic: func(pi PanicInfo) {
-				panics.Add(1)
-				if pi.Summary == "" || pi.Value == nil {
-					t.Error("empty panic info")
-				}
-			}}, func(p *Packet) {
+			d, err := New(Config{
+				Workers:  2,
+				Dispatch: mode,
+				OnPanic: func(pi PanicInfo) {
+					panics.Add(1)
+					if pi.Summary == "" || pi.Value == nil {
+						t.Error("empty panic info")
+					}
+				},
+				Queue: QueueConfig{Limit: 16, Overflow: OverflowDrop},
+			}, func(p *Packet) {
 				if calls.Add(1)%3 == 0 {
 					panic("boom")
 				}
@@ -384,7 +402,7 @@ func TestRedispatch(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var inner, outer, released atomic.Int64
 			var d *Dispatcher
-			d, err := New(Config{Workers: 3, Dispatch: mode, QLimit: 64, Block: true}, func(p *Packet) {
+			d, err := New(Config{Workers: 3, Dispatch: mode, Queue: QueueConfig{Limit: 64, Overflow: OverflowWait}}, func(p *Packet) {
 				if len(p.Data) > 64 {
 					outer.Add(1)
 					if err := p.Redispatch(p.Data[64:]); err != nil {
@@ -392,10 +410,10 @@ func TestRedispatch(t *testing.T) {
 					}
 					return
 				}
-				// Queued inner frames come from the worker's own producer
-				// (source -1-worker); DIRECT handles them inline in the input.
-				if (mode == Direct) != (p.Source >= 0) {
-					t.Errorf("%s: inner frame from source %d", mode, p.Source)
+				// An inner frame keeps its outer frame's source, whichever
+				// goroutine re-dispatched it.
+				if p.Source != 0 {
+					t.Errorf("%s: inner frame from source %d, want the input's 0", mode, p.Source)
 				}
 				inner.Add(1)
 			})
@@ -431,9 +449,13 @@ func TestReprogramNeverReorders(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	oc := newOrderChecker()
 	var moveOuts, moveIns atomic.Int64
-	d, err := New(Config{Workers: 4, Buckets: 16, Block: true,
-		MoveOut: func(w *Worker, m Move) any { moveOuts.Add(1); return m.Bucket },
-		MoveIn: func(w *Worker, m Move, s any) {
+	d, err := newHooked(Config{
+		Workers: 4,
+		Buckets: 16,
+		Queue:   QueueConfig{Overflow: OverflowWait},
+	}, hookFuncs{
+		moveOut: func(w *Worker, m Move) any { moveOuts.Add(1); return m.Bucket },
+		moveIn: func(w *Worker, m Move, s any) {
 			moveIns.Add(1)
 			if s.(int) != m.Bucket || w.Index() != m.To {
 				t.Errorf("MoveIn %+v got state %v in worker %d", m, s, w.Index())
@@ -499,7 +521,7 @@ func TestSeveralInputsConcurrently(t *testing.T) {
 	var mu sync.Mutex
 	last := map[key]uint32{}
 	var bad atomic.Int64
-	d, err := New(Config{Workers: 3, Block: true}, func(p *Packet) {
+	d, err := New(Config{Workers: 3, Queue: QueueConfig{Overflow: OverflowWait}}, func(p *Packet) {
 		k := key{p.Source, p.Key().Flow()}
 		mu.Lock()
 		if dtSeq(p) != last[k]+1 {
@@ -532,7 +554,7 @@ func TestSeveralInputsConcurrently(t *testing.T) {
 
 func TestCloseTimeoutWithStalledHandler(t *testing.T) {
 	release := make(chan struct{})
-	d, err := New(Config{Workers: 2, QLimit: 32}, func(p *Packet) {
+	d, err := New(Config{Workers: 2, Queue: QueueConfig{Limit: 32, Overflow: OverflowDrop}}, func(p *Packet) {
 		if p.Worker == 0 {
 			<-release
 		}
@@ -561,32 +583,9 @@ func TestCloseTimeoutWithStalledHandler(t *testing.T) {
 	goleak.VerifyNone(t)
 }
 
-func TestExpvarTwoDispatchers(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	a, err := New(Config{Workers: 1, Expvar: "steer_test_a"}, func(*Packet) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{Workers: 1, Expvar: "steer_test_b"}, func(*Packet) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := New(Config{Workers: 1, Expvar: "steer_test_a"}, func(*Packet) {}); !errors.Is(err, ErrConfig) {
-		t.Errorf("duplicate expvar name: %v", err)
-	}
-	a.Close(context.Background())
-	// The name is free again once its dispatcher closed.
-	c, err := New(Config{Workers: 1, Expvar: "steer_test_a"}, func(*Packet) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close(context.Background())
-	b.Close(context.Background())
-}
-
 func TestReport(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, err := New(Config{Workers: 2, KeyName: "microsoft", Key: hash.MicrosoftKey[:]}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +609,7 @@ func TestSourcesAllocateNothingInSteadyState(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
-	d, err := New(Config{Workers: 2, Block: true}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Queue: QueueConfig{Overflow: OverflowWait}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,8 +632,12 @@ func TestRunOnWorkersDirect(t *testing.T) {
 	var mu sync.Mutex
 	byWorker := map[int]int{}
 	var ticks atomic.Int64
-	d, err := New(Config{Workers: workers, Dispatch: Direct, TickInterval: time.Millisecond,
-		OnTick: func(*Worker, time.Time) { ticks.Add(1) }}, func(p *Packet) {
+	d, err := newHooked(Config{
+		Workers:      workers,
+		Dispatch:     Direct,
+		TickInterval: time.Millisecond,
+		Queue:        QueueConfig{Overflow: OverflowDrop},
+	}, hookFuncs{tick: func(*Worker, time.Time) { ticks.Add(1) }}, func(p *Packet) {
 		mu.Lock()
 		byWorker[p.Worker]++
 		mu.Unlock()
@@ -666,11 +669,16 @@ func TestTraceExplainsEveryDecision(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var b strings.Builder
 	n := 0
-	d, err := New(Config{Workers: 2, Buckets: 8, Key: hash.MicrosoftKey[:], KeyName: "microsoft",
+	d, err := New(Config{
+		Workers: 2,
+		Buckets: 8,
 		Trace: func(dc *Decision) {
 			n++
 			dc.WriteTo(&b)
-		}}, func(*Packet) {})
+		},
+		Hash:  HashConfig{Key: hash.MicrosoftKey[:]},
+		Queue: QueueConfig{Overflow: OverflowDrop},
+	}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +705,7 @@ func TestRunOnWorkersWithoutTick(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const workers = 2
 	var handled atomic.Int64
-	d, err := New(Config{Workers: workers, Dispatch: Direct}, func(*Packet) { handled.Add(1) })
+	d, err := New(Config{Workers: workers, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) { handled.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +735,7 @@ func TestRunOnWorkersWithoutTick(t *testing.T) {
 // tick: Close itself must wake them.
 func TestCloseWakesIdleWorkers(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, err := New(Config{Workers: 3}, func(*Packet) {})
+	d, err := New(Config{Workers: 3, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -752,7 +760,7 @@ func busyReader(t *testing.T) (d *Dispatcher, block chan struct{}, first chan er
 	t.Helper()
 	block = make(chan struct{})
 	entered := make(chan struct{}, 1)
-	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(p *Packet) {
+	d, err := New(Config{Workers: 1, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 		select {
 		case entered <- struct{}{}:
 			<-block
@@ -879,7 +887,7 @@ func TestCloseWhileWorkerReadsAndInputWaits(t *testing.T) {
 	for _, mode := range []DispatchMode{Deferred, Hybrid} {
 		t.Run(mode.String(), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
-			d, err := New(Config{Workers: 1, Dispatch: mode, Block: true, QLimit: 64}, func(*Packet) {})
+			d, err := New(Config{Workers: 1, Dispatch: mode, Queue: QueueConfig{Overflow: OverflowWait, Limit: 64}}, func(*Packet) {})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -925,7 +933,7 @@ func TestCloseWhileWorkerReadsAndInputWaits(t *testing.T) {
 // TestRunOnWorkersKeepsNoSource checks that a dispatcher holds no
 // reference to a source once RunOnWorkers has returned.
 func TestRunOnWorkersKeepsNoSource(t *testing.T) {
-	d, err := New(Config{Workers: 1, Dispatch: Direct}, func(*Packet) {})
+	d, err := New(Config{Workers: 1, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func ExampleClassifier_Classify() {
 // on one worker.
 func ExampleDispatcher_Run() {
 	var perWorker [2]atomic.Uint64
-	d, err := steer.New(steer.Config{Workers: 2, Block: true, Key: hash.MicrosoftKey[:], KeyName: "microsoft"},
+	d, err := steer.New(steer.Config{Workers: 2, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}},
 		func(p *steer.Packet) { perWorker[p.Worker].Add(1) })
 	if err != nil {
 		log.Fatal(err)
@@ -144,7 +144,7 @@ func ExampleDispatcher_SetTable() {
 			moved.Add(1)
 		}
 	}
-	d, err := steer.New(steer.Config{Workers: 2, Buckets: 8, Block: true, Key: hash.MicrosoftKey[:]}, handler)
+	d, err := steer.New(steer.Config{Workers: 2, Buckets: 8, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}}, handler)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func ExampleDispatcher_SetDesired() {
 		}
 	}
 	var err error
-	d, err = steer.New(steer.Config{Workers: 2, RFS: true, Block: true, Key: hash.MicrosoftKey[:]}, handler)
+	d, err = steer.New(steer.Config{Workers: 2, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}, RFS: steer.RFSConfig{Enabled: true}}, handler)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -282,8 +282,12 @@ func ExampleDispatcher_SetDesired() {
 // the default DEFERRED dispatch WMark depends on timing. Disp'd counts the
 // frames handled inline on each workstream.
 func ExampleStats_WriteReport() {
-	d, err := steer.New(steer.Config{Workers: 2, Block: true, Dispatch: steer.Direct,
-		Key: hash.MicrosoftKey[:], KeyName: "microsoft"}, func(p *steer.Packet) {})
+	d, err := steer.New(steer.Config{
+		Workers:  2,
+		Dispatch: steer.Direct,
+		Hash:     steer.HashConfig{Key: hash.MicrosoftKey[:]},
+		Queue:    steer.QueueConfig{Overflow: steer.OverflowWait},
+	}, func(p *steer.Packet) {})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -307,31 +311,31 @@ func ExampleStats_WriteReport() {
 	// every frame accounted for: true
 	//
 	// Configuration:
-	//                Setting    Current  Limit
-	//           Thread count          2      2
-	//    Default queue limit        256  10240
-	//        Dispatch policy     direct    n/a
-	//        Steering policy        rss    n/a
-	//  Threads bound to CPUs   disabled    n/a
-	//    Indirection buckets        128  65536
-	//               Hash key  microsoft    n/a
-	//         Symmetric hash   disabled    n/a
-	//       UDP 4-tuple hash   disabled    n/a
-	//        Blocking queues    enabled    n/a
-	//                    RFS   disabled    n/a
-	//             Flow limit   disabled    n/a
+	//                  Setting    Current  Limit
+	//             Thread count          2      2
+	//  Queue limit (drop/wait)   256/4096  10240
+	//           Queue overflow       wait    n/a
+	//          Dispatch policy     direct    n/a
+	//          Steering policy        rss    n/a
+	//    Threads bound to CPUs   disabled    n/a
+	//      Indirection buckets        128  65536
+	//                 Hash key  microsoft    n/a
+	//           Symmetric hash   disabled    n/a
+	//         UDP 4-tuple hash   disabled    n/a
+	//                      RFS   disabled    n/a
+	//               Flow limit   disabled    n/a
 	//
 	// Workstreams:
 	//  WSID  CPU  Len  WMark  Disp'd  HDisp'd  QDrops  Queued  Handled
 	//     0    -    0      0    2370        0       0       0     2370
 	//     1    -    0      0    2253        0       0       0     2253
 	//
-	// Other drops:
-	//  WSID  FlowLimit  Redisp  Close  Panics
-	//     0          0       0      0       0
-	//     1          0       0      0       0
+	// Other drops and panics:
+	//  WSID  FlowLimit  Redisp  Close  Panicked  HookPanics
+	//     0          0       0      0         0           0
+	//     1          0       0      0         0           0
 	//
-	// Frames: 4623 in, 4623 handled, 0 dropped; bucket moves 0, flow moves 0
+	// Frames: 4623 in, 4623 handled, 0 dropped, 0 panicked; bucket moves 0, flow moves 0
 	//
 	// Classification:
 	//   ok               4594

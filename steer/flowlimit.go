@@ -42,9 +42,10 @@ func flowLimitBucket(flowid uint32) uint16 {
 }
 
 // overLimit reports whether a frame of flowid should be dropped by the flow
-// limit. It costs two atomic loads while the queue is less than half full.
-func (w *Worker) overLimit(flowid uint32) bool {
-	if w.tail.Load()-w.head.Load() < uint64(w.d.cfg.QLimit>>1) {
+// limit, for a producer that fills the queue up to limit. It costs two
+// atomic loads while the queue is less than half full.
+func (w *Worker) overLimit(flowid uint32, limit int) bool {
+	if w.tail.Load()-w.head.Load() < uint64(limit>>1) {
 		return false
 	}
 	return w.flowHist.record(flowLimitBucket(flowid))

@@ -14,11 +14,11 @@ import (
 // recorded below half a queue, a flow bucket is dropped once it holds more
 // than half of the 128-frame history, and the history slides.
 func TestFlowLimitRule(t *testing.T) {
-	w := &Worker{d: &Dispatcher{cfg: Config{QLimit: 256}}}
+	w := &Worker{d: &Dispatcher{cfg: Config{Queue: QueueConfig{Limit: 256, Overflow: OverflowDrop}}}}
 	const elephant = 0xdeadbeef
 	w.tail.Store(127) // qlen 127 < 256/2: not recorded, never dropped
 	for range 200 {
-		if w.overLimit(elephant) {
+		if w.overLimit(elephant, 256) {
 			t.Fatal("dropped with the queue under half full")
 		}
 	}
@@ -27,28 +27,28 @@ func TestFlowLimitRule(t *testing.T) {
 	}
 	w.tail.Store(128) // qlen 128 >= 128: Linux's "qlen < max_backlog >> 1" no longer holds
 	for i := 1; i <= 64; i++ {
-		if w.overLimit(elephant) {
+		if w.overLimit(elephant, 256) {
 			t.Fatalf("frame %d of the flow dropped while it held %d of the history", i, i)
 		}
 	}
-	if !w.overLimit(elephant) {
+	if !w.overLimit(elephant, 256) {
 		t.Fatal("65th frame of one flow in the history not dropped")
 	}
 	// 63 frames of other flows: the elephant holds 65 of 128 and is still
 	// over (its next frame makes 66 of 128, the oldest entry being its own).
 	for i := range 63 {
-		if w.overLimit(uint32(i * 7919)) {
+		if w.overLimit(uint32(i*7919), 256) {
 			t.Fatalf("a small flow (%d) dropped", i)
 		}
 	}
-	if !w.overLimit(elephant) {
+	if !w.overLimit(elephant, 256) {
 		t.Fatal("elephant holding more than half of the history not dropped")
 	}
 	// Another 64 small frames push the elephant's share down to half.
 	for i := range 64 {
-		w.overLimit(uint32(100000 + i*7919))
+		w.overLimit(uint32(100000+i*7919), 256)
 	}
-	if w.overLimit(elephant) {
+	if w.overLimit(elephant, 256) {
 		t.Fatalf("elephant dropped holding %d of 128", w.flowHist.counts[flowLimitBucket(elephant)])
 	}
 }
@@ -60,11 +60,11 @@ func TestFlowLimitHashesFlowids(t *testing.T) {
 	if got := flowLimitBucket(1); got != 0x61C88647>>20 {
 		t.Errorf("flowLimitBucket(1) = %#x, want hash_32(1, 12) = %#x", got, 0x61C88647>>20)
 	}
-	w := &Worker{d: &Dispatcher{cfg: Config{QLimit: 256}}}
+	w := &Worker{d: &Dispatcher{cfg: Config{Queue: QueueConfig{Limit: 256, Overflow: OverflowDrop}}}}
 	w.tail.Store(256)
 	// Four flows with the same low 12 bits, each a quarter of the history.
 	for i := range 512 {
-		if id := uint32(i%4) << 12; w.overLimit(id) {
+		if id := uint32(i%4) << 12; w.overLimit(id, 256) {
 			t.Fatalf("flow %#x dropped holding a quarter of the history", id)
 		}
 	}
@@ -78,7 +78,7 @@ func elephantRun(t *testing.T, flowLimit bool) (smallSent, smallLost, eleSent, e
 	tokens := make(chan struct{}, 1<<16)
 	free := make(chan struct{})
 	handled := make([]uint64, flows) // one worker: no lock needed
-	d, err := New(Config{Workers: 1, QLimit: 256, FlowLimit: flowLimit}, func(p *Packet) {
+	d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: 256, FlowLimit: flowLimit, Overflow: OverflowDrop}}, func(p *Packet) {
 		select {
 		case <-tokens:
 		case <-free:

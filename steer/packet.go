@@ -161,5 +161,5 @@ func (p *Packet) Redispatch(data []byte) error {
 		p.ref.n.Add(1)
 	}
 	f := Frame{Data: data, Timestamp: p.Timestamp, IfIndex: p.IfIndex}
-	return p.prod.redispatch(&f, p.ref, p.depth+1, ws[p.Worker])
+	return p.prod.redispatch(&f, p.ref, p.depth+1, ws[p.Worker], p.Source)
 }

@@ -91,7 +91,7 @@ func checkPacketKeys(t *testing.T, frames []steer.Frame, symmetric, udp4 bool) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			seen, bad := 0, 0
-			d, err := steer.New(steer.Config{Workers: 3, Dispatch: mode, Key: hash.MicrosoftKey[:], Block: true, Symmetric: symmetric, UDP4Tuple: udp4}, func(p *steer.Packet) {
+			d, err := steer.New(steer.Config{Workers: 3, Dispatch: mode, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:], Symmetric: symmetric, UDP4Tuple: udp4}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}}, func(p *steer.Packet) {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(p.Data) == 0 {
@@ -161,7 +161,7 @@ func TestPacketKeyRecycled(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			var got []steer.FlowKey
-			d, err := steer.New(steer.Config{Workers: 1, Dispatch: mode, Block: true, QLimit: 1}, func(p *steer.Packet) {
+			d, err := steer.New(steer.Config{Workers: 1, Dispatch: mode, Queue: steer.QueueConfig{Overflow: steer.OverflowWait, Limit: 1}}, func(p *steer.Packet) {
 				mu.Lock()
 				defer mu.Unlock()
 				// Every other frame leaves its key alone, so the key kept
@@ -258,7 +258,7 @@ func TestPacketKeyAcrossRedispatch(t *testing.T) {
 				checked++
 				mu.Unlock()
 			}
-			d, err := steer.New(steer.Config{Workers: 1, Dispatch: mode, Key: hash.MicrosoftKey[:], Block: true}, handler)
+			d, err := steer.New(steer.Config{Workers: 1, Dispatch: mode, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}}, handler)
 			if err != nil {
 				t.Fatal(err)
 			}

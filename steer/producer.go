@@ -50,14 +50,18 @@ type producer struct {
 	keyPkt *Packet
 	keyVal FlowKey
 
-	direct   []uint64 // frames handled inline, per worker, since the last flush
-	scratch  [MaxRedispatchDepth + 2]Packet
-	dec      Decision // filled while Config.Trace is set
-	batchCap int
-	stock    batchStock  // the batches this producer fills
-	marks    []tailMarks // per worker: what each pending frame's queue position is recorded for
-	lockers  lockPair
-	held     bool // the owner holds the locks (set by lockers only)
+	direct       []uint64 // frames handled inline, per worker, since the last flush
+	directPanics []uint64 // of which their handler panicked
+	scratch      [MaxRedispatchDepth + 2]Packet
+	dec          Decision // filled while Config.Trace is set
+	batchCap     int
+	wait         bool        // a full queue holds this producer back (Config.Queue)
+	limit        int         // the queue limit this producer fills to
+	source       int         // the source id its packets carry: id, or a re-dispatched packet's
+	stock        batchStock  // the batches this producer fills
+	marks        []tailMarks // per worker: what each pending frame's queue position is recorded for
+	lockers      lockPair
+	held         bool // the owner holds the locks (set by lockers only)
 }
 
 // counts are what a producer counts, which Stats sums over the inputs,
@@ -103,7 +107,11 @@ func (l lockPair) Unlock() {
 	l.p.mu.Unlock()
 }
 
-func (d *Dispatcher) newProducer(id int) *producer {
+// newProducer returns the producer of an input with source id id (whose
+// source can or cannot wait), or of worker -1-id. A worker's producer never
+// waits, so that workers cannot deadlock on each other's queues, and fills
+// queues as deep as any input may.
+func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
 	n := len(d.workers)
 	if n == 0 {
 		n = d.cfg.Workers
@@ -116,14 +124,23 @@ func (d *Dispatcher) newProducer(id int) *producer {
 		bucketTail:   make([]uint64, len(d.table.ents)),
 		counts:       counts{bucketFrames: make([]uint64, len(d.table.ents))},
 		direct:       make([]uint64, n),
+		directPanics: make([]uint64, n),
 		marks:        make([]tailMarks, n),
-		batchCap:     min(BatchSize, d.cfg.QLimit),
 	}
+	q := &d.cfg.Queue
+	p.source = id
+	if id >= 0 {
+		p.wait = q.waits(canWait)
+		p.limit = q.limit(p.wait)
+	} else {
+		p.limit = q.limit(q.Overflow != OverflowDrop)
+	}
+	p.batchCap = min(BatchSize, p.limit)
 	p.lockers = lockPair{p}
 	for b := range p.bucketWorker {
 		p.bucketWorker[b] = d.table.ents[b].Load()
 	}
-	if d.cfg.RFS && id >= 0 {
+	if d.cfg.RFS.Enabled && id >= 0 {
 		// A worker's own producer gets its table when it first re-dispatches.
 		p.initFlows()
 	}
@@ -138,14 +155,14 @@ func (p *producer) initFlows() {
 	wk := p.d.workers
 	// A flow with frames still queued must keep its entry: losing its
 	// LastTail would let a move skip ahead of them.
-	p.flows, _ = flowtable.New(p.d.cfg.FlowTableSize, func(e *flowtable.Entry) bool {
+	p.flows, _ = flowtable.New(p.d.cfg.RFS.TableSize, func(e *flowtable.Entry) bool {
 		return e.Current >= 0 && int(e.Current) < len(wk) && wk[e.Current].head.Load() < e.LastTail
 	})
 }
 
 // ensureFlows gives a worker's producer its flow table on first use (RFS).
 func (p *producer) ensureFlows() {
-	if p.flows == nil && p.d.cfg.RFS {
+	if p.flows == nil && p.d.cfg.RFS.Enabled {
 		p.mu.Lock() // Stats reads p.flows under p.mu
 		p.initFlows()
 		p.mu.Unlock()
@@ -183,7 +200,7 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 // no inline dispatch): then steerQueued does the work.
 func (p *producer) queuedOnly() bool {
 	d := p.d
-	return p.flows == nil && d.cfg.Trace == nil && !d.cfg.FlowLimit &&
+	return p.flows == nil && d.cfg.Trace == nil && !d.cfg.Queue.FlowLimit &&
 		(d.cfg.Dispatch == Deferred || (d.cfg.Dispatch == Hybrid && p.self == nil))
 }
 
@@ -252,7 +269,7 @@ func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
 			p.marks[w].bucket[b.n] = mark
 			b.n++
 			if b.n == p.batchCap {
-				p.flush(w, d.cfg.Block)
+				p.flush(w, p.wait)
 			}
 		}
 	}
@@ -426,7 +443,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 	var ent *flowtable.Entry
 	tr := d.cfg.Trace != nil
 	if tr {
-		p.dec = Decision{Frame: f, Class: c, Source: p.id, Key: d.cfg.KeyName, Policy: d.cfg.Policy,
+		p.dec = Decision{Frame: f, Class: c, Source: p.source, Key: d.keyName, Policy: d.cfg.Policy,
 			Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
 			Fallback: !c.HashType.IsHash()}
 	}
@@ -434,7 +451,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 
 	mode := d.cfg.Dispatch
 	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
-	drop := !inline && d.cfg.FlowLimit && d.workers[w].overLimit(c.FlowID)
+	drop := !inline && d.cfg.Queue.FlowLimit && d.workers[w].overLimit(c.FlowID, p.limit)
 	if tr {
 		p.dec.Worker, p.dec.CPU, p.dec.Inline, p.dec.Dropped, p.dec.RFS = w, d.workers[w].cpu, inline, drop, ent != nil
 		d.cfg.Trace(&p.dec)
@@ -469,7 +486,7 @@ func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, d
 	if depth > 0 {
 		p.flush(w, false) // a re-dispatch never waits
 	} else if b.n == p.batchCap {
-		p.flush(w, p.d.cfg.Block)
+		p.flush(w, p.wait)
 	}
 }
 
@@ -492,25 +509,32 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 		defer func() { p.keyPkt, p.keyVal = outerPkt, outerKey }()
 	}
 	p.fillInline(pkt, f, c, ref, ww.index, depth)
-	ww.call(pkt)
-	if mode == Direct {
+	ok := ww.call(pkt)
+	switch {
+	case mode == Direct:
 		p.direct[ww.index]++
-	} else {
+		if !ok {
+			p.directPanics[ww.index]++
+		}
+	case ok:
 		ww.hdispatched.Add(1)
 		ww.handled.Add(1)
+	default:
+		ww.hdispatched.Add(1)
 	}
 	if ref != nil {
 		ref.done(1)
 	}
 }
 
-// flushDirect publishes the counts of frames handled inline.
+// flushDirect publishes the counts of frames handled inline: dispatched,
+// and handled unless their handler panicked (counted by the worker).
 func (p *producer) flushDirect() {
 	for w, n := range p.direct {
 		if n > 0 {
 			p.d.workers[w].dispatched.Add(n)
-			p.d.workers[w].handled.Add(n)
-			p.direct[w] = 0
+			p.d.workers[w].handled.Add(n - p.directPanics[w])
+			p.direct[w], p.directPanics[w] = 0, 0
 		}
 	}
 }
@@ -542,7 +566,7 @@ func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth 
 	pkt.Timestamp = f.Timestamp
 	pkt.Length = f.WireLen()
 	pkt.IfIndex = f.IfIndex
-	pkt.Source = p.id
+	pkt.Source = p.source
 	pkt.Worker = w
 	pkt.ref = ref
 	pkt.prod = p.d.workers[w].prod
@@ -618,7 +642,7 @@ func (p *producer) rss(bucket uint32) int {
 		return cur
 	}
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
-		p.flush(cur, p.d.cfg.Block) // its frames need queue positions before the check
+		p.flush(cur, p.wait) // its frames need queue positions before the check
 	}
 	old := p.d.workers[cur]
 	head := old.head.Load()
@@ -644,7 +668,7 @@ func (p *producer) rss(bucket uint32) int {
 // moveHooks queues MoveOut on the old worker and MoveIn on the new one.
 func (p *producer) moveHooks(m Move) {
 	d := p.d
-	if d.cfg.MoveOut == nil && d.cfg.MoveIn == nil {
+	if !d.hooks {
 		return
 	}
 	in := &control{m: m, ready: make(chan struct{})}
@@ -656,10 +680,13 @@ func (p *producer) moveHooks(m Move) {
 		d.workers[m.To].control(in)
 		return
 	}
-	bo, bi := getBatch(), getBatch()
-	bo.ctl, bi.ctl = out, in
-	d.workers[m.From].enqueue(bo, false, nil)
-	d.workers[m.To].enqueue(bi, false, nil)
+	// A worker that has exited (Close ran out of time) takes no control
+	// item: then MoveIn must not wait for a MoveOut that never runs.
+	if !d.workers[m.From].enqueueControl(out) {
+		in.skip = true
+		close(in.ready)
+	}
+	d.workers[m.To].enqueueControl(in)
 }
 
 // flush hands the pending batch for worker w over to its queue. With wait
@@ -679,7 +706,7 @@ func (p *producer) flush(w int, wait bool) {
 	// The queue positions are written once enqueue has told where b went,
 	// from marks (b belongs to the worker by then), outside its lock.
 	k := b.n
-	base, n := p.d.workers[w].enqueue(b, wait, unlock)
+	base, n := p.d.workers[w].enqueue(b, wait, p.limit, unlock)
 	p.setTails(&p.marks[w], k, base, n)
 }
 
@@ -739,7 +766,7 @@ func (p *producer) flushAll() {
 	p.rfsMiss = false
 	for w := range p.pending {
 		if p.pending[w] != nil {
-			p.flush(w, p.d.cfg.Block)
+			p.flush(w, p.wait)
 		}
 	}
 }
@@ -747,7 +774,9 @@ func (p *producer) flushAll() {
 // redispatch steers a frame a handler produced (a decapsulated inner
 // frame). It never blocks: the frame is queued, handled inline (HYBRID, same
 // worker, empty queue; or DIRECT), or dropped and counted.
-func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker) error {
+// The new frame's packet carries source, the re-dispatching packet's source
+// id.
+func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker, source int) error {
 	if depth > MaxRedispatchDepth {
 		if ref != nil {
 			ref.done(1)
@@ -764,12 +793,17 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 		return ErrRedispatchDepth
 	}
 	if p.held { // called from a handler run inline by this producer
+		outer := p.source
+		p.source = source
 		p.steer(f, ref, depth)
+		p.source = outer
 		return nil
 	}
 	p.ensureFlows()
 	p.lockers.Lock()
+	p.source = source
 	p.steer(f, ref, depth)
+	p.source = p.id
 	p.flushDirect()
 	p.lockers.Unlock()
 	return nil

@@ -195,7 +195,7 @@ func (d *Dispatcher) bucketLoad() []uint64 {
 // it. It is the load the rebalancer evens out. Flows that RFS steers to
 // their consumers are counted with their bucket's worker.
 func (s *Stats) WorkerLoad() []uint64 {
-	wl := make([]uint64, s.Workers)
+	wl := make([]uint64, s.Config.Workers)
 	for b, n := range s.BucketFrames {
 		if b < len(s.Table) && s.Table[b] >= 0 && s.Table[b] < len(wl) {
 			wl[s.Table[b]] += n
@@ -229,10 +229,10 @@ func (s *Stats) Elephants(threshold float64) []Elephant {
 	for _, n := range s.BucketFrames {
 		total += n
 	}
-	if total == 0 || s.Workers == 0 {
+	if total == 0 || s.Config.Workers == 0 {
 		return nil
 	}
-	limit := threshold * float64(total) / float64(s.Workers)
+	limit := threshold * float64(total) / float64(s.Config.Workers)
 	var out []Elephant
 	for b, n := range s.BucketFrames {
 		if float64(n) > limit {

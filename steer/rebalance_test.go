@@ -92,7 +92,7 @@ func TestPlanRebalance(t *testing.T) {
 
 func TestRebalanceConfigErrors(t *testing.T) {
 	for _, c := range []RebalanceConfig{{Interval: -1}, {Threshold: 0.5}} {
-		if _, err := New(Config{Workers: 2, Rebalance: c}, func(*Packet) {}); !errors.Is(err, ErrConfig) {
+		if _, err := New(Config{Workers: 2, Rebalance: c, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", c, err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestRebalanceZipf(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const workers, flows = 4, 10000
 	n := rfsScale(400_000, 100_000)
-	d, err := New(Config{Workers: workers, Buckets: 128, Block: true, Key: hash.MicrosoftKey[:]}, func(*Packet) {})
+	d, err := New(Config{Workers: workers, Buckets: 128, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowWait}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +180,12 @@ func TestLiveRebalancer(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const workers, flows = 4, 10000
 	n := rfsScale(400_000, 100_000)
-	d, err := New(Config{Workers: workers, Block: true, Key: hash.MicrosoftKey[:],
-		Rebalance: RebalanceConfig{Interval: 2 * time.Millisecond, Threshold: 1.1, MaxMoves: 8, Cooldown: 2}}, func(*Packet) {})
+	d, err := New(Config{
+		Workers:   workers,
+		Rebalance: RebalanceConfig{Interval: 2 * time.Millisecond, Threshold: 1.1, MaxMoves: 8, Cooldown: 2},
+		Hash:      HashConfig{Key: hash.MicrosoftKey[:]},
+		Queue:     QueueConfig{Overflow: OverflowWait},
+	}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +229,7 @@ func TestLiveRebalancer(t *testing.T) {
 func TestElephantsReported(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const workers = 4
-	d, err := New(Config{Workers: workers, RFS: true, Block: true}, func(*Packet) {})
+	d, err := New(Config{Workers: workers, Queue: QueueConfig{Overflow: OverflowWait}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +256,7 @@ func TestElephantsReported(t *testing.T) {
 		if e.Bucket < 0 && e.FlowID == ids[0] && e.Share > 0.45 {
 			flow = true
 		}
-		if e.Bucket == int(ids[0]&uint32(st.Buckets-1)) {
+		if e.Bucket == int(ids[0]&uint32(st.Config.Buckets-1)) {
 			bucket = true
 		}
 	}
@@ -260,7 +264,7 @@ func TestElephantsReported(t *testing.T) {
 		t.Errorf("elephants %+v lack flow 0 (flowid %#x) or its bucket", els, ids[0])
 	}
 	wl := st.WorkerLoad()
-	eb := int(ids[0] & uint32(st.Buckets-1))
+	eb := int(ids[0] & uint32(st.Config.Buckets-1))
 	if ew := st.Table[eb]; wl[ew] != st.BucketFrames[eb] {
 		t.Errorf("the elephant's worker %d carries %d frames besides its %d", ew, wl[ew]-st.BucketFrames[eb], st.BucketFrames[eb])
 	}

@@ -93,7 +93,7 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	// The last_qtail rule: leave the old worker only once its head has
 	// passed this flow's last enqueued frame.
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
-		p.flush(cur, d.cfg.Block)
+		p.flush(cur, p.wait)
 	}
 	head := d.workers[cur].head.Load()
 	if d.cfg.Trace != nil {

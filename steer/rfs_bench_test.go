@@ -29,7 +29,7 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 		// RFS's work with few cache misses.
 		{"flows=10000", 10_000, 1 << 14, 1 << 14, false},
 		{"flows=1000", 1000, 1 << 12, 1 << 14, false},
-		{"flows=10000/table=65536", 10_000, 1 << 14, DefaultFlowTableSize, false},
+		{"flows=10000/table=65536", 10_000, 1 << 14, DefaultRFSTableSize, false},
 		// Entries keep their flows' desired workers until one changes
 		// (flowtable.Desired.Gen). Here one changes every 1,024 frames, so
 		// nearly every frame reads its flow's desired slot again.
@@ -39,12 +39,12 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			frames := synthTraffic(77, bc.flows, bc.frames, 0)
 			noop := func(*Packet) {}
-			off, err := New(Config{Workers: 4, Dispatch: Direct}, noop)
+			off, err := New(Config{Workers: 4, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, noop)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer off.Close(context.Background())
-			on, err := New(Config{Workers: 4, Dispatch: Direct, RFS: true, FlowTableSize: bc.tableSize}, noop)
+			on, err := New(Config{Workers: 4, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true, TableSize: bc.tableSize}}, noop)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -77,7 +77,7 @@ func waitDrained(t *testing.T, d *Dispatcher) {
 
 func TestSetDesiredErrors(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, err := New(Config{Workers: 2}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestSetDesiredErrors(t *testing.T) {
 	d.ClearDesired(1) // a no-op, not a panic
 	d.Close(context.Background())
 
-	d, err = New(Config{Workers: 2, RFS: true}, func(*Packet) {})
+	d, err = New(Config{Workers: 2, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRFSSteersToDesiredWorker(t *testing.T) {
 	lastWorker := make([]int, flows) // written only by the worker handling the flow
 	lastSeq := make([]uint32, flows)
 	var bad atomic.Int64
-	d, err := New(Config{Workers: workers, RFS: true, Block: true, Key: hash.MicrosoftKey[:]}, func(p *Packet) {
+	d, err := New(Config{Workers: workers, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowWait}, RFS: RFSConfig{Enabled: true}}, func(p *Packet) {
 		f := synthFlow(p)
 		if s := synthSeq(p); s != lastSeq[f]+1 {
 			bad.Add(1)
@@ -144,7 +144,7 @@ func TestRFSSteersToDesiredWorker(t *testing.T) {
 		if lastWorker[f] != f%workers {
 			t.Errorf("flow %d (flowid %#x) ended on worker %d, desired %d", f, id, lastWorker[f], f%workers)
 		}
-		if st.Table[id&uint32(st.Buckets-1)] == f%workers {
+		if st.Table[id&uint32(st.Config.Buckets-1)] == f%workers {
 			policy++
 		}
 	}
@@ -236,9 +236,15 @@ func TestRFSStateFollowsFlow(t *testing.T) {
 			n := rfsScale(200000, 40000)
 			var d *Dispatcher
 			var s *flowState
-			d, err := New(Config{Workers: workers, Buckets: 16, RFS: true, Block: true, Dispatch: mode,
-				MoveOut: func(w *Worker, m Move) any { return s.moveOut(w, m) },
-				MoveIn:  func(w *Worker, m Move, st any) { s.moveIn(w, m, st) },
+			d, err := newHooked(Config{
+				Workers:  workers,
+				Buckets:  16,
+				Dispatch: mode,
+				Queue:    QueueConfig{Overflow: OverflowWait},
+				RFS:      RFSConfig{Enabled: true},
+			}, hookFuncs{
+				moveOut: func(w *Worker, m Move) any { return s.moveOut(w, m) },
+				moveIn:  func(w *Worker, m Move, st any) { s.moveIn(w, m, st) },
 			}, func(p *Packet) {
 				s.handle(p)
 				switch seq := synthSeq(p); {
@@ -328,7 +334,7 @@ func TestBucketMoveNotHeldByRFSFrames(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const elephant, mouse = 0, 1
 	var onWorker [3]atomic.Int64 // frames of the mouse per worker
-	d, err := New(Config{Workers: 3, Buckets: 1, RFS: true, Block: true}, func(p *Packet) {
+	d, err := New(Config{Workers: 3, Buckets: 1, Queue: QueueConfig{Overflow: OverflowWait}, RFS: RFSConfig{Enabled: true}}, func(p *Packet) {
 		if synthFlow(p) == mouse {
 			onWorker[p.Worker].Add(1)
 		}
@@ -374,7 +380,7 @@ func TestBucketMoveNotHeldByRFSFrames(t *testing.T) {
 // table and none is consulted.
 func TestRFSOffTouchesNoFlowTable(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, err := New(Config{Workers: 2, Block: true}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Queue: QueueConfig{Overflow: OverflowWait}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +408,7 @@ func TestRFSAllocatesNothingInSteadyState(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
-	d, err := New(Config{Workers: 2, Block: true, RFS: true}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Queue: QueueConfig{Overflow: OverflowWait}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +476,7 @@ func TestRFSFloodBoundedMemory(t *testing.T) {
 	const capacity = 1 << 14
 	var handled atomic.Uint64
 	var d *Dispatcher
-	d, err := New(Config{Workers: 2, RFS: true, FlowTableSize: capacity, Block: true, UDP4Tuple: true}, func(p *Packet) {
+	d, err := New(Config{Workers: 2, Hash: HashConfig{UDP4Tuple: true}, Queue: QueueConfig{Overflow: OverflowWait}, RFS: RFSConfig{Enabled: true, TableSize: capacity}}, func(p *Packet) {
 		handled.Add(1)
 		if p.FlowID%64 == 0 { // some consumers claim their flow
 			d.SetDesired(p.FlowID, int(p.FlowID>>8)%2)
@@ -548,8 +554,12 @@ func TestRFSNeverReorders(t *testing.T) {
 			var bad, handled atomic.Int64
 			var firstBad atomic.Value
 			var d *Dispatcher
-			d, err := New(Config{Workers: workers, Buckets: buckets, RFS: true, Block: tc.block,
+			d, err := New(Config{
+				Workers:   workers,
+				Buckets:   buckets,
 				Rebalance: RebalanceConfig{Interval: 500 * time.Microsecond, Threshold: 1.02, MaxMoves: 4, Cooldown: 1},
+				Queue:     QueueConfig{Overflow: overflowOf(tc.block)},
+				RFS:       RFSConfig{Enabled: true},
 			}, func(p *Packet) {
 				handled.Add(1)
 				f, s := synthFlow(p), synthSeq(p)
@@ -643,7 +653,7 @@ func TestRFSNeverReorders(t *testing.T) {
 // the flow table still counts every frame of a flow, so TopFlows is right.
 func TestRFSCountsInlineFrames(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, err := New(Config{Workers: 2, RFS: true, Dispatch: Direct}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +681,7 @@ func TestRFSCountsInlineFrames(t *testing.T) {
 func TestRFSFollowsChangedDesired(t *testing.T) {
 	const workers, flows = 4, 256
 	last := make([]int, flows) // DIRECT: handlers run in the dispatching goroutine
-	d, err := New(Config{Workers: workers, RFS: true, Dispatch: Direct, Key: hash.MicrosoftKey[:]}, func(p *Packet) {
+	d, err := New(Config{Workers: workers, Dispatch: Direct, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(p *Packet) {
 		last[synthFlow(p)] = p.Worker
 	})
 	if err != nil {
@@ -690,12 +700,12 @@ func TestRFSFollowsChangedDesired(t *testing.T) {
 	// them out.
 	slots := map[uint32]int{}
 	for _, id := range ids {
-		slots[id&(DefaultFlowTableSize-1)]++
+		slots[id&(DefaultRFSTableSize-1)]++
 	}
 	check := func(round string, want func(f int) int) {
 		t.Helper()
 		for f := range flows {
-			if slots[ids[f]&(DefaultFlowTableSize-1)] > 1 {
+			if slots[ids[f]&(DefaultRFSTableSize-1)] > 1 {
 				continue
 			}
 			if last[f] != want(f) {

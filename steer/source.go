@@ -54,6 +54,22 @@ type Batch struct {
 	Release func()
 }
 
+// LiveSource is implemented by sources that may say they are live: frames
+// arrive whether or not the reader keeps up (a ring the kernel fills), so
+// holding the reader back would only move the drops into the kernel. Under
+// OverflowAuto, [Dispatcher.Run] drops at the tail of a full queue for a
+// live source and holds any other source back.
+type LiveSource interface {
+	Source
+	Live() bool
+}
+
+// isLive reports whether src says it is live.
+func isLive(src Source) bool {
+	l, ok := src.(LiveSource)
+	return ok && l.Live()
+}
+
 // Source produces batches of frames. A capture file, an AF_PACKET ring and
 // an in-memory slice all implement it.
 type Source interface {

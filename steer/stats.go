@@ -1,13 +1,10 @@
 package steer
 
 import (
-	"encoding/json"
-	"expvar"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/rpsgo/rps/flowtable"
@@ -28,7 +25,8 @@ type WorkstreamStats struct {
 	FlowLimitDrops               uint64 // dropped by the flow limit
 	RedispatchDrops              uint64 // re-dispatches dropped (too deep)
 	CloseDrops                   uint64 // dropped when Close ran out of time
-	Panics                       uint64 // handler panics recovered
+	Panics                       uint64 // frames whose handler panicked (recovered; not in Handled)
+	HookPanics                   uint64 // panics recovered in per-worker hooks (Tick, MoveOut, MoveIn, Close)
 }
 
 // Drops is the sum of every kind of drop on the workstream.
@@ -63,21 +61,17 @@ func (d *Dispatcher) AddSource(s SourceStatser) {
 
 // Stats is a snapshot of a dispatcher.
 type Stats struct {
-	Workers   int
-	CPUs      []int
-	Policy    Policy
-	Dispatch  DispatchMode
-	QLimit    int
-	Block     bool
-	Buckets   int
-	KeyName   string
-	Symmetric bool
-	UDP4Tuple bool
-	RFS       bool
-	FlowLimit bool
+	// Config is the dispatcher's configuration with defaults filled in.
+	// Its key and functions are left out of JSON.
+	Config Config
+	// Key names the Toeplitz key without showing it: "microsoft" for the
+	// public key, else 8 hex digits of its SHA-256, after "random " when
+	// the dispatcher made it.
+	Key string
 
 	// Frames is every frame handed to the dispatcher (re-dispatches
-	// included). Once it is closed, Frames == Handled + Dropped.
+	// included). Once it is closed, Frames == Handled() + Dropped() +
+	// Panicked().
 	Frames      uint64
 	Workstreams []WorkstreamStats
 	// Reasons counts frames by classification reason.
@@ -109,6 +103,15 @@ func (s *Stats) Handled() uint64 {
 	return n
 }
 
+// Panicked sums the frames whose handler panicked.
+func (s *Stats) Panicked() uint64 {
+	var n uint64
+	for _, w := range s.Workstreams {
+		n += w.Panics
+	}
+	return n
+}
+
 // Dropped sums every drop of every workstream.
 func (s *Stats) Dropped() uint64 {
 	var n uint64
@@ -119,15 +122,10 @@ func (s *Stats) Dropped() uint64 {
 }
 
 // Stats returns a snapshot. Counters are read one by one while traffic
-// flows; after Close they are exact and Frames == Handled() + Dropped().
+// flows; after Close they are exact and Frames == Handled() + Dropped() +
+// Panicked().
 func (d *Dispatcher) Stats() Stats {
-	cfg := &d.cfg
-	s := Stats{
-		Workers: len(d.workers), CPUs: append([]int(nil), cfg.CPUs...), Policy: cfg.Policy,
-		Dispatch: cfg.Dispatch, QLimit: cfg.QLimit, Block: cfg.Block, Buckets: cfg.Buckets,
-		KeyName: cfg.KeyName, Symmetric: cfg.Symmetric, UDP4Tuple: cfg.UDP4Tuple, RFS: cfg.RFS,
-		FlowLimit: cfg.FlowLimit, Table: d.table.snapshot(),
-	}
+	s := Stats{Config: d.Config(), Key: d.keyName, Table: d.table.snapshot()}
 	d.mu.Lock()
 	srcs := append([]SourceStatser(nil), d.sources...)
 	d.mu.Unlock()
@@ -154,7 +152,7 @@ func (d *Dispatcher) Stats() Stats {
 			Dispatched: w.dispatched.Load(), HybridDispatched: w.hdispatched.Load(),
 			QDrops: w.qdrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
 			FlowLimitDrops: w.flowDrops.Load(), RedispatchDrops: w.redispatchDrops.Load(),
-			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(),
+			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(), HookPanics: w.hookPanics.Load(),
 		})
 	}
 	for _, src := range srcs {
@@ -199,18 +197,20 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(&b, "Configuration:")
 	fmt.Fprintf(tw, "Setting\t Current\t Limit\t\n")
-	fmt.Fprintf(tw, "Thread count\t %d\t %d\t\n", s.Workers, s.Workers)
-	fmt.Fprintf(tw, "Default queue limit\t %d\t %d\t\n", s.QLimit, MaxQLimit)
-	fmt.Fprintf(tw, "Dispatch policy\t %s\t n/a\t\n", s.Dispatch)
-	fmt.Fprintf(tw, "Steering policy\t %s\t n/a\t\n", s.Policy)
-	fmt.Fprintf(tw, "Threads bound to CPUs\t %s\t n/a\t\n", onOff(len(s.CPUs) > 0))
-	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", s.Buckets, MaxBuckets)
-	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.KeyName)
-	fmt.Fprintf(tw, "Symmetric hash\t %s\t n/a\t\n", onOff(s.Symmetric))
-	fmt.Fprintf(tw, "UDP 4-tuple hash\t %s\t n/a\t\n", onOff(s.UDP4Tuple))
-	fmt.Fprintf(tw, "Blocking queues\t %s\t n/a\t\n", onOff(s.Block))
-	fmt.Fprintf(tw, "RFS\t %s\t n/a\t\n", onOff(s.RFS))
-	fmt.Fprintf(tw, "Flow limit\t %s\t n/a\t\n", onOff(s.FlowLimit))
+	c := &s.Config
+	q := &c.Queue
+	fmt.Fprintf(tw, "Thread count\t %d\t %d\t\n", c.Workers, c.Workers)
+	fmt.Fprintf(tw, "Queue limit (drop/wait)\t %d/%d\t %d\t\n", q.limit(false), q.limit(true), MaxQLimit)
+	fmt.Fprintf(tw, "Queue overflow\t %s\t n/a\t\n", q.Overflow)
+	fmt.Fprintf(tw, "Dispatch policy\t %s\t n/a\t\n", c.Dispatch)
+	fmt.Fprintf(tw, "Steering policy\t %s\t n/a\t\n", c.Policy)
+	fmt.Fprintf(tw, "Threads bound to CPUs\t %s\t n/a\t\n", onOff(len(c.CPUs) > 0))
+	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", c.Buckets, MaxBuckets)
+	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.Key)
+	fmt.Fprintf(tw, "Symmetric hash\t %s\t n/a\t\n", onOff(c.Hash.Symmetric))
+	fmt.Fprintf(tw, "UDP 4-tuple hash\t %s\t n/a\t\n", onOff(c.Hash.UDP4Tuple))
+	fmt.Fprintf(tw, "RFS\t %s\t n/a\t\n", onOff(c.RFS.Enabled))
+	fmt.Fprintf(tw, "Flow limit\t %s\t n/a\t\n", onOff(q.FlowLimit))
 	tw.Flush()
 	fmt.Fprintln(&b, "\nWorkstreams:")
 	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
@@ -224,15 +224,15 @@ func (s *Stats) WriteReport(out io.Writer) error {
 			w.Dispatched, w.HybridDispatched, w.QDrops, w.Queued, w.Handled)
 	}
 	tw.Flush()
-	fmt.Fprintln(&b, "\nOther drops:")
+	fmt.Fprintln(&b, "\nOther drops and panics:")
 	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "WSID\t FlowLimit\t Redisp\t Close\t Panics\t\n")
+	fmt.Fprintf(tw, "WSID\t FlowLimit\t Redisp\t Close\t Panicked\t HookPanics\t\n")
 	for _, w := range s.Workstreams {
-		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
+		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics, w.HookPanics)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "\nFrames: %d in, %d handled, %d dropped; bucket moves %d, flow moves %d\n",
-		s.Frames, s.Handled(), s.Dropped(), s.BucketMoves, s.FlowMoves)
+	fmt.Fprintf(&b, "\nFrames: %d in, %d handled, %d dropped, %d panicked; bucket moves %d, flow moves %d\n",
+		s.Frames, s.Handled(), s.Dropped(), s.Panicked(), s.BucketMoves, s.FlowMoves)
 	fmt.Fprintln(&b, "\nClassification:")
 	for r, n := range s.Reasons {
 		if n > 0 {
@@ -252,52 +252,3 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	_, err := io.WriteString(out, b.String())
 	return err
 }
-
-// Publication under expvar. expvar panics on a duplicate name and cannot
-// unpublish, so each name is published once per process, as a Func that
-// reads whichever dispatcher holds the name now.
-var (
-	expvarMu    sync.Mutex
-	expvarOwner = map[string]*Dispatcher{}
-)
-
-func (d *Dispatcher) publish(name string) error {
-	expvarMu.Lock()
-	defer expvarMu.Unlock()
-	if owner, ok := expvarOwner[name]; ok && owner != nil {
-		return fmt.Errorf("steer: expvar name %q is used by another open dispatcher: %w", name, ErrConfig)
-	}
-	if _, ok := expvarOwner[name]; !ok {
-		if expvar.Get(name) != nil {
-			return fmt.Errorf("steer: expvar name %q is already published: %w", name, ErrConfig)
-		}
-		expvar.Publish(name, expvar.Func(func() any {
-			expvarMu.Lock()
-			o := expvarOwner[name]
-			expvarMu.Unlock()
-			if o == nil {
-				return nil
-			}
-			return o.Stats()
-		}))
-	}
-	expvarOwner[name] = d
-	return nil
-}
-
-func (d *Dispatcher) unpublish() {
-	if d.cfg.Expvar == "" {
-		return
-	}
-	expvarMu.Lock()
-	if expvarOwner[d.cfg.Expvar] == d {
-		expvarOwner[d.cfg.Expvar] = nil
-	}
-	expvarMu.Unlock()
-}
-
-// MarshalJSON encodes Policy and DispatchMode by name.
-func (p Policy) MarshalJSON() ([]byte, error) { return json.Marshal(p.String()) }
-
-// MarshalJSON encodes the mode by name.
-func (m DispatchMode) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }

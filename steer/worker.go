@@ -15,8 +15,8 @@ import (
 )
 
 // Worker is one workstream: a goroutine with a bounded queue, optionally
-// pinned to a CPU (FreeBSD's per-CPU netisr thread and its nws). Handlers and
-// worker hooks receive it; state touched only from them needs no locks.
+// pinned to a CPU (FreeBSD's per-CPU netisr thread and its nws). A
+// per-worker state's constructor receives it ([NewPerWorker]).
 type Worker struct {
 	d     *Dispatcher
 	index int
@@ -44,6 +44,13 @@ type Worker struct {
 	// Counters with netstat -Q's names, and the drops netisr lacks.
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
+	hookPanics                                       atomic.Uint64
+
+	// The handler and the per-worker state, which bind gives in the
+	// worker's goroutine before its first frame.
+	bind   func(w *Worker) (Handler, any)
+	handle Handler
+	state  any
 
 	prod     *producer    // re-dispatch from this worker's handlers, and its own source
 	attachQ  []*attachReq // sources RunOnWorkers offered, not yet taken; under mu
@@ -183,45 +190,63 @@ type control struct {
 	out   bool // MoveOut in the old worker; otherwise MoveIn in the new one
 	state any
 	ready chan struct{} // closed by the MoveOut side when state is set
+	skip  bool          // the MoveOut side could not be queued: no MoveIn
 	peer  *control
 }
 
-// enqueue appends b to the queue. It returns the queue position before
-// b's first frame and how many of b's frames were queued; the rest are
-// dropped and released here. With wait set, it blocks until there is room
-// (the source's goroutine, blocking mode), unlocking unlock meanwhile. Once
-// enqueue returns, b belongs to the worker: the caller reads nothing of it.
-func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64, n int) {
+// enqueueControl queues a move hook's control item, and reports false
+// when the worker has exited or Close has given up waiting, so that no item
+// waits where nothing will run it.
+func (w *Worker) enqueueControl(c *control) bool {
+	w.mu.Lock()
+	if w.gone || w.d.abort.Load() {
+		w.mu.Unlock()
+		return false
+	}
+	b := getBatch()
+	b.ctl = c
+	wake := w.push(b, w.tail.Load(), 0)
+	w.mu.Unlock()
+	if wake {
+		w.wake()
+	}
+	return true
+}
+
+// enqueue appends b, a batch of frames, to the queue, which holds up to
+// limit frames. It returns the queue position before b's first frame and
+// how many of b's frames were queued; the rest are dropped and released
+// here. With wait set, it blocks until there is room (an input whose
+// source can wait), unlocking unlock meanwhile. Once enqueue returns, b
+// belongs to the worker: the caller reads nothing of it.
+func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (base uint64, n int) {
 	n = b.n
 	w.mu.Lock()
-	if b.ctl == nil {
-		limit := w.d.cfg.QLimit
-		for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
-			w.waiters++
-			if unlock != nil {
-				unlock.Unlock()
-			}
-			w.space.Wait()
-			if unlock != nil {
-				// Lock order is producer then worker; take them again in
-				// that order.
-				w.mu.Unlock()
-				unlock.Lock()
-				w.mu.Lock()
-			}
-			w.waiters--
+	for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
+		w.waiters++
+		if unlock != nil {
+			unlock.Unlock()
 		}
-		if room := limit - w.qlen; n > room {
-			if wait && w.qlen == 0 {
-				room = n // a batch larger than qlimit still goes whole
-			}
-			if n > room {
-				n = max(room, 0)
-			}
+		w.space.Wait()
+		if unlock != nil {
+			// Lock order is producer then worker; take them again in
+			// that order.
+			w.mu.Unlock()
+			unlock.Lock()
+			w.mu.Lock()
+		}
+		w.waiters--
+	}
+	if room := limit - w.qlen; n > room {
+		if wait && w.qlen == 0 {
+			room = n // a batch larger than qlimit still goes whole
+		}
+		if n > room {
+			n = max(room, 0)
 		}
 	}
 	base = w.tail.Load()
-	if b.ctl == nil && w.d.abort.Load() {
+	if w.d.abort.Load() {
 		// Close ran out of time and the workers drop what is left, or
 		// have gone: frames handed over now are dropped here, counted
 		// as close drops, never queued where nothing would take them.
@@ -229,7 +254,7 @@ func (w *Worker) enqueue(b *pbatch, wait bool, unlock sync.Locker) (base uint64,
 		w.drop(b, 0, &w.closeDrops)
 		return base, 0
 	}
-	if n == 0 && b.ctl == nil {
+	if n == 0 {
 		w.mu.Unlock()
 		w.drop(b, 0, &w.qdrops)
 		return base, 0
@@ -361,12 +386,10 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 			w.err = err
 		}
 	}
-	if d.cfg.OnInit != nil {
-		d.cfg.OnInit(w)
-	}
+	w.init()
 	close(w.inited)
 	var tick <-chan time.Time
-	if d.cfg.OnTick != nil {
+	if _, ok := w.state.(Ticker); ok {
 		t := time.NewTicker(d.cfg.TickInterval)
 		defer t.Stop()
 		tick = t.C
@@ -435,14 +458,61 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 		if tick != nil {
 			select {
 			case now := <-tick:
-				d.cfg.OnTick(w, now)
+				w.tick(now)
 			default:
 			}
 		}
 	}
-	if d.cfg.OnClose != nil {
-		d.cfg.OnClose(w)
+	w.closeState()
+}
+
+// init gives the worker its handler and state. A state constructor that
+// panics fails New.
+func (w *Worker) init() {
+	defer func() {
+		if v := recover(); v != nil {
+			w.handle, w.state = func(*Packet) {}, nil
+			if w.err == nil {
+				w.err = fmt.Errorf("state constructor panicked: %v", v)
+			}
+		}
+	}()
+	w.handle, w.state = w.bind(w)
+}
+
+// tick runs the state's Tick.
+func (w *Worker) tick(now time.Time) {
+	if t, ok := w.state.(Ticker); ok {
+		w.guard("Tick", func() { t.Tick(now) })
 	}
+}
+
+// closeState runs the state's Close, before the worker exits; an error
+// goes to the dispatcher's Close.
+func (w *Worker) closeState() {
+	c, ok := w.state.(io.Closer)
+	if !ok {
+		return
+	}
+	var err error
+	w.guard("Close", func() { err = c.Close() })
+	if err != nil {
+		w.d.mu.Lock()
+		w.d.closeErrs = append(w.d.closeErrs, fmt.Errorf("steer: worker %d: close state: %w", w.index, err))
+		w.d.mu.Unlock()
+	}
+}
+
+// guard runs a per-worker hook, recovering and reporting its panic (what
+// names the hook). Hook panics are counted apart from frames.
+func (w *Worker) guard(what string, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.hookPanics.Add(1)
+			w.d.reportPanic(PanicInfo{Worker: w.index, Value: v, Summary: what, Stack: debug.Stack()})
+		}
+	}()
+	f()
 }
 
 // park waits, idle, for a wake-up (see wake) or a tick, and notes Close.
@@ -459,7 +529,7 @@ func (w *Worker) park(tick <-chan time.Time) {
 		select {
 		case <-w.notify:
 		case now := <-tick:
-			d.cfg.OnTick(w, now)
+			w.tick(now)
 		}
 	}
 	select {
@@ -472,13 +542,18 @@ func (w *Worker) park(tick <-chan time.Time) {
 }
 
 // handleBatch runs the handler over a queued batch, then advances head and
-// releases the buffers.
+// releases the buffers. A frame whose handler panicked is counted in
+// panics, not in handled.
 func (w *Worker) handleBatch(b *pbatch) {
+	panicked := 0
 	for i := 0; i < b.n; {
-		i = w.handleFrom(b.pkts[:b.n], i)
+		var p bool
+		if i, p = w.handleFrom(b.pkts[:b.n], i); p {
+			panicked++
+		}
 	}
 	n := uint64(b.n)
-	w.handled.Add(n)
+	w.handled.Add(n - uint64(panicked))
 	if b.mixed {
 		releaseRange(b.pkts[:b.n])
 	} else if b.ref != nil {
@@ -488,86 +563,58 @@ func (w *Worker) handleBatch(b *pbatch) {
 	w.head.Add(n)
 }
 
-// handleFrom runs the handler for pkts[i:] and returns len(pkts), or, after
-// a recovered panic, the index of the packet after the one that panicked:
-// one deferred recover per batch instead of one per frame.
-func (w *Worker) handleFrom(pkts []Packet, i int) (next int) {
-	h := w.d.handler
-	if w.d.cfg.CrashOnPanic {
-		for ; i < len(pkts); i++ {
-			h(&pkts[i])
-		}
-		return i
-	}
+// handleFrom runs the handler for pkts[i:] and returns len(pkts), or,
+// after a recovered panic, the index of the packet after the one that
+// panicked, and panicked set: one deferred recover per batch instead of one
+// per frame.
+func (w *Worker) handleFrom(pkts []Packet, i int) (next int, panicked bool) {
+	h := w.handle
 	defer func() {
 		if v := recover(); v != nil {
 			w.recovered(v, &pkts[i])
-			next = i + 1
+			next, panicked = i+1, true
 		}
 	}()
 	for ; i < len(pkts); i++ {
 		h(&pkts[i])
 	}
-	return i
+	return i, false
 }
 
-// call runs the handler for one packet, recovering a panic unless the
-// config asks to crash.
-func (w *Worker) call(p *Packet) {
-	if w.d.cfg.CrashOnPanic {
-		w.d.handler(p)
-		return
-	}
+// call runs the handler for one packet and reports whether it returned
+// (false: it panicked, and the panic was recovered).
+func (w *Worker) call(p *Packet) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			w.recovered(v, p)
+			ok = false
 		}
 	}()
-	w.d.handler(p)
+	w.handle(p)
+	return true
 }
 
+// recovered counts and reports a handler's panic over p.
 func (w *Worker) recovered(v any, p *Packet) {
 	w.panics.Add(1)
-	if f := w.d.cfg.OnPanic; f != nil {
-		f(PanicInfo{Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
-	}
+	w.d.reportPanic(PanicInfo{Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
 }
 
 // control runs one side of a move hook.
 func (w *Worker) control(c *control) {
-	d := w.d
+	mv, _ := w.state.(Mover)
 	if c.out {
-		var state any
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					w.panics.Add(1)
-					if f := d.cfg.OnPanic; f != nil {
-						f(PanicInfo{Worker: w.index, Value: v, Summary: fmt.Sprintf("MoveOut %+v", c.m), Stack: debug.Stack()})
-					}
-				}
-			}()
-			if d.cfg.MoveOut != nil {
-				state = d.cfg.MoveOut(w, c.m)
-			}
-		}()
-		c.peer.state = state
+		var carried any
+		if mv != nil {
+			w.guard("MoveOut", func() { carried = mv.MoveOut(c.m) })
+		}
+		c.peer.state = carried
 		close(c.peer.ready)
 		return
 	}
 	<-c.ready
-	if d.cfg.MoveIn != nil {
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					w.panics.Add(1)
-					if f := d.cfg.OnPanic; f != nil {
-						f(PanicInfo{Worker: w.index, Value: v, Summary: fmt.Sprintf("MoveIn %+v", c.m), Stack: debug.Stack()})
-					}
-				}
-			}()
-			d.cfg.MoveIn(w, c.m, c.state)
-		}()
+	if mv != nil && !c.skip {
+		w.guard("MoveIn", func() { mv.MoveIn(c.m, c.state) })
 	}
 }
 
@@ -600,7 +647,7 @@ func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Ti
 		if tick != nil {
 			select {
 			case now := <-tick:
-				d.cfg.OnTick(w, now)
+				w.tick(now)
 			default:
 			}
 		}

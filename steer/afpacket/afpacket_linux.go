@@ -255,6 +255,11 @@ func (s *Source) u32(off int) uint32 {
 	return *(*uint32)(unsafe.Pointer(&s.ring[off]))
 }
 
+// Live reports true: the kernel fills the ring whether or not the reader
+// keeps up, so a dispatcher drops at the tail of a full queue rather than
+// hold the reader back (steer.LiveSource, under steer.OverflowAuto).
+func (s *Source) Live() bool { return true }
+
 // ReadBatch fills b with up to Config.BatchSize frames from the ring. In
 // zero-copy mode the frames' Data are views into a ring block, which goes
 // back to the kernel once b.Release has been called for every batch taken

@@ -137,7 +137,7 @@ func send(t *testing.T, p *netns.Pair, rate, count int) time.Duration {
 
 func measureSteer(t *testing.T, p *netns.Pair, conf string, workers, rate, count int) measureRow {
 	var handled atomic.Uint64
-	cfg := steer.Config{Workers: workers, UDP4Tuple: true, QLimit: steer.MaxQLimit}
+	cfg := steer.Config{Workers: workers, Hash: steer.HashConfig{UDP4Tuple: true}, Queue: steer.QueueConfig{Limit: steer.MaxQLimit}}
 	mode := FanoutHash
 	single := conf == "single+deferred"
 	if single {

@@ -83,7 +83,7 @@ func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering
 		return nil, fmt.Errorf("%w: FillRxHash replaces the Toeplitz flowid the eBPF program steers by", ErrConfig)
 	}
 	prog, err := bpfsteer.New(bpfsteer.Options{
-		Key: cfg.Key, Table: toU32(d.Table()), Symmetric: cfg.Symmetric, UDP4Tuple: cfg.UDP4Tuple,
+		Key: cfg.Hash.Key, Table: toU32(d.Table()), Symmetric: cfg.Hash.Symmetric, UDP4Tuple: cfg.Hash.UDP4Tuple,
 		Fallback: uint32(opts.Fallback),
 	})
 	if err != nil {
@@ -357,6 +357,9 @@ type steeredSource struct {
 	heldBuf   []byte
 	heldBytes int
 }
+
+// Live reports true, as the socket it reads does.
+func (ss *steeredSource) Live() bool { return true }
 
 // ReadBatch implements steer.Source.
 func (ss *steeredSource) ReadBatch(ctx context.Context, b *steer.Batch) error {

@@ -99,7 +99,7 @@ func startLive(t *testing.T, p *netns.Pair, o liveOpts) *live {
 	t.Helper()
 	l := &live{t: t, p: p, flows: map[flow]*flowRec{}, fallback: -1, runErr: make(chan error, 1)}
 	l.fm = NewFlowMoves(o.workers, 0)
-	d, err := steer.New(steer.Config{Workers: o.workers, Dispatch: o.dispatch, UDP4Tuple: o.udp4, QLimit: steer.MaxQLimit},
+	d, err := steer.New(steer.Config{Workers: o.workers, Dispatch: o.dispatch, Hash: steer.HashConfig{UDP4Tuple: o.udp4}, Queue: steer.QueueConfig{Limit: steer.MaxQLimit}},
 		l.fm.Handler(l.handle))
 	if err != nil {
 		t.Fatal(err)
