@@ -677,10 +677,12 @@ func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Ti
 			w.prod.dispatch(b.Frames, b.Release)
 			d.intake.RUnlock()
 		}
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF):
 			return nil
-		}
-		if err != nil {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
 			return fmt.Errorf("steer: worker %d: read source: %w", w.index, err)
 		}
 	}
@@ -720,11 +722,11 @@ func (w *Worker) drainQueue() {
 // HYBRID or DEFERRED the worker steers it on like any input. Between
 // batches each worker serves its queue and its tick. A worker takes its
 // source once its queue is empty and any source it was given before is
-// done; a source not yet taken when ctx ends is never read. RunOnWorkers
-// returns when every source is exhausted (io.EOF), ctx ends, or the
-// dispatcher closes, with the first error other than io.EOF; a cancelled
-// ctx is how a caller stops it, and is not reported. It does not close the
-// sources.
+// done; a source not yet taken when ctx ends is never read. As Run does,
+// RunOnWorkers returns nil once every source is exhausted (io.EOF),
+// ctx.Err() when ctx ends first, and ErrClosed when the dispatcher closes
+// first: otherwise the first error a source returned. It does not close
+// the sources.
 func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	if len(srcs) != len(d.workers) {
 		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)
@@ -758,9 +760,12 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 				err = <-req.done // taken: readSource sees ctx end
 			}
 		}
-		if err != nil && first == nil && !errors.Is(err, context.Canceled) {
+		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if first == nil {
+		first = ctx.Err() // a source that ended as ctx did
 	}
 	return first
 }
