@@ -13,20 +13,22 @@
 //
 //   - Per-worker state without locks. Steering guarantees that a flow is
 //     handled by one worker at a time, in order, so each worker keeps its
-//     flows in a map of its own (meter.shards[worker]), touched only from the
-//     handler and the worker hooks, which all run in that worker's
-//     goroutine. The handler must therefore run in the worker: DEFERRED
-//     dispatch, the default (with DIRECT every handler would run in the
-//     reading goroutine, concurrently with the workers' ticks).
+//     flows in a map of its own: a shard, made by steer.NewPerWorker in the
+//     worker's goroutine and handed to the handler with every packet,
+//     touched only from the handler and the shard's own Tick, MoveOut and
+//     MoveIn, which all run in that worker's goroutine. Nobody sizes
+//     anything by a worker count. The handler must run in the worker:
+//     DEFERRED dispatch, the default (with DIRECT every handler would run in
+//     the reading goroutine, concurrently with the workers' ticks).
 //   - State that follows its flow. When a flow changes worker (here, when
 //     -rotate reprograms the indirection table; in general also an RFS move
-//     or the rebalancer), Config.MoveOut runs in the old worker after its
-//     last frame of the moved flows and hands over the records whose flowid
-//     the move contains (steer.Move.Contains); Config.MoveIn runs in the new
-//     worker before its first frame of them and takes them in. Frames
-//     without a hash (HashType NONE) are placed by the SOURCE policy and
-//     never move with a bucket, so their records stay.
-//   - Expiry on the worker tick (Config.OnTick). A flow is idle when it has
+//     or the rebalancer), the shard's MoveOut (steer.Mover) runs in the old
+//     worker after its last frame of the moved flows and hands over the
+//     records whose flowid the move contains (steer.Move.Contains); MoveIn
+//     runs in the new worker before its first frame of them and takes them
+//     in. Frames without a hash (HashType NONE) are placed by the SOURCE
+//     policy and never move with a bucket, so their records stay.
+//   - Expiry on the worker tick (steer.Ticker). A flow is idle when it has
 //     had no frame for -idle of capture time. The clock is the capture time,
 //     not the wall clock, because a file is replayed far faster than it was
 //     recorded: each worker's clock is the latest timestamp it has handled,
@@ -49,16 +51,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
-	"runtime"
 	"slices"
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
@@ -67,7 +67,7 @@ import (
 // options are the command's flags.
 type options struct {
 	file    string        // capture to read; "" means the embedded sample
-	workers int           // 0: one per CPU
+	workers int           // 0: steer.DefaultWorkers()
 	idle    time.Duration // inactivity timeout, in capture time
 	top     int           // flows to print
 	rotate  int           // reprogram the table every this many frames; 0 never
@@ -76,25 +76,57 @@ type options struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.file, "r", "", "capture file to read (pcap or pcapng, \"-\" for standard input); default: the embedded sample")
-	flag.IntVar(&o.workers, "workers", 0, "worker goroutines (0: GOMAXPROCS, one per CPU the process may use)")
-	flag.DurationVar(&o.idle, "idle", 30*time.Second, "a flow with no frame for this long, in capture time, is expired")
-	flag.IntVar(&o.top, "top", 10, "print the N flows with the most packets")
-	flag.IntVar(&o.rotate, "rotate", 0, "every N frames, point every indirection bucket at the next worker (0: never)")
-	flag.StringVar(&o.key, "key", "random", "Toeplitz key: random or microsoft")
-	flag.DurationVar(&o.tick, "tick", time.Second, "how often each worker expires idle flows (wall clock)")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		log.Fatalf("flowmeter: unexpected arguments %q", flag.Args())
-	}
-	res, err := run(context.Background(), o)
+	cli.Exit("flowmeter", runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain is the command: it parses args, meters the capture and prints the
+// totals and the top flows to stdout.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	if err := res.write(os.Stdout, o.top); err != nil {
-		log.Fatal(err)
+	res, err := run(ctx, o)
+	if err != nil {
+		return err
 	}
+	return res.write(stdout, o.top)
+}
+
+// parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := cli.NewFlagSet("flowmeter", "[flags]",
+		"Counts packets, bytes and duration per flow, each worker keeping its own flows\n"+
+			"without locks, and prints the totals and the busiest flows.", stderr)
+	fs.StringVar(&o.file, "r", "", "capture `file` to read (pcap or pcapng, \"-\" for standard input); default: the embedded sample")
+	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines; 0: steer.DefaultWorkers(), one per CPU this process may run on")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "a flow with no frame for this `long`, in capture time, is expired")
+	fs.IntVar(&o.top, "top", 10, "print the `n` flows with the most packets")
+	fs.IntVar(&o.rotate, "rotate", 0, "every `n` frames, point every indirection bucket at the next worker (0: never)")
+	fs.StringVar(&o.key, "key", "random", "Toeplitz `key`: random or microsoft")
+	fs.DurationVar(&o.tick, "tick", time.Second, "how `often` each worker expires idle flows (wall clock)")
+	if err := cli.Parse(fs, args); err != nil {
+		return o, err
+	}
+	return o, o.check()
+}
+
+// check returns a usage error for options that cannot work.
+func (o options) check() error {
+	switch {
+	case o.idle <= 0:
+		return cli.Usagef("-idle %v: want a positive duration", o.idle)
+	case o.rotate < 0:
+		return cli.Usagef("-rotate %d: want 0 or more frames", o.rotate)
+	case o.workers < 0:
+		return cli.Usagef("-workers %d: want 0 or more", o.workers)
+	case o.tick <= 0:
+		return cli.Usagef("-tick %v: want a positive duration", o.tick)
+	case o.key != "random" && o.key != "microsoft":
+		return cli.Usagef("-key %q: want random or microsoft", o.key)
+	}
+	return nil
 }
 
 // record is one flow's meter: from its first frame until it ends (expired
@@ -110,9 +142,11 @@ type record struct {
 	Idle        bool // ended by the idle timeout (else active at the end)
 }
 
-// shard is one worker's state. Only that worker's goroutine touches it
-// while the dispatcher runs; run reads it after Close.
+// shard is one worker's state (steer.NewPerWorker): only that worker's
+// goroutine touches it while the dispatcher runs; run reads it after Close.
 type shard struct {
+	index   int
+	idle    time.Duration
 	flows   map[steer.FlowKey]*record
 	ended   []*record
 	clock   time.Time // the latest capture time this worker has handled
@@ -121,36 +155,25 @@ type shard struct {
 	_       [64]byte  // keep neighbouring shards off each other's cache lines
 }
 
-// meter is the per-worker state and the handler and hooks that update it.
-type meter struct {
-	idle   time.Duration
-	shards []shard
+func newShard(index int, idle time.Duration) *shard {
+	return &shard{index: index, idle: idle, flows: map[steer.FlowKey]*record{}}
 }
 
-func newMeter(workers int, idle time.Duration) *meter {
-	m := &meter{idle: idle, shards: make([]shard, workers)}
-	for i := range m.shards {
-		m.shards[i].flows = map[steer.FlowKey]*record{}
-	}
-	return m
+// handle is the handler: it runs in the goroutine of the worker s belongs to.
+func (s *shard) handle(p *steer.Packet) {
+	s.count(p.Key().Flow(), p.FlowID, p.HashType, p.Timestamp, p.Length)
 }
 
-// handle is the steer.Handler: it runs in the goroutine of worker p.Worker.
-func (m *meter) handle(p *steer.Packet) {
-	m.count(p.Worker, p.Key().Flow(), p.FlowID, p.HashType, p.Timestamp, p.Length)
-}
-
-// count adds one frame of flow k to worker's shard.
-func (m *meter) count(worker int, k steer.FlowKey, flowid uint32, ht hash.HashType, ts time.Time, length int) {
-	s := &m.shards[worker]
+// count adds one frame of flow k.
+func (s *shard) count(k steer.FlowKey, flowid uint32, ht hash.HashType, ts time.Time, length int) {
 	if ts.After(s.clock) {
 		s.clock = ts
 	}
 	r := s.flows[k]
-	if r != nil && ts.Sub(r.Last) > m.idle {
+	if r != nil && ts.Sub(r.Last) > s.idle {
 		// A gap longer than the timeout: the old record ended, whether or
 		// not a tick has noticed yet.
-		s.end(k, r, worker)
+		s.end(k, r)
 		r = nil
 	}
 	if r == nil {
@@ -162,24 +185,22 @@ func (m *meter) count(worker int, k steer.FlowKey, flowid uint32, ht hash.HashTy
 	r.Last = ts
 }
 
-func (s *shard) end(k steer.FlowKey, r *record, worker int) {
-	r.Idle, r.Worker = true, worker
+func (s *shard) end(k steer.FlowKey, r *record) {
+	r.Idle, r.Worker = true, s.index
 	s.ended = append(s.ended, r)
 	delete(s.flows, k)
 }
 
-// expire is the worker tick (Config.OnTick): it ends the worker's idle
-// flows. The wall-clock now is not used (see the package comment).
-func (m *meter) expire(w *steer.Worker, _ time.Time) { m.expireShard(w.Index()) }
+// Tick implements steer.Ticker: it ends the flows idle for longer than the
+// timeout by the worker's capture clock. The wall-clock now is not used
+// (see the package comment).
+func (s *shard) Tick(time.Time) { s.expire() }
 
-// expireShard ends the flows of worker i idle for longer than the timeout
-// by the worker's capture clock.
-func (m *meter) expireShard(i int) {
-	s := &m.shards[i]
+func (s *shard) expire() {
 	n := len(s.ended)
 	for k, r := range s.flows {
-		if s.clock.Sub(r.Last) > m.idle {
-			s.end(k, r, i)
+		if s.clock.Sub(r.Last) > s.idle {
+			s.end(k, r)
 		}
 	}
 	if len(s.ended) > n {
@@ -187,10 +208,9 @@ func (m *meter) expireShard(i int) {
 	}
 }
 
-// moveOut runs in the old worker after its last frame of the moved flows:
-// it hands over their records.
-func (m *meter) moveOut(w *steer.Worker, mv steer.Move) any {
-	s := &m.shards[w.Index()]
+// MoveOut implements steer.Mover. It runs in the old worker after its last
+// frame of the moved flows and hands over their records.
+func (s *shard) MoveOut(mv steer.Move) any {
 	var out []*record
 	for k, r := range s.flows {
 		if r.HashType.IsHash() && mv.Contains(r.FlowID) {
@@ -201,10 +221,10 @@ func (m *meter) moveOut(w *steer.Worker, mv steer.Move) any {
 	return out
 }
 
-// moveIn runs in the new worker before its first frame of the moved flows.
-func (m *meter) moveIn(w *steer.Worker, _ steer.Move, state any) {
-	s := &m.shards[w.Index()]
-	recs, _ := state.([]*record)
+// MoveIn implements steer.Mover. It runs in the new worker before its first
+// frame of the moved flows.
+func (s *shard) MoveIn(_ steer.Move, carried any) {
+	recs, _ := carried.([]*record)
 	for _, r := range recs {
 		if old := s.flows[r.Key]; old != nil {
 			// Cannot happen while the dispatcher keeps its promise (the flow
@@ -235,22 +255,12 @@ type result struct {
 
 // run meters the capture o names and returns every flow record.
 func run(ctx context.Context, o options) (*result, error) {
-	if o.idle <= 0 {
-		return nil, fmt.Errorf("flowmeter: -idle %v: want a positive duration", o.idle)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
-	if o.rotate < 0 {
-		return nil, fmt.Errorf("flowmeter: -rotate %d: want 0 or more frames", o.rotate)
-	}
-	if o.workers < 0 {
-		return nil, fmt.Errorf("flowmeter: -workers %d: want 0 or more", o.workers)
-	}
-	cfg := steer.Config{Workers: o.workers, Block: true, TickInterval: o.tick}
-	switch o.key {
-	case "random":
-	case "microsoft":
-		cfg.Key, cfg.KeyName = hash.MicrosoftKey[:], "microsoft"
-	default:
-		return nil, fmt.Errorf("flowmeter: -key %q: want random or microsoft", o.key)
+	cfg := steer.Config{Workers: o.workers, TickInterval: o.tick}
+	if o.key == "microsoft" {
+		cfg.Hash.Key = hash.MicrosoftKey[:]
 	}
 	var src *pcapfile.Reader
 	var err error
@@ -260,48 +270,37 @@ func run(ctx context.Context, o options) (*result, error) {
 		src, err = pcapfile.Open(o.file)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("flowmeter: %w", err)
+		return nil, err
 	}
 	defer src.Close()
 
-	// The meter needs the number of workers before the dispatcher starts
-	// them (a worker may tick at once), so name it rather than let New
-	// pick its default.
-	workers := o.workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	cfg.Workers = workers
-	m := newMeter(workers, o.idle)
-	cfg.OnTick = m.expire
-	cfg.MoveOut = m.moveOut
-	cfg.MoveIn = m.moveIn
-	d, err := steer.New(cfg, m.handle)
+	d, shards, err := steer.NewPerWorker(cfg,
+		func(w *steer.Worker) *shard { return newShard(w.Index(), o.idle) },
+		(*shard).handle)
 	if err != nil {
-		return nil, fmt.Errorf("flowmeter: %w", err)
+		return nil, err
 	}
 	feedErr := feed(ctx, d, src, o.rotate)
 	if err := d.Close(ctx); err != nil && feedErr == nil {
 		feedErr = err
 	}
 	if feedErr != nil {
-		return nil, fmt.Errorf("flowmeter: %w", feedErr)
+		return nil, feedErr
 	}
 
 	// The workers have exited: their shards may be read now.
-	res := &result{Workers: workers, Stats: d.Stats()}
+	res := &result{Workers: len(shards), Stats: d.Stats()}
 	res.Frames = res.Stats.Frames
 	res.Moves = res.Stats.BucketMoves
-	for i := range m.shards {
-		if m.shards[i].clock.After(res.End) {
-			res.End = m.shards[i].clock
+	for _, s := range shards {
+		if s.clock.After(res.End) {
+			res.End = s.clock
 		}
 	}
-	for i := range m.shards {
-		s := &m.shards[i]
+	for _, s := range shards {
 		res.Records = append(res.Records, s.ended...)
 		for _, r := range s.flows {
-			r.Worker = i
+			r.Worker = s.index
 			r.Idle = res.End.Sub(r.Last) > o.idle
 			res.Records = append(res.Records, r)
 		}

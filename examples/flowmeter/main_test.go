@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
@@ -205,17 +208,16 @@ func TestExpiry(t *testing.T) {
 
 // TestShardExpire checks the tick's expiry directly, without timing.
 func TestShardExpire(t *testing.T) {
-	m := newMeter(1, time.Second)
+	s := newShard(0, time.Second)
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	k1 := steer.FlowKey{Proto: 6, SrcPort: 1}
 	k2 := steer.FlowKey{Proto: 6, SrcPort: 2}
-	m.count(0, k1, 0, hash.None, t0, 100)
-	m.count(0, k2, 0, hash.None, t0.Add(1500*time.Millisecond), 60)
+	s.count(k1, 0, hash.None, t0, 100)
+	s.count(k2, 0, hash.None, t0.Add(1500*time.Millisecond), 60)
 	// A frame of k1 after a gap longer than the timeout starts a new record
 	// in the handler, tick or no tick.
-	m.count(0, k1, 0, hash.None, t0.Add(1100*time.Millisecond), 100)
-	m.count(0, k1, 0, hash.None, t0.Add(1200*time.Millisecond), 100)
-	s := &m.shards[0]
+	s.count(k1, 0, hash.None, t0.Add(1100*time.Millisecond), 100)
+	s.count(k1, 0, hash.None, t0.Add(1200*time.Millisecond), 100)
 	if len(s.ended) != 1 || s.ended[0].Key != k1 || s.ended[0].Packets != 1 || !s.ended[0].Idle {
 		t.Fatalf("after the gap: ended %v; want k1's first record (1 packet, idle)", s.ended)
 	}
@@ -224,13 +226,13 @@ func TestShardExpire(t *testing.T) {
 	}
 	// The clock is now 1.5 s; with k2 at 1.5 s and k1 last at 1.2 s, nothing
 	// is idle for more than 1 s.
-	m.expireShard(0)
+	s.Tick(time.Now())
 	if len(s.ended) != 1 || s.ticks != 0 {
 		t.Fatalf("nothing idle yet, but %d ended, %d expiring ticks", len(s.ended), s.ticks)
 	}
 	// A frame of k2 at 2.3 s moves the clock: k1 (1.2 s) is idle, k2 is not.
-	m.count(0, k2, 0, hash.None, t0.Add(2300*time.Millisecond), 60)
-	m.expireShard(0)
+	s.count(k2, 0, hash.None, t0.Add(2300*time.Millisecond), 60)
+	s.Tick(time.Now())
 	if len(s.ended) != 2 || s.ended[1].Key != k1 || s.flows[k2] == nil || s.flows[k1] != nil || s.ticks != 1 {
 		t.Fatalf("ended %v, open %v, %d ticks; want k1 ended and k2 open", s.ended, s.flows, s.ticks)
 	}
@@ -251,14 +253,62 @@ func TestOutput(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	for _, o := range []options{
-		{idle: 0, key: "random"},
-		{idle: time.Second, key: "nope"},
-		{idle: time.Second, key: "random", rotate: -1},
-		{idle: time.Second, key: "random", workers: -1},
-		{idle: time.Second, key: "random", file: "/nonexistent/trace.pcap"},
+		{idle: 0, key: "random", tick: time.Second},
+		{idle: time.Second, key: "nope", tick: time.Second},
+		{idle: time.Second, key: "random", tick: time.Second, rotate: -1},
+		{idle: time.Second, key: "random", tick: time.Second, workers: -1},
+		{idle: time.Second, key: "random", tick: 0},
 	} {
-		if _, err := run(context.Background(), o); err == nil {
-			t.Errorf("run(%+v) succeeded; want an error", o)
+		if _, err := run(context.Background(), o); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("run(%+v): %v; want a usage error", o, err)
 		}
+	}
+	o := options{idle: time.Second, key: "random", tick: time.Second, file: "/nonexistent/trace.pcap"}
+	if _, err := run(context.Background(), o); err == nil || errors.Is(err, cli.ErrUsage) {
+		t.Errorf("run(%+v): %v; want an error that is not a usage error", o, err)
+	}
+}
+
+// TestWorkersDefault: with -workers 0 the meter runs steer.DefaultWorkers()
+// workers and meters every frame, whatever GOMAXPROCS says (a slice sized by
+// GOMAXPROCS once lost the frames of the workers past it).
+func TestWorkersDefault(t *testing.T) {
+	tr := countSample(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	res := runMeter(t, options{})
+	if res.Workers != steer.DefaultWorkers() {
+		t.Errorf("%d workers, want steer.DefaultWorkers() = %d", res.Workers, steer.DefaultWorkers())
+	}
+	checkCounts(t, res, tr)
+}
+
+// TestCommandLine runs the command as main does: -h prints the usage and
+// meters nothing, a bad flag is a usage error, and the output goes to
+// standard output.
+func TestCommandLine(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := runMain(context.Background(), []string{"-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+	if out.Len() != 0 || !strings.HasPrefix(errOut.String(), "Usage: flowmeter [flags]\n") ||
+		!strings.Contains(errOut.String(), "steer.DefaultWorkers()") {
+		t.Errorf("-h: standard output %q, standard error %q", out.String(), errOut.String())
+	}
+	for _, args := range [][]string{{"-idle", "0"}, {"-nosuchflag"}, {"extra"}, {"-key", "nope"}} {
+		out.Reset()
+		errOut.Reset()
+		if err := runMain(context.Background(), args, &out, &errOut); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+		if out.Len() != 0 || errOut.Len() != 0 {
+			t.Errorf("%q: printed %q and %q; the error is for cli.Exit to print", args, out.String(), errOut.String())
+		}
+	}
+	out.Reset()
+	if err := runMain(context.Background(), []string{"-top", "2", "-workers", "2"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), " flow records ") {
+		t.Errorf("standard output lacks the totals:\n%s", out.String())
 	}
 }
