@@ -18,17 +18,19 @@
 //   - The sharded pattern tcpassembly's documentation recommends: when the
 //     packets of a connection always reach the same assembler, give every
 //     assembler its own StreamPool, and no lock is contended. Here each
-//     worker owns an Assembler, a StreamPool, a DecodingLayerParser and its
-//     connection table; they are touched only from the handler and the
-//     worker hooks, all in the worker's goroutine (DEFERRED dispatch, the
-//     default).
-//   - Flushing by capture time on the worker tick (Config.OnTick):
+//     worker owns a shard, made by steer.NewPerWorker in the worker's
+//     goroutine: an Assembler, a StreamPool, a DecodingLayerParser and its
+//     connection table, touched only from the handler and the shard's own
+//     Tick and Close, all in the worker's goroutine (DEFERRED dispatch, the
+//     default). Nobody sizes anything by a worker count.
+//   - Flushing by capture time on the worker tick (steer.Ticker):
 //     FlushOlderThan(clock - idle) closes the connections that have been
 //     quiet for -idle, where the worker's clock is the latest capture
 //     timestamp it has handled (a file replays much faster than it was
-//     recorded; a live capture would use the wall clock, OnTick's now).
-//     At Close, Config.OnClose runs FlushAll in each worker, so every
-//     connection still open is completed before the dispatcher returns.
+//     recorded; a live capture would use the wall clock, Tick's now).
+//     At Dispatcher.Close each shard's Close (io.Closer) runs FlushAll in
+//     its worker, so every connection still open is completed before the
+//     dispatcher returns.
 //
 // A frame is decoded only as far as TCP (Ethernet, 802.1Q/802.1ad tags,
 // IPv4, IPv6 and its extension headers); everything else is counted and
@@ -46,12 +48,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -60,6 +59,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/tcpassembly"
 
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
@@ -68,32 +68,64 @@ import (
 // options are the command's flags.
 type options struct {
 	file      string        // capture to read; "" means the embedded sample
-	workers   int           // 0: GOMAXPROCS
+	workers   int           // 0: steer.DefaultWorkers()
 	idle      time.Duration // close connections quiet for this long (capture time)
 	tick      time.Duration // worker tick (wall clock)
-	symmetric bool          // Config.Symmetric
+	symmetric bool          // Config.Hash.Symmetric
 	n         int           // connections to print; 0 all
 }
 
 func main() {
-	o := options{}
-	flag.StringVar(&o.file, "r", "", "capture file to read (pcap or pcapng, \"-\" for standard input); default: the embedded sample")
-	flag.IntVar(&o.workers, "workers", 0, "worker goroutines (0: GOMAXPROCS, one per CPU the process may use)")
-	flag.DurationVar(&o.idle, "idle", 2*time.Minute, "close a connection with no data for this long, in capture time")
-	flag.DurationVar(&o.tick, "tick", time.Second, "how often each worker flushes idle connections (wall clock)")
-	flag.BoolVar(&o.symmetric, "symmetric", true, "hash both directions of a connection alike (Config.Symmetric)")
-	flag.IntVar(&o.n, "n", 0, "print only the first N connections (0: all)")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		log.Fatalf("reassembly: unexpected arguments %q", flag.Args())
-	}
-	res, err := run(context.Background(), o)
+	cli.Exit("reassembly", runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain is the command: it parses args, reassembles the capture and prints
+// the connections to stdout.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	if err := res.write(os.Stdout, o.n); err != nil {
-		log.Fatal(err)
+	res, err := run(ctx, o)
+	if err != nil {
+		return err
 	}
+	return res.write(stdout, o.n)
+}
+
+// parseFlags parses args with a flag set of its own, so that the flags
+// gopacket registers on flag.CommandLine stay out of the usage. Its errors
+// wrap cli.ErrUsage (or are flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := cli.NewFlagSet("reassembly", "[flags]",
+		"Reassembles TCP streams with one tcpassembly assembler per worker and prints\n"+
+			"every connection's bytes and first line each way.", stderr)
+	fs.StringVar(&o.file, "r", "", "capture `file` to read (pcap or pcapng, \"-\" for standard input); default: the embedded sample")
+	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines; 0: steer.DefaultWorkers(), one per CPU this process may run on")
+	fs.DurationVar(&o.idle, "idle", 2*time.Minute, "close a connection with no data for this `long`, in capture time")
+	fs.DurationVar(&o.tick, "tick", time.Second, "how `often` each worker flushes idle connections (wall clock)")
+	fs.BoolVar(&o.symmetric, "symmetric", true, "hash both directions of a connection alike (Config.Hash.Symmetric)")
+	fs.IntVar(&o.n, "n", 0, "print only the first `n` connections (0: all)")
+	if err := cli.Parse(fs, args); err != nil {
+		return o, err
+	}
+	return o, o.check()
+}
+
+// check returns a usage error for options that cannot work.
+func (o options) check() error {
+	switch {
+	case o.idle <= 0:
+		return cli.Usagef("-idle %v: want a positive duration", o.idle)
+	case o.workers < 0:
+		return cli.Usagef("-workers %d: want 0 or more", o.workers)
+	case o.tick <= 0:
+		return cli.Usagef("-tick %v: want a positive duration", o.tick)
+	case o.n < 0:
+		return cli.Usagef("-n %d: want 0 or more", o.n)
+	}
+	return nil
 }
 
 // firstLineMax bounds the first line kept of each direction.
@@ -164,10 +196,11 @@ func canonical(netFlow, tcpFlow gopacket.Flow) connKey {
 	return a
 }
 
-// shard is one worker's reassembly state. Only that worker's goroutine
-// touches it while the dispatcher runs.
+// shard is one worker's reassembly state (steer.NewPerWorker). Only that
+// worker's goroutine touches it while the dispatcher runs.
 type shard struct {
 	index int
+	idle  time.Duration
 
 	// Decoding, reused for every frame.
 	eth     layers.Ethernet
@@ -221,8 +254,8 @@ func endpoint(addr, port gopacket.Endpoint) string {
 	return a + ":" + port.String()
 }
 
-func newShard(index int) *shard {
-	s := &shard{index: index, open: map[connKey]*conn{}}
+func newShard(index int, idle time.Duration) *shard {
+	s := &shard{index: index, idle: idle, open: map[connKey]*conn{}}
 	s.parser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
 		&s.eth, &s.dot1q, &s.ip4, &s.ip6, &s.ext, &s.tcp)
 	s.parser.IgnoreUnsupported = true // stop quietly at UDP, ARP, the TCP payload ...
@@ -230,8 +263,8 @@ func newShard(index int) *shard {
 	return s
 }
 
-// handle decodes one frame and feeds its TCP segment to the worker's
-// assembler.
+// handle is the handler: it decodes one frame and feeds its TCP segment to
+// the worker's assembler.
 func (s *shard) handle(p *steer.Packet) {
 	if p.Timestamp.After(s.clock) {
 		s.clock = p.Timestamp
@@ -261,13 +294,21 @@ func (s *shard) handle(p *steer.Packet) {
 	s.asm.AssembleWithTimestamp(netFlow, &s.tcp, p.Timestamp)
 }
 
-// tick closes the connections quiet for idle, by the worker's capture clock.
-func (s *shard) tick(idle time.Duration) {
+// Tick implements steer.Ticker: it closes the connections quiet for the idle
+// time by the worker's capture clock (the wall-clock now is not used).
+func (s *shard) Tick(time.Time) {
 	if s.clock.IsZero() {
 		return
 	}
-	_, closed := s.asm.FlushOlderThan(s.clock.Add(-idle))
+	_, closed := s.asm.FlushOlderThan(s.clock.Add(-s.idle))
 	s.flushed += closed
+}
+
+// Close implements io.Closer: Dispatcher.Close runs it in the worker after
+// its last frame, and it completes every connection still open.
+func (s *shard) Close() error {
+	s.asm.FlushAll()
+	return nil
 }
 
 // result is what a run reassembled.
@@ -282,11 +323,8 @@ type result struct {
 
 // run reassembles the capture o names.
 func run(ctx context.Context, o options) (*result, error) {
-	if o.idle <= 0 {
-		return nil, fmt.Errorf("reassembly: -idle %v: want a positive duration", o.idle)
-	}
-	if o.workers < 0 {
-		return nil, fmt.Errorf("reassembly: -workers %d: want 0 or more", o.workers)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	var src *pcapfile.Reader
 	var err error
@@ -296,43 +334,34 @@ func run(ctx context.Context, o options) (*result, error) {
 		src, err = pcapfile.Open(o.file)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reassembly: %w", err)
+		return nil, err
 	}
 	defer src.Close()
 
-	// The shards must exist before the workers start (a worker may tick at
-	// once), so the number of workers is settled here.
-	workers := o.workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	shards := make([]*shard, workers)
-	for i := range shards {
-		shards[i] = newShard(i)
-	}
+	// A file can wait: the default overflow holds the reader back on a full
+	// queue, so a replay drops nothing.
 	cfg := steer.Config{
-		Workers:      workers,
-		Symmetric:    o.symmetric,
-		Block:        true, // a replay must not drop
+		Workers:      o.workers,
+		Hash:         steer.HashConfig{Symmetric: o.symmetric},
 		TickInterval: o.tick,
-		OnTick:       func(w *steer.Worker, _ time.Time) { shards[w.Index()].tick(o.idle) },
-		OnClose:      func(w *steer.Worker) { shards[w.Index()].asm.FlushAll() },
 	}
-	d, err := steer.New(cfg, func(p *steer.Packet) { shards[p.Worker].handle(p) })
+	d, shards, err := steer.NewPerWorker(cfg,
+		func(w *steer.Worker) *shard { return newShard(w.Index(), o.idle) },
+		(*shard).handle)
 	if err != nil {
-		return nil, fmt.Errorf("reassembly: %w", err)
+		return nil, err
 	}
 	runErr := d.Run(ctx, src)
 	if err := d.Close(ctx); err != nil && runErr == nil {
 		runErr = err
 	}
 	if runErr != nil {
-		return nil, fmt.Errorf("reassembly: %w", runErr)
+		return nil, runErr
 	}
 
-	// The workers have exited (OnClose flushed every assembler): the shards
-	// may be read now.
-	res := &result{Workers: workers, Stats: d.Stats()}
+	// The workers have exited (each shard's Close flushed its assembler):
+	// the shards may be read now.
+	res := &result{Workers: len(shards), Stats: d.Stats()}
 	for _, s := range shards {
 		res.Conns = append(res.Conns, s.all...)
 		res.Segments += s.segments

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
@@ -207,9 +210,65 @@ func TestQuoteLine(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	for _, o := range []options{{idle: 0}, {idle: time.Second, workers: -1}, {idle: time.Second, file: "/nonexistent/trace.pcap"}} {
-		if _, err := run(context.Background(), o); err == nil {
-			t.Errorf("run(%+v) succeeded; want an error", o)
+	for _, o := range []options{{idle: 0, tick: time.Second}, {idle: time.Second, tick: time.Second, workers: -1},
+		{idle: time.Second, tick: 0}} {
+		if _, err := run(context.Background(), o); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("run(%+v): %v; want a usage error", o, err)
 		}
+	}
+	o := options{idle: time.Second, tick: time.Second, file: "/nonexistent/trace.pcap"}
+	if _, err := run(context.Background(), o); err == nil || errors.Is(err, cli.ErrUsage) {
+		t.Errorf("run(%+v): %v; want an error that is not a usage error", o, err)
+	}
+}
+
+// TestCommandLine runs the command as main does: -h prints the command's own
+// flags only (not those gopacket registers on flag.CommandLine) and
+// reassembles nothing, a bad flag is a usage error, and the connections go
+// to standard output.
+func TestCommandLine(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := runMain(context.Background(), []string{"-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+	usage := errOut.String()
+	if out.Len() != 0 || !strings.HasPrefix(usage, "Usage: reassembly [flags]\n") || !strings.Contains(usage, "steer.DefaultWorkers()") {
+		t.Errorf("-h: standard output %q, standard error %q", out.String(), usage)
+	}
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if strings.Contains(usage, "-"+f.Name+" ") || strings.Contains(usage, "-"+f.Name+"\n") {
+			t.Errorf("the usage shows -%s, a flag of flag.CommandLine (%s)", f.Name, f.Usage)
+		}
+	})
+	for _, args := range [][]string{{"-idle", "0"}, {"-nosuchflag"}, {"extra"}, {"-assembly_debug_log"}} {
+		out.Reset()
+		errOut.Reset()
+		if err := runMain(context.Background(), args, &out, &errOut); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+		if out.Len() != 0 || errOut.Len() != 0 {
+			t.Errorf("%q: printed %q and %q; the error is for cli.Exit to print", args, out.String(), errOut.String())
+		}
+	}
+	out.Reset()
+	if err := runMain(context.Background(), []string{"-n", "1", "-workers", "2"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), " TCP connections (") {
+		t.Errorf("standard output lacks the summary:\n%s", out.String())
+	}
+}
+
+// TestWorkersDefault: with -workers 0 the command runs steer.DefaultWorkers()
+// workers whatever GOMAXPROCS says, and reassembles every connection.
+func TestWorkersDefault(t *testing.T) {
+	tr := decodeSample(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	res := runReassembly(t, options{symmetric: true})
+	if res.Workers != steer.DefaultWorkers() {
+		t.Errorf("%d workers, want steer.DefaultWorkers() = %d", res.Workers, steer.DefaultWorkers())
+	}
+	if len(res.Conns) != len(tr.conns) {
+		t.Errorf("%d connections reassembled, the sample has %d", len(res.Conns), len(tr.conns))
 	}
 }
