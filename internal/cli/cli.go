@@ -19,6 +19,7 @@ func Usagef(format string, args ...any) error {
 }
 
 // NewFlagSet returns a flag set for the command name whose usage reads
+// (without the synopsis when it is empty)
 //
 //	Usage: name synopsis
 //
@@ -32,8 +33,12 @@ func Usagef(format string, args ...any) error {
 func NewFlagSet(name, synopsis, summary string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
+	line := name
+	if synopsis != "" {
+		line += " " + synopsis
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s %s\n\n%s\n\nFlags:\n", name, synopsis, summary)
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\n%s\n\nFlags:\n", line, summary)
 		fs.PrintDefaults()
 	}
 	return fs
