@@ -2,7 +2,7 @@
 // the dispatcher moves each flow to the worker where its consumer runs
 // without ever reordering it.
 //
-// Run it with no arguments:
+// Run it with no arguments (it takes no flags; -h prints its usage):
 //
 //	go run ./examples/rfs
 //
@@ -32,12 +32,12 @@
 //     position of the flow's last frame; while head < last_qtail the
 //     flow's frames keep going to the old worker. The example prints two
 //     traced decisions, one move held back by the rule and one allowed.
-//   - Per-flow state follows its flow: Config.MoveOut runs in the old worker
-//     after its last frame of the flow and hands a value over; Config.MoveIn
-//     receives it in the new worker before its first frame. Here the state
-//     is a frame count per flow in a plain, per-worker map (no locks), and
-//     the example checks at the end that every flow's count equals the
-//     frames sent.
+//   - Per-flow state follows its flow: each worker's state (steer.NewPerWorker)
+//     is a frame count per flow in a plain map of its own (no locks), and it
+//     implements steer.Mover: MoveOut runs in the old worker after its last
+//     frame of the flow and hands the count over; MoveIn receives it in the
+//     new worker before its first frame. The example checks at the end that
+//     every flow's count equals the frames sent.
 //
 // The report shows, per phase, the frames each worker handled and, per
 // port, the workers its frames went to; then FlowMoves, the busiest flows
@@ -48,14 +48,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"log"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 )
@@ -69,8 +71,42 @@ const (
 )
 
 func main() {
-	if err := run(); err != nil {
-		log.Fatal(err)
+	fs := cli.NewFlagSet("rfs", "",
+		"Shows receive flow steering: consumers claim flows, and the dispatcher moves each\n"+
+			"flow to its consumer's worker without reordering it. It takes no flags.", os.Stderr)
+	err := cli.Parse(fs, os.Args[1:])
+	if err == nil {
+		err = run(os.Stdout)
+	}
+	cli.Exit("rfs", err)
+}
+
+// flowCounts is one worker's state: frames handled, by flowid. Only the
+// worker's own goroutine touches it: the handler, and MoveOut and MoveIn,
+// which run in the worker.
+type flowCounts struct {
+	n          map[uint32]uint64
+	handedOver int // counts received from another worker
+}
+
+// MoveOut implements steer.Mover: it hands over the counts of the moved
+// flows.
+func (c *flowCounts) MoveOut(m steer.Move) any {
+	out := map[uint32]uint64{}
+	for id, n := range c.n {
+		if m.Contains(id) {
+			out[id] = n
+			delete(c.n, id)
+		}
+	}
+	return out
+}
+
+// MoveIn implements steer.Mover: it takes the counts in.
+func (c *flowCounts) MoveIn(_ steer.Move, carried any) {
+	for id, n := range carried.(map[uint32]uint64) {
+		c.n[id] += n
+		c.handedOver++
 	}
 }
 
@@ -80,7 +116,8 @@ type phaseCounts struct {
 	perPort   [ports][workers]atomic.Uint64
 }
 
-func run() error {
+// run runs the three phases and writes the report to out.
+func run(out io.Writer) error {
 	// owner[k] is the worker whose consumer reads port 80+k; -1 before the
 	// consumers start (phase 1).
 	var owner [ports]atomic.Int32
@@ -90,15 +127,6 @@ func run() error {
 	var phase atomic.Pointer[phaseCounts]
 	phase.Store(new(phaseCounts))
 
-	// Per-worker, lock-free per-flow state: frames handled, by flowid.
-	// Only the worker's own goroutine touches state[w]: the handler, and
-	// the move hooks, which run in the worker.
-	state := make([]map[uint32]uint64, workers)
-	for w := range state {
-		state[w] = map[uint32]uint64{}
-	}
-	var handedOver atomic.Uint64
-
 	// Two traced decisions to print: a move held by last_qtail, and one
 	// allowed.
 	var traceMu sync.Mutex
@@ -107,26 +135,7 @@ func run() error {
 	var d *steer.Dispatcher
 	cfg := steer.Config{
 		Workers: workers,
-		RFS:     true,
-		Block:   true, // a replay: wait for room rather than drop
-		MoveOut: func(w *steer.Worker, m steer.Move) any {
-			mine := state[w.Index()]
-			out := map[uint32]uint64{}
-			for id, n := range mine {
-				if m.Contains(id) {
-					out[id] = n
-					delete(mine, id)
-				}
-			}
-			return out
-		},
-		MoveIn: func(w *steer.Worker, m steer.Move, s any) {
-			mine := state[w.Index()]
-			for id, n := range s.(map[uint32]uint64) {
-				mine[id] += n
-				handedOver.Add(1)
-			}
-		},
+		RFS:     steer.RFSConfig{Enabled: true},
 		Trace: func(dc *steer.Decision) {
 			if !dc.Moving {
 				return
@@ -141,21 +150,24 @@ func run() error {
 			}
 		},
 	}
-	d, err := steer.New(cfg, func(p *steer.Packet) {
-		state[p.Worker][p.FlowID]++
-		k := int(p.Key().DstPort) - firstPort
-		if k < 0 || k >= ports {
-			return
-		}
-		pc := phase.Load()
-		pc.perWorker[p.Worker].Add(1)
-		pc.perPort[k][p.Worker].Add(1)
-		// The consumer of this port reads the frame on its worker and so
-		// records where the flow should go (rps_record_sock_flow).
-		if w := owner[k].Load(); w >= 0 {
-			d.SetDesired(p.FlowID, int(w)) // a no-op when it is already so
-		}
-	})
+	// d is set before the first frame is dispatched, so every handler sees it.
+	d, state, err := steer.NewPerWorker(cfg,
+		func(*steer.Worker) *flowCounts { return &flowCounts{n: map[uint32]uint64{}} },
+		func(c *flowCounts, p *steer.Packet) {
+			c.n[p.FlowID]++
+			k := int(p.Key().DstPort) - firstPort
+			if k < 0 || k >= ports {
+				return
+			}
+			pc := phase.Load()
+			pc.perWorker[p.Worker].Add(1)
+			pc.perPort[k][p.Worker].Add(1)
+			// The consumer of this port reads the frame on its worker and so
+			// records where the flow should go (rps_record_sock_flow).
+			if w := owner[k].Load(); w >= 0 {
+				d.SetDesired(p.FlowID, int(w)) // a no-op when it is already so
+			}
+		})
 	if err != nil {
 		return err
 	}
@@ -183,7 +195,6 @@ func run() error {
 		return nil
 	}
 
-	out := os.Stdout
 	titles := []string{
 		"Phase 1: no consumer has claimed a flow; the RSS table spreads each port over all workers",
 		"Phase 2: worker w consumes every flow to port 80+k with w = k % 4; handlers call SetDesired",
@@ -226,16 +237,18 @@ func run() error {
 	st := d.Stats()
 	fmt.Fprintf(out, "\nThe last_qtail rule at work (two traced decisions):\n%s%s", held.String(), allowed.String())
 
-	fmt.Fprintf(out, "\nFlow moves: %d (RFS moves, each under the last_qtail rule); per-flow state handed over %d times by MoveOut/MoveIn\n",
-		st.FlowMoves, handedOver.Load())
+	handedOver := 0
 	exact, holders := true, map[uint32]int{}
 	total := map[uint32]uint64{}
-	for w := range state {
-		for id, n := range state[w] {
+	for _, c := range state {
+		handedOver += c.handedOver
+		for id, n := range c.n {
 			total[id] += n
 			holders[id]++
 		}
 	}
+	fmt.Fprintf(out, "\nFlow moves: %d (RFS moves, each under the last_qtail rule); per-flow state handed over %d times by MoveOut/MoveIn\n",
+		st.FlowMoves, handedOver)
 	for id, n := range sent {
 		if total[id] != n || holders[id] != 1 {
 			exact = false
@@ -256,16 +269,16 @@ func run() error {
 	}
 	switch {
 	case !exact:
-		return fmt.Errorf("rfs: per-flow state did not follow its flows")
+		return errors.New("per-flow state did not follow its flows")
 	case st.FlowMoves == 0:
-		return fmt.Errorf("rfs: the consumers' claims moved no flow")
-	case st.Frames != st.Handled()+st.Dropped():
-		return fmt.Errorf("rfs: %d frames in, %d handled + %d dropped", st.Frames, st.Handled(), st.Dropped())
+		return errors.New("the consumers' claims moved no flow")
+	case st.Frames != st.Handled()+st.Dropped()+st.Panicked():
+		return fmt.Errorf("%d frames in, %d handled + %d dropped + %d panicked", st.Frames, st.Handled(), st.Dropped(), st.Panicked())
 	}
 	return nil
 }
 
-func printPhase(out *os.File, pc *phaseCounts, owner *[ports]atomic.Int32, moves uint64) {
+func printPhase(out io.Writer, pc *phaseCounts, owner *[ports]atomic.Int32, moves uint64) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "port\tconsumer\t")
 	for w := range workers {
