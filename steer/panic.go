@@ -2,8 +2,6 @@ package steer
 
 import (
 	"fmt"
-	"runtime"
-	"strings"
 	"sync"
 	"time"
 )
@@ -41,40 +39,4 @@ func (d *Dispatcher) reportPanic(pi PanicInfo) {
 	d.cfg.Logger.Error("steer: recovered a panic; the frame is counted as panicked and the worker goes on",
 		"worker", pi.Worker, "panic", fmt.Sprint(pi.Value), "in", pi.Summary,
 		"not_logged_since_last", skipped, "stack", string(pi.Stack))
-}
-
-// handlerFrames are the functions through which the library runs user code
-// in a worker or inline: a goroutine with one of them on its stack is
-// inside a handler or a hook.
-var handlerFrames = []string{
-	"steer.(*Worker).handleFrom",
-	"steer.(*Worker).call",
-	"steer.(*Worker).guard",
-	"steer.(*Worker).init",
-}
-
-// calledFromHandler reports whether the calling goroutine is running a
-// handler or a hook. It walks the stack, so only Close calls it.
-func calledFromHandler() bool {
-	pcs := make([]uintptr, 256)
-	for {
-		n := runtime.Callers(2, pcs)
-		if n < len(pcs) {
-			pcs = pcs[:n]
-			break
-		}
-		pcs = make([]uintptr, 2*len(pcs))
-	}
-	frames := runtime.CallersFrames(pcs)
-	for {
-		f, more := frames.Next()
-		for _, h := range handlerFrames {
-			if strings.HasSuffix(f.Function, h) {
-				return true
-			}
-		}
-		if !more {
-			return false
-		}
-	}
 }

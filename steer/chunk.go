@@ -1,0 +1,101 @@
+package steer
+
+import (
+	"math/bits"
+
+	"github.com/rpsgo/rps/hash"
+)
+
+// fastChunk is the classifier's IPv4 fast path over a chunk of frames,
+// with one batch hash for all of them: where frames are classified one at
+// a time, the hash is a call per frame and the larger part of the cost.
+type fastChunk struct {
+	n      int
+	at     [chunkLen]uint8 // which frame of the chunk each fast one is
+	types  [chunkLen]hash.HashType
+	tuples [chunkLen][hash.IPv4Tuple4Len]byte
+	sums   [chunkLen]uint32
+}
+
+// run takes the frames of chunk that the fast path covers (untagged, with
+// no hash from their source, simple IPv4: see Classifier.ipv4Tuple),
+// records them and their hashes in fc, and returns a mask of the others,
+// which the caller classifies one by one. A fast frame's Classification is
+// ReasonOK, EtherType IPv4, keyless, with fc's hash type and sum.
+func (fc *fastChunk) run(cls *Classifier, chunk []Frame) (slow uint64) {
+	n := 0
+	for i := range chunk {
+		f := &chunk[i]
+		if !f.HasVLAN && f.HashType == hash.None {
+			if ht, ok := cls.ipv4Tuple(f.Data, &fc.tuples[n]); ok {
+				fc.at[n], fc.types[n] = uint8(i), ht
+				n++
+				continue
+			}
+		}
+		slow |= 1 << i
+	}
+	fc.n = n
+	cls.h.SumIPv4Tuples(fc.sums[:n], fc.tuples[:n])
+	return slow
+}
+
+// flowResult is what the queued path keeps of a frame's classification
+// between its two passes.
+type flowResult struct {
+	flowID uint32
+	hash   hash.HashType
+	reason Reason
+}
+
+// classify is steps 1 and 2: the classifier, then the source's own hash
+// when it has one. Unless a trace wants the whole classification, a plain
+// IPv4 packet is classified only as far as its hash (Classifier.flowOnly):
+// Packet.Key derives the key if the handler asks for it.
+func (p *producer) classify(f *Frame, c *Classification) {
+	switch {
+	case f.HasVLAN:
+		p.d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
+	case p.d.cfg.Trace == nil:
+		p.d.cls.flowOnly(f.Data, c)
+	default:
+		p.d.cls.Classify(f.Data, c)
+	}
+	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
+		c.FlowID, c.HashType = f.Hash, f.HashType
+	}
+}
+
+// chunkLen is how many frames steerQueued, steerEach and steerRFS classify
+// before they steer them. fastChunk's masks hold at most 64.
+const chunkLen = BatchSize
+
+var _ [64 - chunkLen]struct{} // chunkLen <= 64
+
+// chunkCls returns n Classifications for a chunk's frames, from a buffer
+// made on first use (a worker's producer may never need one).
+func (p *producer) chunkCls(n int) []Classification {
+	if p.clsBuf == nil {
+		p.clsBuf = make([]Classification, chunkLen)
+	}
+	return p.clsBuf[:n]
+}
+
+// classifyChunk is classify for each frame of chunk into cls, with the
+// IPv4 fast path's hashes done in one batch (fastChunk) unless a trace
+// wants every frame's whole classification.
+func (p *producer) classifyChunk(chunk []Frame, cls []Classification) {
+	slow := ^uint64(0) >> (64 - len(chunk))
+	if p.d.cfg.Trace == nil {
+		fc := &p.fast
+		slow = fc.run(p.d.cls, chunk)
+		for k, i := range fc.at[:fc.n] {
+			c := &cls[i]
+			c.EtherType, c.Reason, c.HashType, c.keyless, c.FlowID = etherTypeIPv4, ReasonOK, fc.types[k], true, fc.sums[k]
+		}
+	}
+	for ; slow != 0; slow &= slow - 1 {
+		i := bits.TrailingZeros64(slow)
+		p.classify(&chunk[i], &cls[i])
+	}
+}

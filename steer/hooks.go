@@ -1,0 +1,105 @@
+package steer
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+)
+
+// control carries a move hook between the old and the new worker.
+type control struct {
+	m     Move
+	out   bool // MoveOut in the old worker; otherwise MoveIn in the new one
+	state any
+	ready chan struct{} // closed by the MoveOut side when state is set
+	skip  bool          // the MoveOut side could not be queued: no MoveIn
+	peer  *control
+}
+
+// init gives the worker its handler and state. A state constructor that
+// panics fails New.
+func (w *Worker) init() {
+	defer func() {
+		if v := recover(); v != nil {
+			w.handle, w.state = func(*Packet) {}, nil
+			if w.err == nil {
+				w.err = fmt.Errorf("state constructor panicked: %v", v)
+			}
+		}
+	}()
+	w.handle, w.state = w.bind(w)
+}
+
+// tick runs the state's Tick.
+func (w *Worker) tick(now time.Time) {
+	if t, ok := w.state.(Ticker); ok {
+		w.guard("Tick", func() { t.Tick(now) })
+	}
+}
+
+// closeState runs the state's Close, before the worker exits; an error
+// goes to the dispatcher's Close.
+func (w *Worker) closeState() {
+	c, ok := w.state.(io.Closer)
+	if !ok {
+		return
+	}
+	var err error
+	w.guard("Close", func() { err = c.Close() })
+	if err != nil {
+		w.d.mu.Lock()
+		w.d.closeErrs = append(w.d.closeErrs, fmt.Errorf("steer: worker %d: close state: %w", w.index, err))
+		w.d.mu.Unlock()
+	}
+}
+
+// guard runs a per-worker hook, recovering and reporting its panic (what
+// names the hook). Hook panics are counted apart from frames.
+func (w *Worker) guard(what string, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.hookPanics.Add(1)
+			w.d.reportPanic(PanicInfo{Worker: w.index, Value: v, Summary: what, Stack: debug.Stack()})
+		}
+	}()
+	f()
+}
+
+// control runs one side of a move hook.
+func (w *Worker) control(c *control) {
+	mv, _ := w.state.(Mover)
+	if c.out {
+		var carried any
+		if mv != nil {
+			w.guard("MoveOut", func() { carried = mv.MoveOut(c.m) })
+		}
+		c.peer.state = carried
+		close(c.peer.ready)
+		return
+	}
+	<-c.ready
+	if mv != nil && !c.skip {
+		w.guard("MoveIn", func() { mv.MoveIn(c.m, c.state) })
+	}
+}
+
+// Ticker is implemented by per-worker states ([NewPerWorker]) that want to
+// run periodically: Tick runs in the worker's goroutine every
+// Config.TickInterval, between batches.
+type Ticker interface {
+	Tick(now time.Time)
+}
+
+// Mover is implemented by per-worker states whose per-flow state follows a
+// flow when it changes worker (an RFS move, a reprogrammed bucket, the
+// rebalancer). MoveOut runs in the old worker after its last frame of the
+// moved flows and returns what to carry; MoveIn runs in the new worker with
+// that value before its first frame of them. With RFS on, they run once per
+// flow move (Move.Bucket == -1), not per bucket; with DIRECT dispatch they
+// run in the dispatching goroutine, before the flow's next frame. States
+// that do not implement Mover make moves free.
+type Mover interface {
+	MoveOut(m Move) (carried any)
+	MoveIn(m Move, carried any)
+}

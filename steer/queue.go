@@ -1,0 +1,315 @@
+package steer
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// pbatch is a hand-off unit: up to BatchSize packets for one worker, or one
+// control item (a move hook) when ctl is set.
+type pbatch struct {
+	n   int
+	ctl *control
+	// ref is the source batch of every packet, unless mixed: the worker
+	// then releases them all with one operation and reads nothing of the
+	// packets themselves, whose cache lines so stay with the producer.
+	ref   *batchRef
+	mixed bool
+	home  *batchStock // where the batch goes back to; nil for the shared pool
+	next  *pbatch     // in home's stacks
+	pkts  [BatchSize]Packet
+}
+
+// slot returns the next free packet of b, for a frame of source batch ref.
+func (b *pbatch) slot(ref *batchRef) *Packet {
+	if b.n == 0 {
+		b.ref, b.mixed = ref, false
+	} else if ref != b.ref {
+		b.mixed = true
+	}
+	return &b.pkts[b.n]
+}
+
+// batchStock is a producer's own supply of batches. The workers push each
+// batch they finish back onto returned, a lock-free stack with many pushers
+// and one taker; the producer takes the whole stack in one swap when its
+// private list runs out. A batch so costs the producer one swap in many,
+// where a sync.Pool would steal it from the worker's processor each time.
+type batchStock struct {
+	returned atomic.Pointer[pbatch]
+	free     *pbatch     // the producer's alone
+	gone     atomic.Bool // the producer is retired: batches go to the pool
+}
+
+// maxStock bounds how many free batches a producer keeps to itself; after a
+// burst it passes the rest to the shared pool, which the garbage collector
+// trims.
+const maxStock = 64
+
+// get returns a free batch of the stock's own.
+func (s *batchStock) get() *pbatch {
+	if s.free == nil {
+		b := s.returned.Swap(nil)
+		for i := 0; b != nil && i < maxStock; i++ {
+			nx := b.next
+			b.next, s.free = s.free, b
+			b = nx
+		}
+		toPool(b) // past maxStock
+		if s.free == nil {
+			b := getBatch()
+			b.home = s
+			return b
+		}
+	}
+	b := s.free
+	s.free, b.next = b.next, nil
+	return b
+}
+
+// put gives a finished batch back to its stock, from any goroutine.
+func (s *batchStock) put(b *pbatch) {
+	for {
+		top := s.returned.Load()
+		b.next = top
+		if s.returned.CompareAndSwap(top, b) {
+			break
+		}
+	}
+	if s.gone.Load() {
+		s.drain() // retire may have drained before this push
+	}
+}
+
+// retire gives every batch of a retired producer to the shared pool: those
+// it holds, those back now, and, through put, those still to come. The
+// producer's goroutine calls it, once done with the stock.
+func (s *batchStock) retire() {
+	s.gone.Store(true)
+	toPool(s.free)
+	s.free = nil
+	s.drain()
+}
+
+// drain moves the returned batches to the shared pool.
+func (s *batchStock) drain() { toPool(s.returned.Swap(nil)) }
+
+// toPool gives a list of batches to the shared pool, out of any stock.
+func toPool(b *pbatch) {
+	for b != nil {
+		nx := b.next
+		b.next, b.home = nil, nil
+		batchPool.Put(b)
+		b = nx
+	}
+}
+
+// batchPool holds the batches of control items.
+var batchPool = sync.Pool{New: func() any { return new(pbatch) }}
+
+func getBatch() *pbatch { return batchPool.Get().(*pbatch) }
+
+// putBatch recycles b. Its packets are not cleared: every field is written
+// again before the batch is reused, and clearing would cost the worker a
+// write to every cache line the producer must then fetch back.
+func putBatch(b *pbatch) {
+	b.n = 0
+	b.ctl = nil
+	b.ref, b.mixed = nil, false
+	if b.home != nil {
+		b.home.put(b)
+		return
+	}
+	batchPool.Put(b)
+}
+
+// enqueueControl queues a move hook's control item, and reports false
+// when the worker has exited or Close has given up waiting, so that no item
+// waits where nothing will run it.
+func (w *Worker) enqueueControl(c *control) bool {
+	w.mu.Lock()
+	if w.gone || w.d.abort.Load() {
+		w.mu.Unlock()
+		return false
+	}
+	b := getBatch()
+	b.ctl = c
+	wake := w.push(b, w.tail.Load(), 0)
+	w.mu.Unlock()
+	if wake {
+		w.wake()
+	}
+	return true
+}
+
+// enqueue appends b, a batch of frames, to the queue, which holds up to
+// limit frames. It returns the queue position before b's first frame and
+// how many of b's frames were queued; the rest are dropped and released
+// here. With wait set, it blocks until there is room (an input whose
+// source can wait), unlocking unlock meanwhile. Once enqueue returns, b
+// belongs to the worker: the caller reads nothing of it.
+func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (base uint64, n int) {
+	n = b.n
+	w.mu.Lock()
+	for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
+		w.waiters++
+		if unlock != nil {
+			unlock.Unlock()
+		}
+		w.space.Wait()
+		if unlock != nil {
+			// Lock order is producer then worker; take them again in
+			// that order.
+			w.mu.Unlock()
+			unlock.Lock()
+			w.mu.Lock()
+		}
+		w.waiters--
+	}
+	if room := limit - w.qlen; n > room {
+		if wait && w.qlen == 0 {
+			room = n // a batch larger than qlimit still goes whole
+		}
+		if n > room {
+			n = max(room, 0)
+		}
+	}
+	base = w.tail.Load()
+	if w.d.abort.Load() {
+		// Close ran out of time and the workers drop what is left, or
+		// have gone: frames handed over now are dropped here, counted
+		// as close drops, never queued where nothing would take them.
+		w.mu.Unlock()
+		w.drop(b, 0, &w.closeDrops)
+		return base, 0
+	}
+	if n == 0 {
+		w.mu.Unlock()
+		w.drop(b, 0, &w.qdrops)
+		return base, 0
+	}
+	if n < b.n {
+		return w.enqueueCut(b, base, n)
+	}
+	wake := w.push(b, base, n)
+	w.mu.Unlock()
+	w.queued.Add(uint64(n))
+	if wake {
+		w.wake()
+	}
+	return base, n
+}
+
+// enqueueCut finishes enqueue for a batch of which only the first n frames
+// fit: the others are cut off before the worker can see b, and their
+// buffers released once w.mu, held on entry, is dropped. It is apart from
+// enqueue so that the common case does not clear the refs array.
+func (w *Worker) enqueueCut(b *pbatch, base uint64, n int) (uint64, int) {
+	var cut [BatchSize]*batchRef
+	ncut := 0
+	for i := n; i < b.n; i++ {
+		cut[ncut] = b.pkts[i].ref
+		ncut++
+		b.pkts[i] = Packet{}
+	}
+	b.n = n
+	wake := w.push(b, base, n)
+	w.mu.Unlock()
+	w.queued.Add(uint64(n))
+	w.qdrops.Add(uint64(ncut))
+	for _, r := range cut[:ncut] {
+		if r != nil {
+			r.done(1)
+		}
+	}
+	if wake {
+		w.wake()
+	}
+	return base, n
+}
+
+// push puts b, with n frames from queue position base on, at the tail of
+// the queue, and reports whether the worker is idle and must be woken.
+// w.mu is held.
+func (w *Worker) push(b *pbatch, base uint64, n int) (wake bool) {
+	if w.rcount == len(w.ring) {
+		w.grow()
+	}
+	w.ring[(w.rhead+w.rcount)%len(w.ring)] = b
+	w.rcount++
+	w.tail.Store(base + uint64(n))
+	w.qlen += n
+	if w.qlen > w.wmark {
+		w.wmark = w.qlen
+	}
+	wake = w.idle
+	w.idle = false
+	return wake
+}
+
+// wake tells an idle worker that it has something to do: frames in its
+// queue, a source to read, or Close. A wake-up for a worker that is not
+// waiting stays pending (notify holds one), so none is lost.
+func (w *Worker) wake() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// drop releases b's frames from index from on, counting them in c, and
+// shortens b. When nothing of b remains it is recycled.
+func (w *Worker) drop(b *pbatch, from int, c *atomic.Uint64) {
+	c.Add(uint64(b.n - from))
+	releaseRange(b.pkts[from:b.n])
+	if from == 0 {
+		putBatch(b)
+		return
+	}
+	for i := from; i < b.n; i++ {
+		b.pkts[i] = Packet{}
+	}
+	b.n = from
+}
+
+// releaseRange gives back the buffers of pkts, one atomic operation per run
+// of packets from the same source batch.
+func releaseRange(pkts []Packet) {
+	for i := 0; i < len(pkts); {
+		r := pkts[i].ref
+		j := i + 1
+		for j < len(pkts) && pkts[j].ref == r {
+			j++
+		}
+		if r != nil {
+			r.done(int32(j - i))
+		}
+		i = j
+	}
+}
+
+// pop takes the oldest batch off the queue, which holds one. w.mu is held.
+func (w *Worker) pop() *pbatch {
+	b := w.ring[w.rhead]
+	w.ring[w.rhead] = nil
+	w.rhead = (w.rhead + 1) % len(w.ring)
+	w.rcount--
+	return b
+}
+
+func (w *Worker) grow() {
+	n := max(2*len(w.ring), 16)
+	ring := make([]*pbatch, n)
+	for i := 0; i < w.rcount; i++ {
+		ring[i] = w.ring[(w.rhead+i)%len(w.ring)]
+	}
+	w.ring, w.rhead = ring, 0
+}
+
+// queuedBatches reports whether anything waits in the queue (for HYBRID).
+func (w *Worker) queuedBatches() bool {
+	w.mu.Lock()
+	n := w.rcount
+	w.mu.Unlock()
+	return n > 0
+}

@@ -1,0 +1,79 @@
+package steer
+
+import "github.com/rpsgo/rps/flowtable"
+
+// moveHooks queues MoveOut on the old worker and MoveIn on the new one.
+func (p *producer) moveHooks(m Move) {
+	d := p.d
+	if !d.hooks {
+		return
+	}
+	in := &control{m: m, ready: make(chan struct{})}
+	out := &control{m: m, out: true, peer: in}
+	if d.cfg.Dispatch == Direct {
+		// DIRECT runs handlers in this goroutine, not in the workers: run
+		// the hooks here too, before the moved flow's next frame.
+		d.workers[m.From].control(out)
+		d.workers[m.To].control(in)
+		return
+	}
+	// A worker that has exited (Close ran out of time) takes no control
+	// item: then MoveIn must not wait for a MoveOut that never runs.
+	if !d.workers[m.From].enqueueControl(out) {
+		in.skip = true
+		close(in.ready)
+	}
+	d.workers[m.To].enqueueControl(in)
+}
+
+// tailPending marks a flow entry whose last frame waits in a pending batch.
+const tailPending = ^uint64(0)
+
+// tailMarks says, for each frame of a pending batch, which bucket and
+// flow entry take its queue position as their last (noBucket and nil for
+// none).
+type tailMarks struct {
+	bucket [BatchSize]uint32
+	ent    [BatchSize]*flowtable.Entry
+}
+
+// noBucket marks a frame whose position no bucket records.
+const noBucket = ^uint32(0)
+
+// bucketMark is the bucket a frame queued to worker w records its position
+// for. Only frames queued to the bucket's own worker are the bucket's
+// there: a frame RFS sent elsewhere has a position in another worker's
+// queue, which rss must never compare with this one's head.
+func (p *producer) bucketMark(c *Classification, w int, bucket uint32) uint32 {
+	if c.HashType.IsHash() && uint32(w) == p.bucketWorker[bucket] {
+		return bucket
+	}
+	return noBucket
+}
+
+// setTails records the queue positions of the k frames marked in m, of
+// which the first n were queued from position base on. An RFS entry whose
+// last frame was cut off takes the tail after the queued ones, which no
+// frame of the flow queued here comes after.
+func (p *producer) setTails(m *tailMarks, k int, base uint64, n int) {
+	for i := 0; i < n; i++ {
+		if bk := m.bucket[i]; bk != noBucket {
+			p.bucketTail[bk] = base + uint64(i) + 1
+		}
+	}
+	if p.flows == nil {
+		return
+	}
+	for i := 0; i < k; i++ {
+		e := m.ent[i]
+		if e == nil {
+			continue
+		}
+		m.ent[i] = nil
+		if i < n {
+			e.LastTail = base + uint64(i) + 1
+		} else if e.LastTail == tailPending {
+			e.LastTail = base + uint64(n)
+		}
+	}
+}

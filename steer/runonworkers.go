@@ -1,0 +1,182 @@
+package steer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// attachReq hands a source to a worker (RunOnWorkers).
+type attachReq struct {
+	ctx  context.Context
+	src  Source
+	done chan error
+}
+
+// readSource is the worker's loop while it reads a source of its own (one
+// socket of a kernel fanout group): it reads a batch, dispatches it through
+// its own producer (DIRECT: handled here, accounted to this workstream), and
+// between batches handles its queue and its tick. The source's ReadBatch
+// should return within a bounded time (a poll timeout) so that the queue
+// and the tick are served.
+func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Time) error {
+	d := w.d
+	var b Batch
+	for {
+		w.drainQueue()
+		if tick != nil {
+			select {
+			case now := <-tick:
+				w.tick(now)
+			default:
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.closed.Load() { // Close has stopped intake: read nothing more
+			return ErrClosed
+		}
+		b.Frames, b.Release = b.Frames[:0], nil
+		err := src.ReadBatch(ctx, &b)
+		if len(b.Frames) > 0 || b.Release != nil {
+			// Never wait behind Close's intake.Lock: an input in blocking
+			// mode, which holds intake shared, may be waiting for room in
+			// this worker's queue, which only this worker empties.
+			// TryRLock fails only once Close has begun.
+			locked := d.intake.TryRLock()
+			if !locked || d.closed.Load() {
+				if locked {
+					d.intake.RUnlock()
+				}
+				if b.Release != nil {
+					b.Release()
+				}
+				return ErrClosed
+			}
+			w.prod.dispatch(b.Frames, b.Release)
+			d.intake.RUnlock()
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			return fmt.Errorf("steer: worker %d: read source: %w", w.index, err)
+		}
+	}
+}
+
+// drainQueue handles whatever is queued now, without waiting.
+func (w *Worker) drainQueue() {
+	for {
+		w.mu.Lock()
+		if w.rcount == 0 {
+			w.mu.Unlock()
+			return
+		}
+		b := w.pop()
+		w.mu.Unlock()
+		n := b.n
+		if b.ctl != nil {
+			w.control(b.ctl)
+			putBatch(b)
+		} else {
+			w.handleBatch(b)
+		}
+		w.mu.Lock()
+		w.qlen -= n
+		if w.waiters > 0 {
+			w.space.Broadcast()
+		}
+		w.mu.Unlock()
+	}
+}
+
+// RunOnWorkers gives each worker a source of its own to read: srcs[i] is
+// read by worker i in its own goroutine, as each socket of a kernel fanout
+// group is read by the CPU the kernel steered its frames to. With DIRECT
+// dispatch a frame is classified and handled in the worker that read it,
+// so the kernel's steering stands and the stats keep their shape; with
+// HYBRID or DEFERRED the worker steers it on like any input. Between
+// batches each worker serves its queue and its tick. A worker takes its
+// source once its queue is empty and any source it was given before is
+// done; a source not yet taken when ctx ends is never read. As Run does,
+// RunOnWorkers returns nil once every source is exhausted (io.EOF),
+// ctx.Err() when ctx ends first, and ErrClosed when the dispatcher closes
+// first: otherwise the first error a source returned. It does not close
+// the sources.
+func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
+	if len(srcs) != len(d.workers) {
+		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)
+	}
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	for _, s := range srcs {
+		if st, ok := s.(SourceStatser); ok {
+			d.AddSource(st)
+		}
+	}
+	reqs := make([]*attachReq, 0, len(srcs))
+	var first error
+	for i, s := range srcs {
+		req := &attachReq{ctx: ctx, src: s, done: make(chan error, 1)}
+		if !d.workers[i].offer(req) {
+			first = ErrClosed
+			break
+		}
+		reqs = append(reqs, req)
+	}
+	for i, req := range reqs {
+		var err error
+		select {
+		case err = <-req.done:
+		case <-ctx.Done():
+			if d.workers[i].withdraw(req) {
+				err = ctx.Err()
+			} else {
+				err = <-req.done // taken: readSource sees ctx end
+			}
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = ctx.Err() // a source that ended as ctx did
+	}
+	return first
+}
+
+// offer queues a source for the worker to read when its queue is next
+// empty, and wakes it. It reports false when the worker has exited.
+func (w *Worker) offer(req *attachReq) bool {
+	w.mu.Lock()
+	if w.gone {
+		w.mu.Unlock()
+		return false
+	}
+	w.attachQ = append(w.attachQ, req)
+	w.mu.Unlock()
+	w.wake()
+	return true
+}
+
+// withdraw takes back an offered source the worker has not taken yet, and
+// reports whether it did.
+func (w *Worker) withdraw(req *attachReq) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, r := range w.attachQ {
+		if r == req {
+			w.attachQ = slices.Delete(w.attachQ, i, i+1)
+			return true
+		}
+	}
+	return false
+}
