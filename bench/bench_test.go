@@ -68,8 +68,8 @@ func BenchmarkSteeredVsSingleQueue(b *testing.B) {
 	h := func(*steer.Packet) { sp.spin() }
 	workers := min(2, runtime.NumCPU())
 	n := max(b.N, 20000)
-	single, _ := runDispatch(b, fs, steer.Config{Workers: 1, QLimit: benchQLimit}, h, n)
-	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers, QLimit: benchQLimit}, h, n)
+	single, _ := runDispatch(b, fs, steer.Config{Workers: 1}, h, n)
+	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers}, h, n)
 	noop, _ := runDispatch(b, fs, steer.Config{Workers: 1}, func(*steer.Packet) {}, n)
 	start := time.Now()
 	for i := 0; i < n; i++ {

@@ -41,7 +41,7 @@ func liveMissing() string {
 func newLiveEnv(dir string) (*liveEnv, error) {
 	p, err := netns.Create(netns.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("bench: creating the namespaces: %w", err)
+		return nil, fmt.Errorf("creating the namespaces: %w", err)
 	}
 	return &liveEnv{pair: p, dir: dir}, nil
 }
@@ -61,7 +61,7 @@ func (e *liveEnv) trafgenConfig(size int) (string, error) {
 	fmt.Fprintf(&sb, " drnd(2), c16(9), c16(%d), c16(0),\n fill(0x00, %d)\n}\n", size-34, size-42)
 	file := filepath.Join(e.dir, fmt.Sprintf("udp%d.trafgen", size))
 	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
-		return "", fmt.Errorf("bench: writing the trafgen config: %w", err)
+		return "", fmt.Errorf("writing the trafgen config: %w", err)
 	}
 	return file, nil
 }
@@ -77,7 +77,7 @@ func (e *liveEnv) trafgenConfig(size int) (string, error) {
 //	single        one socket, one goroutine calling the handler
 func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Result, error) {
 	r := c.result(rep)
-	wk := newWork(c.Handler, c.Workers, sp)
+	wk := newWork(c.Handler, sp)
 	cfg := afpacket.Config{IgnoreOutgoing: true}
 	mode := afpacket.FanoutHash
 	if m, ok := strings.CutPrefix(c.Source, "fanout-"); ok {
@@ -88,7 +88,7 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 		case "cpu":
 			mode = afpacket.FanoutCPU
 		default:
-			return r, fmt.Errorf("bench: unknown fanout mode %q", m)
+			return r, fmt.Errorf("unknown fanout mode %q", m)
 		}
 	}
 	var single *afpacket.Source
@@ -102,7 +102,7 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 		return err
 	})
 	if err != nil {
-		return r, fmt.Errorf("bench: opening AF_PACKET sockets: %w", err)
+		return r, fmt.Errorf("opening AF_PACKET sockets: %w", err)
 	}
 	var stamped []*stampSource
 	stats := func() (afpacket.Stats, error) {
@@ -118,11 +118,14 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 	switch c.Impl {
 	case "rps", "rps-fanout":
 		scfg := c.steerConfig()
-		scfg.UDP4Tuple = true // trafgen's flows differ in their ports too
+		scfg.Hash.UDP4Tuple = true // trafgen's flows differ in their ports too
+		// Hold the reader back on a full queue, as the in-memory runs do:
+		// the ring then fills and the kernel drops, counted beside the run.
+		scfg.Queue.Overflow = steer.OverflowWait
 		if c.Impl == "rps-fanout" {
 			scfg.Dispatch = steer.Direct
 		}
-		d, err = steer.New(scfg, wk.steerHandler())
+		d, err = wk.dispatcher(scfg)
 		if err != nil {
 			break
 		}
@@ -147,10 +150,11 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 			srcs = group.Sources()
 		}
 		errs := make(chan error, len(srcs))
+		wws := wk.baseline(len(srcs))
 		for i, src := range srcs {
 			s := newStampSource(src)
 			stamped = append(stamped, s)
-			go func() { errs <- readDirect(rctx, s, wk, i) }()
+			go func() { errs <- readDirect(rctx, s, wws[i]) }()
 		}
 		go func() {
 			var first error
@@ -162,7 +166,7 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 			done <- first
 		}()
 	default:
-		err = fmt.Errorf("bench: unknown live implementation %q", c.Impl)
+		err = fmt.Errorf("unknown live implementation %q", c.Impl)
 	}
 	closeAll := func() {
 		if single != nil {
@@ -217,7 +221,7 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 	st, _ = stats()
 	closeAll()
 	if terr != nil {
-		return r, fmt.Errorf("bench: trafgen: %w: %s", terr, out)
+		return r, fmt.Errorf("trafgen: %w: %s", terr, out)
 	}
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return r, runErr

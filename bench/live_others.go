@@ -11,10 +11,10 @@ type liveEnv struct{}
 
 func liveMissing() string { return "live runs need Linux (network namespaces, AF_PACKET)" }
 
-func newLiveEnv(string) (*liveEnv, error) { return nil, errors.New("bench: live runs need Linux") }
+func newLiveEnv(string) (*liveEnv, error) { return nil, errors.New("live runs need Linux") }
 
 func (e *liveEnv) Close() error { return nil }
 
 func runLive(context.Context, *liveEnv, Case, spinner, int) (Result, error) {
-	return Result{}, errors.New("bench: live runs need Linux")
+	return Result{}, errors.New("live runs need Linux")
 }

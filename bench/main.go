@@ -3,13 +3,14 @@
 // AF_PACKET traffic between network namespaces it creates itself.
 //
 //	go run ./bench                 # the whole matrix
-//	go run ./bench -quick          # a small subset, under two minutes
+//	go run ./bench -quick          # in memory only: a small subset, under two minutes
 //	go run ./bench -exp workers,skew -count 5 -out /tmp/r
 //
 // One command runs every configuration -count times (interleaved, so that
 // noise spreads over all of them), shows its progress on stderr (a bar on a
 // terminal, a line per run otherwise), prints text tables of the medians on
-// stdout, and writes into -out (default bench-results/):
+// stdout, each followed by what its implementations and columns are, and
+// writes into -out (default bench-results/):
 //
 //	results.csv     every run, one row each
 //	results.json    the same with the machine, the command line and notes
@@ -21,7 +22,7 @@
 //
 // # Experiments
 //
-//	workers  throughput against workers (1 up to the CPU count) for each
+//	workers  throughput against workers (1 up to steer.DefaultWorkers()) for each
 //	         handler (none, spin1us: about 1 µs of CPU per frame, stateful:
 //	         a per-flow counter in a map owned by the worker), for the
 //	         library unpinned and pinned, the idiomatic Go pipeline
@@ -32,12 +33,12 @@
 //	         pinned and unpinned
 //	skew     Zipf(1.0) flow sizes, with and without the rebalancer
 //	pcap     replay of a capture file written from the same frames
-//	live     (root) trafgen across a veth pair into one AF_PACKET socket
+//	live     (root; not with -quick) trafgen across a veth pair into one AF_PACKET socket
 //	         steered in user space, a kernel fanout group read by the
 //	         library's workers (RunOnWorkers), the same group without the
 //	         library (kernel PACKET_FANOUT_HASH baseline), and one socket
 //	         read by one goroutine (single-queue baseline)
-//	rr       (root) examples/forwarder between a client and a server
+//	rr       (root; not with -quick) examples/forwarder between a client and a server
 //	         namespace, 300 TCP connections doing 1-byte request/response
 //	         through it, with one worker and with one per CPU
 //
@@ -55,16 +56,18 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"github.com/rpsgo/rps/steer"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/steer"
 )
 
 // options are the command-line flags.
@@ -82,49 +85,70 @@ type options struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.out, "out", "bench-results", "directory for results.csv, results.json and the plots")
-	flag.BoolVar(&o.quick, "quick", false, "run a small subset (in-memory, 64-byte frames, 1024 flows) in under two minutes")
-	flag.IntVar(&o.count, "count", 3, "runs of each configuration; tables and plots use the median")
-	flag.Float64Var(&o.scale, "scale", 1, "multiply the frames per run by this")
-	flag.StringVar(&o.exps, "exp", "", "comma-separated experiments to run (workers,sizes,modes,skew,pcap,live,rr); default all")
-	flag.DurationVar(&o.rrDur, "rr-duration", 0, "measured time per request/response run (default 10s, 3s with -quick)")
-	flag.IntVar(&o.rrConns, "rr-conns", 300, "TCP connections in the request/response experiment")
-	flag.DurationVar(&o.rrWork, "rr-work", 20*time.Microsecond, "CPU time the forwarder spends per frame")
-	flag.BoolVar(&o.noPlots, "noplots", false, "do not draw the PNG plots")
-	flag.IntVar(&benchQLimit, "qlimit", steer.DefaultQLimit, "queue limit of every dispatcher run, in frames (the Go benchmarks use 4096)")
-	flag.BoolVar(&o.verbose, "v", false, "print a line per run even on a terminal")
-	flag.Parse()
-	if flag.NArg() > 0 || o.count < 1 || o.scale <= 0 {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [-quick] [-out DIR] [-count N] [-scale F] [-exp LIST]")
-		os.Exit(2)
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		cli.Exit("bench", err)
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := runAll(ctx, o, os.Stdout, os.Stderr)
 	if rep != nil && len(rep.Results) > 0 {
-		if werr := writeAll(rep, o); werr != nil {
-			fmt.Fprintln(os.Stderr, "bench:", werr)
-			if err == nil {
-				err = werr
-			}
+		if werr := writeAll(rep, o); werr != nil && err == nil {
+			err = werr
 		}
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	cli.Exit("bench", err)
 }
+
+// parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := cli.NewFlagSet("bench", "[flags]",
+		"Measures the steering library against single-queue baselines and prints the\n"+
+			"median of each configuration; see the package documentation for the experiments.", stderr)
+	fs.StringVar(&o.out, "out", "bench-results", "`directory` for results.csv, results.json and the plots")
+	fs.BoolVar(&o.quick, "quick", false, "run a small subset in memory only (workers and skew, 64-byte frames, 1024 flows; no pcap, live or rr) in under two minutes")
+	fs.IntVar(&o.count, "count", 3, "`runs` of each configuration; tables and plots use the median")
+	fs.Float64Var(&o.scale, "scale", 1, "multiply the frames per run by this `factor`")
+	fs.StringVar(&o.exps, "exp", "", "comma-separated `experiments` to run (workers,sizes,modes,skew,pcap,live,rr); default all")
+	fs.DurationVar(&o.rrDur, "rr-duration", 0, "measured `time` per request/response run (default 10s)")
+	fs.IntVar(&o.rrConns, "rr-conns", 300, "TCP `connections` in the request/response experiment")
+	fs.DurationVar(&o.rrWork, "rr-work", 20*time.Microsecond, "CPU `time` the forwarder spends per frame")
+	fs.BoolVar(&o.noPlots, "noplots", false, "do not draw the PNG plots")
+	fs.IntVar(&benchQLimit, "qlimit", 0, "queue limit of every dispatcher run, in `frames`; 0: the library's default")
+	fs.BoolVar(&o.verbose, "v", false, "print a line per run even on a terminal")
+	if err := cli.Parse(fs, args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.count < 1:
+		return o, cli.Usagef("-count %d: want at least 1", o.count)
+	case o.scale <= 0:
+		return o, cli.Usagef("-scale %g: want a positive factor", o.scale)
+	case benchQLimit < 0 || benchQLimit > steer.MaxQLimit:
+		return o, cli.Usagef("-qlimit %d: want 0 to %d", benchQLimit, steer.MaxQLimit)
+	}
+	for _, e := range strings.Split(o.exps, ",") {
+		if e != "" && !slices.Contains(experiments, e) {
+			return o, cli.Usagef("-exp: unknown experiment %q (want %s)", e, strings.Join(experiments, ","))
+		}
+	}
+	return o, nil
+}
+
+// experiments are the names -exp takes.
+var experiments = []string{"workers", "sizes", "modes", "skew", "pcap", "live", "rr"}
 
 // writeAll writes the CSV, the JSON and the plots into o.out.
 func writeAll(rep *Report, o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	write := func(name string, f func(*os.File) error) error {
 		file, err := os.Create(filepath.Join(o.out, name))
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return fmt.Errorf("%w", err)
 		}
 		if err := f(file); err != nil {
 			file.Close()
@@ -148,9 +172,10 @@ func writeAll(rep *Report, o options) error {
 	return nil
 }
 
-// workerCounts is 1, 2, 4, ... up to the CPU count, and the CPU count.
+// workerCounts is 1, 2, 4, ... up to steer.DefaultWorkers() (the CPUs the
+// process may run on), and that count.
 func workerCounts() []int {
-	n := runtime.NumCPU()
+	n := steer.DefaultWorkers()
 	var ws []int
 	for w := 1; w < n; w *= 2 {
 		ws = append(ws, w)

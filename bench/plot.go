@@ -29,7 +29,7 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 	var files []string
 	save := func(p *plot.Plot, name string) error {
 		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("bench: drawing %s: %w", name, err)
+			return fmt.Errorf("drawing %s: %w", name, err)
 		}
 		files = append(files, name)
 		return nil
@@ -77,7 +77,7 @@ func newPlot(title, x, y string) *plot.Plot {
 func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed, points bool) error {
 	l, err := plotter.NewLine(xys)
 	if err != nil {
-		return fmt.Errorf("bench: plot line %s: %w", name, err)
+		return fmt.Errorf("plot line %s: %w", name, err)
 	}
 	l.Color = c
 	l.Width = vg.Points(1.5)
@@ -88,7 +88,7 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed, 
 	if points {
 		s, err := plotter.NewScatter(xys)
 		if err != nil {
-			return fmt.Errorf("bench: plot points %s: %w", name, err)
+			return fmt.Errorf("plot points %s: %w", name, err)
 		}
 		s.Color = c
 		s.Shape = draw.CircleGlyph{}
@@ -220,7 +220,7 @@ func balancePlot(meds []Result) (*plot.Plot, bool, error) {
 		}
 		b, err := plotter.NewBarChart(vals, w)
 		if err != nil {
-			return nil, false, fmt.Errorf("bench: bar chart: %w", err)
+			return nil, false, fmt.Errorf("bar chart: %w", err)
 		}
 		b.Color = palette[i]
 		b.LineStyle.Width = 0
@@ -300,7 +300,7 @@ func rrPlot(meds []Result) (*plot.Plot, bool, error) {
 	p := newPlot("1-byte TCP request/response through the forwarder", "", "transactions/s")
 	b, err := plotter.NewBarChart(vals, vg.Points(30))
 	if err != nil {
-		return nil, false, fmt.Errorf("bench: bar chart: %w", err)
+		return nil, false, fmt.Errorf("bar chart: %w", err)
 	}
 	b.Color = palette[0]
 	p.Add(b)

@@ -115,7 +115,7 @@ var csvHeader = []string{"experiment", "impl", "source", "handler", "frame_size"
 func writeCSV(w io.Writer, rs []Result) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvHeader); err != nil {
-		return fmt.Errorf("bench: writing CSV: %w", err)
+		return fmt.Errorf("writing CSV: %w", err)
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rs {
@@ -131,12 +131,12 @@ func writeCSV(w io.Writer, rs []Result) error {
 			strconv.FormatUint(r.LatSamples, 10), f(r.LatP50), f(r.LatP99), f(r.LatP999), f(r.TPS),
 			strconv.FormatUint(r.Retrans, 10), r.Note}
 		if err := cw.Write(row); err != nil {
-			return fmt.Errorf("bench: writing CSV: %w", err)
+			return fmt.Errorf("writing CSV: %w", err)
 		}
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
-		return fmt.Errorf("bench: writing CSV: %w", err)
+		return fmt.Errorf("writing CSV: %w", err)
 	}
 	return nil
 }
@@ -146,7 +146,7 @@ func writeJSON(w io.Writer, rep *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("bench: writing JSON: %w", err)
+		return fmt.Errorf("writing JSON: %w", err)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func buildForwarder(ctx context.Context, dir string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rpsgo/rps/examples/forwarder")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bench: building examples/forwarder: %w: %s", err, out)
+		return "", fmt.Errorf("building examples/forwarder: %w: %s", err, out)
 	}
 	return bin, nil
 }
@@ -68,10 +68,10 @@ func runRR(ctx context.Context, bin string, s rrSpec, rep int) (Result, error) {
 	fw := l.F.Command(fctx, bin, "-in", "f0", "-out", "f1", "-workers", strconv.Itoa(s.Workers), "-work", s.Work.String())
 	stderr, err := fw.StderrPipe()
 	if err != nil {
-		return r, fmt.Errorf("bench: forwarder stderr: %w", err)
+		return r, fmt.Errorf("forwarder stderr: %w", err)
 	}
 	if err := fw.Start(); err != nil {
-		return r, fmt.Errorf("bench: starting the forwarder: %w", err)
+		return r, fmt.Errorf("starting the forwarder: %w", err)
 	}
 	fwStart := time.Now()
 	lines := make(chan string, 16)
@@ -90,14 +90,14 @@ func runRR(ctx context.Context, bin string, s rrSpec, rep int) (Result, error) {
 		case ln, ok := <-lines:
 			if !ok {
 				_ = fw.Wait()
-				return r, fmt.Errorf("bench: the forwarder exited: %s", strings.Join(fwLog, "; "))
+				return r, fmt.Errorf("the forwarder exited: %s", strings.Join(fwLog, "; "))
 			}
 			fwLog = append(fwLog, ln)
 			ready = strings.Contains(ln, "forwarding")
 		case <-timeout:
 			fcancel()
 			_ = fw.Wait()
-			return r, errors.New("bench: the forwarder did not start within 10s")
+			return r, errors.New("the forwarder did not start within 10s")
 		}
 	}
 	stopFw := func() (string, error) {
@@ -119,7 +119,7 @@ func runRR(ctx context.Context, bin string, s rrSpec, rep int) (Result, error) {
 		return err
 	}); err != nil {
 		stopFw()
-		return r, fmt.Errorf("bench: server listen: %w", err)
+		return r, fmt.Errorf("server listen: %w", err)
 	}
 	var swg sync.WaitGroup
 	var smu sync.Mutex
@@ -180,7 +180,7 @@ func runRR(ctx context.Context, bin string, s rrSpec, rep int) (Result, error) {
 	}()
 	if err != nil {
 		stopFw()
-		return r, fmt.Errorf("bench: connecting %d clients through the forwarder: %w", s.Conns, err)
+		return r, fmt.Errorf("connecting %d clients through the forwarder: %w", s.Conns, err)
 	}
 	warm := s.Duration / 5
 	begin := time.Now()
@@ -279,5 +279,5 @@ func retransSegs(ctx context.Context, l *line) (uint64, error) {
 			}
 		}
 	}
-	return 0, errors.New("bench: no RetransSegs in /proc/net/snmp")
+	return 0, errors.New("no RetransSegs in /proc/net/snmp")
 }

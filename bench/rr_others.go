@@ -11,7 +11,7 @@ import (
 func rrMissing() string { return "the request/response experiment needs Linux" }
 
 func buildForwarder(context.Context, string) (string, error) {
-	return "", errors.New("bench: the forwarder needs Linux")
+	return "", errors.New("the forwarder needs Linux")
 }
 
 type rrSpec struct {
@@ -22,5 +22,5 @@ type rrSpec struct {
 }
 
 func runRR(context.Context, string, rrSpec, int) (Result, error) {
-	return Result{}, errors.New("bench: the request/response experiment needs Linux")
+	return Result{}, errors.New("the request/response experiment needs Linux")
 }

@@ -53,6 +53,13 @@ func (s *suite) note(format string, args ...any) {
 // cases returns the configurations, experiment by experiment.
 func (s *suite) cases() []Case {
 	q := s.o.quick
+	if q && s.o.exps != "" {
+		for _, e := range []string{"sizes", "modes", "pcap", "live", "rr"} {
+			if s.want(e) {
+				s.note("%s: not run with -quick, which runs the workers and skew experiments in memory only", e)
+			}
+		}
+	}
 	ws := workerCounts()
 	nCPU := ws[len(ws)-1]
 	var cs []Case
@@ -144,34 +151,25 @@ func (s *suite) cases() []Case {
 			}
 		}
 	}
-	if s.want("live") {
+	if s.want("live") && !q { // -quick stays in memory
 		if why := liveMissing(); why != "" {
 			s.note("live: skipped: %s", why)
 		} else {
 			handlers := []string{handlerNone, handlerSpin}
-			n := s.frames(1 << 20)
-			if q {
-				handlers, n = handlers[1:], s.frames(300000)
-			}
 			for _, h := range handlers {
-				c := Case{Experiment: "live", Source: "afpacket", Handler: h, Size: 64, Flows: 1 << 24, Frames: n,
+				c := Case{Experiment: "live", Source: "afpacket", Handler: h, Size: 64, Flows: 1 << 24, Frames: s.frames(1 << 20),
 					Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
 				c.Impl, c.Workers = "single", 1
 				cs = append(cs, c)
 				for _, w := range ws {
-					if q && w != nCPU {
-						continue
-					}
 					c.Impl, c.Workers, c.Source = "rps", w, "afpacket"
 					cs = append(cs, c)
 				}
-				if !q {
-					c.Workers = nCPU
-					c.Impl, c.Source = "rps-fanout", "fanout-hash"
-					cs = append(cs, c)
-					c.Impl = "kernel-fanout"
-					cs = append(cs, c)
-				}
+				c.Workers = nCPU
+				c.Impl, c.Source = "rps-fanout", "fanout-hash"
+				cs = append(cs, c)
+				c.Impl = "kernel-fanout"
+				cs = append(cs, c)
 			}
 		}
 	}
@@ -214,7 +212,7 @@ func (s *suite) pcapFile() (string, error) {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return "", fmt.Errorf("bench: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	frames := synth.Frames(synth.Spec{Flows: 1024, Size: 64, Seed: 1}, s.frames(1<<18))
@@ -226,14 +224,15 @@ func (s *suite) pcapFile() (string, error) {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("bench: writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	return path, nil
 }
 
 // rrJobs returns the request/response runs: one worker, then one per CPU.
+// -quick has none: it stays in memory.
 func (s *suite) rrJobs() []job {
-	if !s.want("rr") {
+	if !s.want("rr") || s.o.quick {
 		return nil
 	}
 	if why := rrMissing(); why != "" {
@@ -243,17 +242,10 @@ func (s *suite) rrJobs() []job {
 	dur := s.o.rrDur
 	if dur == 0 {
 		dur = 10 * time.Second
-		if s.o.quick {
-			dur = 3 * time.Second
-		}
-	}
-	reps := s.o.count
-	if s.o.quick {
-		reps = 1
 	}
 	ws := workerCounts()
 	var jobs []job
-	for rep := 0; rep < reps; rep++ {
+	for rep := 0; rep < s.o.count; rep++ {
 		for _, w := range []int{1, ws[len(ws)-1]} {
 			spec := rrSpec{Workers: w, Work: s.o.rrWork, Conns: s.o.rrConns, Duration: dur}
 			jobs = append(jobs, job{name: fmt.Sprintf("rr forwarder w=%d %d conns", w, spec.Conns),
@@ -277,7 +269,7 @@ func (s *suite) rrJobs() []job {
 func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report, error) {
 	tmp, err := os.MkdirTemp("", "rpsbench-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	defer os.RemoveAll(tmp)
 	s := &suite{o: o, tmp: tmp, sp: newSpinner(time.Microsecond)}
@@ -359,6 +351,7 @@ func printTables(w io.Writer, rep *Report) {
 					r.LatP50/1e3, r.LatP99/1e3, r.LatP999/1e3, r.Retrans, r.CPUShare)
 			}
 			tw.Flush()
+			fmt.Fprint(w, rrLegend)
 			continue
 		}
 		fmt.Fprintln(tw, "impl\tsource\thandler\tbytes\tflows\tw\tmode\tpin\tMpps\tGbit/s\tns/frame\tx single\tCPU\tsys s\tallocs/f\timbal\tdrops\tp50 µs\tp99 µs\tp99.9 µs\t")
@@ -393,6 +386,10 @@ func printTables(w io.Writer, rep *Report) {
 				lat(r.LatP50), lat(r.LatP99), lat(r.LatP999))
 		}
 		tw.Flush()
+		writeLegend(w, meds, e)
+	}
+	if slices.ContainsFunc(meds, func(r Result) bool { return r.Experiment != "rr" }) {
+		fmt.Fprint(w, columnLegend)
 	}
 	if len(rep.Notes) > 0 {
 		fmt.Fprintln(w, "\nnotes:")
@@ -401,6 +398,54 @@ func printTables(w io.Writer, rep *Report) {
 		}
 	}
 	fmt.Fprintf(w, "\n%d runs in %.0f s\n", len(rep.Results), rep.Seconds)
+}
+
+// implLegend says what each implementation in the tables is.
+var implLegend = map[string]string{
+	"rps": "this library: a steer.Dispatcher, frames in batches of 64 from one input (live: one AF_PACKET " +
+		"socket read by one goroutine), classified, Toeplitz-hashed and queued to their worker",
+	"single": "the single-queue baseline: one goroutine calls the handler for every frame itself " +
+		"(no classification, no hash, no hand-off); live: one socket read by one goroutine",
+	"idiomatic": "the usual Go pipeline: gopacket's DecodingLayerParser, NetworkFlow and TransportFlow " +
+		"FastHash, and one channel send per frame to the chosen worker",
+	"rps-fanout": "this library over a kernel PACKET_FANOUT_HASH group: one socket per worker, read by " +
+		"that worker (RunOnWorkers, DIRECT dispatch)",
+	"kernel-fanout": "the same fanout group without the library: one goroutine per socket calls the handler",
+}
+
+// columnLegend says what the columns of the throughput tables mean.
+const columnLegend = `
+columns of the throughput tables: w workers; mode dispatch/policy (+rebal: the rebalancer on); pin workers pinned to CPUs;
+    Mpps millions of frames a second; Gbit/s frame bytes x 8 a second; ns/frame wall time per frame;
+    x single Mpps over the single-queue baseline's with the same handler, frame size and flows (-: none);
+    CPU (user+sys)/wall time, 1.00 is one core busy; sys s system time; allocs/f heap allocations per frame;
+    imbal frames of the busiest worker over the mean per worker (1.00 is even);
+    drops frames dropped by the dispatcher and by the kernel;
+    p50/p99/p99.9 µs dispatch-to-handler latency of one frame in 1024 (single: the handler call)
+`
+
+// rrLegend says what the request/response table's columns mean.
+const rrLegend = `  examples/forwarder between a client and a server namespace; TCP connections doing 1-byte
+  request/response through it.
+  columns: tps transactions a second; x 1 worker tps over the one-worker run's; p50/p99/p99.9 ms
+    transaction latency; retrans the client's TCP retransmissions; fwd CPU the forwarder's
+    (user+sys)/wall time
+`
+
+// writeLegend prints, after experiment e's table, what each of its
+// implementations is.
+func writeLegend(w io.Writer, meds []Result, e string) {
+	var seen []string
+	for _, r := range meds {
+		if r.Experiment == e && !slices.Contains(seen, r.Impl) {
+			seen = append(seen, r.Impl)
+		}
+	}
+	for _, impl := range seen {
+		if what := implLegend[impl]; what != "" {
+			fmt.Fprintf(w, "  %s: %s\n", impl, what)
+		}
+	}
 }
 
 func yesNo(b bool) string {

@@ -29,44 +29,73 @@ const (
 )
 
 // work is the handler body shared by every implementation, so that all run
-// the same code per frame: it counts the frame for its worker and does the
-// handler kind's work.
+// the same code per frame: each worker counts its frames and does the
+// handler kind's work in a workerWork of its own. The library's workers get
+// theirs from steer.NewPerWorker (see dispatcher); the baselines make one
+// per goroutine they start (see baseline).
 type work struct {
-	kind  int // 0 none, 1 spin, 2 stateful
+	kind    int // 0 none, 1 spin, 2 stateful
+	sp      spinner
+	workers []*workerWork // workers[i] is worker i's; read after the run
+}
+
+// workerWork is one worker's counters, flow map and latency histogram,
+// written only by that worker.
+type workerWork struct {
+	kind  int
 	sp    spinner
-	state []map[uint64]uint64 // per worker: frames per flow
-	count []paddedCount       // per worker
-	lat   []hist              // per worker
+	n     uint64
+	state map[uint64]uint64 // stateful: frames per flow
+	lat   hist
+	_     [64]byte // keep neighbouring workers off each other's cache lines
 }
 
-type paddedCount struct {
-	n uint64
-	_ [56]byte
-}
-
-func newWork(kind string, workers int, sp spinner) *work {
-	w := &work{sp: sp, count: make([]paddedCount, workers), lat: make([]hist, workers)}
+func newWork(kind string, sp spinner) *work {
+	w := &work{sp: sp}
 	switch kind {
 	case handlerSpin:
 		w.kind = 1
 	case handlerStateful:
 		w.kind = 2
-		w.state = make([]map[uint64]uint64, workers)
-		for i := range w.state {
-			w.state[i] = make(map[uint64]uint64)
-		}
 	}
 	return w
 }
 
-// do handles one frame in worker i.
-func (w *work) do(i int, b []byte) {
-	w.count[i].n++
-	switch w.kind {
+// newWorker makes one worker's share.
+func (w *work) newWorker() *workerWork {
+	ww := &workerWork{kind: w.kind, sp: w.sp}
+	if w.kind == 2 {
+		ww.state = make(map[uint64]uint64)
+	}
+	return ww
+}
+
+// baseline makes n workers' shares for an implementation that starts its own
+// goroutines, and returns them.
+func (w *work) baseline(n int) []*workerWork {
+	w.workers = make([]*workerWork, n)
+	for i := range w.workers {
+		w.workers[i] = w.newWorker()
+	}
+	return w.workers
+}
+
+// dispatcher starts a dispatcher with cfg whose workers each get their
+// share from steer.NewPerWorker.
+func (w *work) dispatcher(cfg steer.Config) (*steer.Dispatcher, error) {
+	d, states, err := steer.NewPerWorker(cfg, func(*steer.Worker) *workerWork { return w.newWorker() }, (*workerWork).handle)
+	w.workers = states
+	return d, err
+}
+
+// do handles one frame.
+func (ww *workerWork) do(b []byte) {
+	ww.n++
+	switch ww.kind {
 	case 1:
-		w.sp.spin()
+		ww.sp.spin()
 	case 2:
-		w.state[i][flowKey(b)]++
+		ww.state[flowKey(b)]++
 	}
 }
 
@@ -79,24 +108,21 @@ func flowKey(b []byte) uint64 {
 	return binary.LittleEndian.Uint64(b[26:34]) ^ uint64(binary.LittleEndian.Uint32(b[34:38]))*0x9e3779b97f4a7c15
 }
 
-// steerHandler wraps w as a steer.Handler: a sampled frame (non-zero
-// Timestamp, set by the bench) adds its dispatch-to-handler time to the
-// worker's histogram.
-func (w *work) steerHandler() steer.Handler {
-	return func(p *steer.Packet) {
-		if !p.Timestamp.IsZero() {
-			w.lat[p.Worker].Record(time.Since(p.Timestamp))
-		}
-		w.do(p.Worker, p.Data)
+// handle is the library's handler: a sampled frame (non-zero Timestamp, set
+// by the bench) adds its dispatch-to-handler time to the worker's histogram.
+func (ww *workerWork) handle(p *steer.Packet) {
+	if !p.Timestamp.IsZero() {
+		ww.lat.Record(time.Since(p.Timestamp))
 	}
+	ww.do(p.Data)
 }
 
 // counts returns the per-worker frame counts and their sum.
 func (w *work) counts() ([]uint64, uint64) {
-	out := make([]uint64, len(w.count))
+	out := make([]uint64, len(w.workers))
 	var sum uint64
-	for i := range w.count {
-		out[i] = w.count[i].n
+	for i, ww := range w.workers {
+		out[i] = ww.n
 		sum += out[i]
 	}
 	return out, sum
@@ -105,8 +131,8 @@ func (w *work) counts() ([]uint64, uint64) {
 // latency merges the per-worker histograms.
 func (w *work) latency() *hist {
 	h := new(hist)
-	for i := range w.lat {
-		h.Merge(&w.lat[i])
+	for _, ww := range w.workers {
+		h.Merge(&ww.lat)
 	}
 	return h
 }
@@ -157,10 +183,12 @@ func (c Case) result(rep int) Result {
 }
 
 // steerConfig is the dispatcher configuration of c. The key is the public
-// Microsoft key, so that runs are reproducible.
+// Microsoft key, so that runs are reproducible; the queues are the library's
+// defaults (or -qlimit), and a full queue holds back the in-memory and file
+// inputs, which can wait.
 func (c Case) steerConfig() steer.Config {
-	cfg := steer.Config{Workers: c.Workers, Dispatch: c.Dispatch, Policy: c.Policy, Block: true,
-		Key: hash.MicrosoftKey[:], KeyName: "microsoft", QLimit: benchQLimit}
+	cfg := steer.Config{Workers: c.Workers, Dispatch: c.Dispatch, Policy: c.Policy,
+		Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Limit: benchQLimit}}
 	if c.Pinned {
 		cfg.CPUs = pinnedCPUs()[:min(c.Workers, len(pinnedCPUs()))]
 	}
@@ -199,21 +227,23 @@ func (s *frameSets) get(spec synth.Spec) *frameSet {
 // measures it.
 func runMem(c Case, fs *frameSet, sp spinner, rep int) (Result, error) {
 	r := c.result(rep)
-	wk := newWork(c.Handler, c.Workers, sp)
+	wk := newWork(c.Handler, sp)
 	n := c.Frames
 	var el time.Duration
 	var before, after usage
 	switch c.Impl {
 	case "single":
+		ww := wk.baseline(1)[0]
 		before = snapshot()
-		el = runSingle(fs, wk, n)
+		el = runSingle(fs, ww, n)
 		after = snapshot()
 	case "idiomatic":
+		wws := wk.baseline(c.Workers)
 		before = snapshot()
-		el = runIdiomaticW(fs, c.Workers, func(i int) func([]byte) { return func(b []byte) { wk.do(i, b) } }, n)
+		el = runIdiomaticW(fs, c.Workers, func(i int) func([]byte) { return wws[i].do }, n)
 		after = snapshot()
 	case "rps":
-		d, err := steer.New(c.steerConfig(), wk.steerHandler())
+		d, err := wk.dispatcher(c.steerConfig())
 		if err != nil {
 			return r, err
 		}
@@ -246,7 +276,7 @@ func runMem(c Case, fs *frameSet, sp spinner, rep int) (Result, error) {
 		st := d.Stats()
 		r.Drops = st.Dropped()
 	default:
-		return r, fmt.Errorf("bench: unknown implementation %q", c.Impl)
+		return r, fmt.Errorf("unknown implementation %q", c.Impl)
 	}
 	var sum uint64
 	r.PerWorker, sum = wk.counts()
@@ -260,17 +290,17 @@ func runMem(c Case, fs *frameSet, sp spinner, rep int) (Result, error) {
 
 // runSingle is the single-queue baseline: one goroutine reads the frames
 // and calls the handler itself, no classification, no hand-off.
-func runSingle(fs *frameSet, wk *work, n int) time.Duration {
+func runSingle(fs *frameSet, ww *workerWork, n int) time.Duration {
 	nf := len(fs.raw)
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if i%sampleEvery == 0 {
 			t := time.Now()
-			wk.do(0, fs.raw[i%nf])
-			wk.lat[0].Record(time.Since(t))
+			ww.do(fs.raw[i%nf])
+			ww.lat.Record(time.Since(t))
 			continue
 		}
-		wk.do(0, fs.raw[i%nf])
+		ww.do(fs.raw[i%nf])
 	}
 	return time.Since(start)
 }
@@ -331,18 +361,16 @@ func span(srcs ...*stampSource) time.Duration {
 }
 
 // readDirect is a baseline reader: it reads src and calls the handler for
-// every frame itself, as worker i, then releases the batch.
-func readDirect(ctx context.Context, src steer.Source, wk *work, i int) error {
+// every frame itself, as the worker ww belongs to, then releases the batch.
+func readDirect(ctx context.Context, src steer.Source, ww *workerWork) error {
 	var b steer.Batch
-	h := wk.steerHandler()
 	var p steer.Packet
-	p.Worker = i
 	for {
 		b.Frames, b.Release = b.Frames[:0], nil
 		err := src.ReadBatch(ctx, &b)
 		for j := range b.Frames {
 			p.Data, p.Timestamp = b.Frames[j].Data, b.Frames[j].Timestamp
-			h(&p)
+			ww.handle(&p)
 		}
 		if b.Release != nil {
 			b.Release()
@@ -365,18 +393,19 @@ func runPcap(c Case, path string, sp spinner, rep int) (Result, error) {
 	}
 	defer rd.Close()
 	src := newStampSource(rd)
-	wk := newWork(c.Handler, c.Workers, sp)
+	wk := newWork(c.Handler, sp)
 	var before, after usage
 	var el time.Duration
 	switch c.Impl {
 	case "single":
+		ww := wk.baseline(1)[0]
 		before = snapshot()
 		start := time.Now()
-		err = readDirect(context.Background(), src, wk, 0)
+		err = readDirect(context.Background(), src, ww)
 		el = time.Since(start)
 		after = snapshot()
 	case "rps":
-		d, derr := steer.New(c.steerConfig(), wk.steerHandler())
+		d, derr := wk.dispatcher(c.steerConfig())
 		if derr != nil {
 			return r, derr
 		}
@@ -391,7 +420,7 @@ func runPcap(c Case, path string, sp spinner, rep int) (Result, error) {
 		st := d.Stats()
 		r.Drops = st.Dropped()
 	default:
-		return r, fmt.Errorf("bench: unknown implementation %q for pcap", c.Impl)
+		return r, fmt.Errorf("unknown implementation %q for pcap", c.Impl)
 	}
 	if err != nil {
 		return r, err

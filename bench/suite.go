@@ -27,11 +27,10 @@ func frames64() *frameSet {
 	return benchFrames
 }
 
-// benchQLimit is the queue limit of the dispatchers the suite runs. The Go
-// benchmarks keep 4096: deep enough that the source, which shares the CPUs
-// with the workers, refills a queue long before it runs dry. go run ./bench
-// sets it from -qlimit, by default the library's 256.
-var benchQLimit = 4096
+// benchQLimit is the queue limit of the dispatchers the suite and the Go
+// benchmarks run: 0, the library's default (steer.DefaultWaitQLimit for
+// the inputs here, which wait), unless go run ./bench -qlimit sets it.
+var benchQLimit = 0
 
 // frameSet is a cycle of prebuilt frames, reused by every benchmark of a run
 // so that all see the same frames.
@@ -82,8 +81,9 @@ func newSpinner(d time.Duration) spinner {
 func (s spinner) spin() { spinSink.Add(spinWork(s.iters)) }
 
 // runDispatch sends n frames through a dispatcher with cfg and handler h,
-// in batches of 64 from one input in blocking mode so that nothing is
-// dropped, and returns the time from the first dispatch to the end of Close.
+// in batches of 64 from one input (which waits on a full queue, so nothing
+// is dropped), and returns the time from the first dispatch to the end of
+// Close.
 func runDispatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler, n int) (time.Duration, steer.Stats) {
 	return runDispatchBatch(tb, fs, cfg, h, n, steer.BatchSize)
 }
@@ -91,9 +91,11 @@ func runDispatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler,
 // runDispatchBatch is runDispatch with source batches of srcBatch frames
 // (the frames one Input.Dispatch call hands over).
 func runDispatchBatch(tb testing.TB, fs *frameSet, cfg steer.Config, h steer.Handler, n, srcBatch int) (time.Duration, steer.Stats) {
-	cfg.Block = true
-	if cfg.Key == nil {
-		cfg.Key = hash.MicrosoftKey[:]
+	if cfg.Hash.Key == nil {
+		cfg.Hash.Key = hash.MicrosoftKey[:]
+	}
+	if cfg.Queue.Limit == 0 {
+		cfg.Queue.Limit = benchQLimit
 	}
 	d, err := steer.New(cfg, h)
 	if err != nil {
@@ -139,8 +141,9 @@ func reportRate(b *testing.B, el time.Duration, n int) {
 
 // runIdiomatic is the common Go pipeline for the same frames: gopacket's
 // DecodingLayerParser, NetworkFlow and TransportFlow FastHash, and one
-// channel send per frame to the chosen worker. It returns the time for n
-// frames.
+// channel send per frame to the chosen worker, each channel as deep as the
+// library's default queue for an input that waits. It returns the time for
+// n frames.
 func runIdiomatic(fs *frameSet, workers int, h func([]byte), n int) time.Duration {
 	return runIdiomaticW(fs, workers, func(int) func([]byte) { return h }, n)
 }
@@ -159,7 +162,7 @@ func runIdiomaticW(fs *frameSet, workers int, mk func(worker int) func([]byte), 
 	chans := make([]chan []byte, workers)
 	var wg sync.WaitGroup
 	for i := range chans {
-		chans[i] = make(chan []byte, steer.DefaultQLimit)
+		chans[i] = make(chan []byte, steer.DefaultWaitQLimit)
 		wg.Add(1)
 		go func(c chan []byte, h func([]byte)) {
 			defer wg.Done()

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"flag"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rpsgo/rps/internal/cli"
 )
 
 func TestHistBuckets(t *testing.T) {
@@ -183,7 +188,11 @@ func TestQuickInMemory(t *testing.T) {
 			t.Errorf("%s/%s w=%d: no latency samples", r.Experiment, r.Impl, r.Workers)
 		}
 	}
-	for _, s := range []string{"== workers", "== skew", "idiomatic", "machine:"} {
+	for _, s := range []string{"== workers", "== skew", "idiomatic", "machine:",
+		// Each table says what its baselines and columns are.
+		"idiomatic: the usual Go pipeline: gopacket's DecodingLayerParser, NetworkFlow and TransportFlow FastHash, and one channel send per frame",
+		"single: the single-queue baseline", "rps: this library",
+		"x single Mpps over the single-queue baseline's", "imbal frames of the busiest worker over the mean per worker"} {
 		if !strings.Contains(stdout.String(), s) {
 			t.Errorf("the tables lack %q:\n%s", s, stdout.String())
 		}
@@ -195,5 +204,60 @@ func TestQuickInMemory(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(o.out, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestQuickStaysInMemory: -quick runs in-memory experiments only, as its
+// documentation says, even as root with the live tools installed (it once
+// ran the live and request/response experiments there).
+func TestQuickStaysInMemory(t *testing.T) {
+	s := &suite{o: options{quick: true, count: 1, scale: 1}}
+	cs := s.cases()
+	if len(cs) == 0 {
+		t.Fatal("no cases")
+	}
+	exps := map[string]bool{}
+	for _, c := range cs {
+		exps[c.Experiment] = true
+		if c.Source != "mem" {
+			t.Errorf("-quick runs %s from source %s", c.Name(), c.Source)
+		}
+	}
+	if !exps["workers"] || !exps["skew"] || len(exps) != 2 {
+		t.Errorf("-quick runs the experiments %v, want workers and skew", exps)
+	}
+	if jobs := s.rrJobs(); len(jobs) != 0 {
+		t.Errorf("-quick runs %d request/response jobs, first %q", len(jobs), jobs[0].name)
+	}
+	if len(s.notes) != 0 {
+		t.Errorf("-quick looked at experiments it does not run: %q", s.notes)
+	}
+
+	// Asked for by name, what -quick does not run is noted, not run.
+	s = &suite{o: options{quick: true, count: 1, scale: 1, exps: "live,rr,workers"}}
+	for _, c := range s.cases() {
+		if c.Source != "mem" {
+			t.Errorf("-quick -exp live,rr,workers runs %s", c.Name())
+		}
+	}
+	if len(s.rrJobs()) != 0 || len(s.notes) != 2 || !strings.Contains(s.notes[0], "live: not run with -quick") {
+		t.Errorf("-quick -exp live,rr,workers: notes %q", s.notes)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	var errOut bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &errOut); !errors.Is(err, flag.ErrHelp) ||
+		!strings.HasPrefix(errOut.String(), "Usage: bench [flags]\n") || !strings.Contains(errOut.String(), "in memory only") {
+		t.Errorf("-h: %v\n%s", err, errOut.String())
+	}
+	for _, args := range [][]string{{"-count", "0"}, {"-scale", "0"}, {"-exp", "workers,nope"}, {"-qlimit", "-1"}, {"extra"}, {"-x"}} {
+		if _, err := parseFlags(args, io.Discard); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	o, err := parseFlags([]string{"-quick", "-exp", "workers,skew"}, io.Discard)
+	if err != nil || !o.quick || o.exps != "workers,skew" || o.count != 3 || benchQLimit != 0 {
+		t.Errorf("-quick -exp workers,skew: %+v, qlimit %d, %v", o, benchQLimit, err)
 	}
 }

@@ -68,7 +68,7 @@ func newLine() (l *line, err error) {
 	}
 	for _, c := range cmds {
 		if out, err := exec.CommandContext(ctx, c[0], c[1:]...).CombinedOutput(); err != nil {
-			return l, fmt.Errorf("bench: %s: %w: %s", strings.Join(c, " "), err, strings.TrimSpace(string(out)))
+			return l, fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
 	return l, nil
@@ -82,7 +82,7 @@ func (l *line) Close() error {
 			continue
 		}
 		if out, err := exec.Command("ip", "netns", "del", ns.Name).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("bench: deleting %s: %w: %s", ns.Name, err, out))
+			errs = append(errs, fmt.Errorf("deleting %s: %w: %s", ns.Name, err, out))
 		}
 	}
 	return errors.Join(errs...)
