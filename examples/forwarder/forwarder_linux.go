@@ -28,9 +28,10 @@ type port struct {
 	tx      int // AF_PACKET socket bound to the interface, protocol 0 (sends only)
 }
 
-// workerState is a worker's own counters and send addresses; only that
-// worker touches it while the forwarder runs.
+// workerState is a worker's own counters and send addresses
+// (steer.NewPerWorker); only that worker touches it while the forwarder runs.
 type workerState struct {
+	f        *forwarder
 	sent     [2]uint64 // by output port
 	txErrors uint64
 	oversize uint64
@@ -48,7 +49,7 @@ type forwarder struct {
 	inputs  []*steer.Input
 	outFor  map[int]int // input id -> output port
 	outByID []int       // the same, as a slice indexed by input id
-	workers []workerState
+	workers []*workerState
 	sp      spinner
 }
 
@@ -84,30 +85,22 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	if o.OneWay {
 		f.rx = []int{0}
 	}
-	cfg := steer.Config{Workers: o.Workers, Symmetric: true, Block: true}
+	// Inputs the forwarder feeds wait on a full queue (OverflowAuto): the
+	// rings, not the queues, absorb a burst.
+	cfg := steer.Config{Workers: o.Workers, Hash: steer.HashConfig{Symmetric: true}}
 	if o.Pin {
 		if cfg.CPUs, err = affinity.Allowed(); err != nil {
 			return f, fmt.Errorf("listing CPUs: %w", err)
 		}
-		if cfg.Workers == 0 {
-			cfg.Workers = len(cfg.CPUs)
-		}
 	}
-	n := cfg.Workers
-	if n == 0 {
-		cpus, err := affinity.Allowed()
-		if err != nil || len(cpus) == 0 {
-			return f, fmt.Errorf("listing CPUs: %w", err)
-		}
-		n, cfg.Workers = len(cpus), len(cpus)
-	}
-	f.workers = make([]workerState, n)
-	for w := range f.workers {
+	newState := func(*steer.Worker) *workerState {
+		w := &workerState{f: f}
 		for out, p := range f.ports {
-			f.workers[w].sll[out] = unix.SockaddrLinklayer{Ifindex: p.ifindex, Halen: 6}
+			w.sll[out] = unix.SockaddrLinklayer{Ifindex: p.ifindex, Halen: 6}
 		}
+		return w
 	}
-	f.d, err = steer.New(cfg, f.handle)
+	f.d, f.workers, err = steer.NewPerWorker(cfg, newState, (*workerState).handle)
 	if err != nil {
 		return f, err
 	}
@@ -153,8 +146,8 @@ func openPort(name string, cfg afpacket.Config, receive bool) (*port, error) {
 }
 
 // handle is the worker's job: the inspection stand-in, then the send.
-func (f *forwarder) handle(p *steer.Packet) {
-	w := &f.workers[p.Worker]
+func (w *workerState) handle(p *steer.Packet) {
+	f := w.f
 	w.sink += f.sp.spin()
 	out := f.outByID[p.Source]
 	port := f.ports[out]
@@ -215,8 +208,7 @@ func (f *forwarder) Run(ctx context.Context) error {
 // Stats adds up the workers' counters; call it after Run returned.
 func (f *forwarder) Stats() Stats {
 	var s Stats
-	for i := range f.workers {
-		w := &f.workers[i]
+	for _, w := range f.workers {
 		s.InToOut += w.sent[1]
 		s.OutToIn += w.sent[0]
 		s.TxErrors += w.txErrors

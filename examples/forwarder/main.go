@@ -22,8 +22,9 @@
 // Flags:
 //
 //	-in, -out       the two interfaces
-//	-workers N      worker goroutines (default: one per CPU); 1 is the
-//	                single-queue baseline
+//	-workers N      worker goroutines (default 0: steer.DefaultWorkers(), one
+//	                per CPU the process may run on); 1 is the single-queue
+//	                baseline
 //	-work D         CPU time spent per frame (default 0)
 //	-oneway         forward only from -in to -out
 //	-pin            pin worker i to the i-th allowed CPU
@@ -33,7 +34,8 @@
 //
 // Ctrl-C (SIGINT) or SIGTERM stops it: the readers stop, the workers finish
 // the frames already queued, and it prints how many frames it forwarded
-// each way.
+// each way. It has no data output: its status lines and the report go to
+// standard error.
 //
 // Limits: 802.1Q tags that the kernel strips on receive are not put back
 // on transmit; frames longer than the snap length or the MTU (GRO/GSO
@@ -42,36 +44,51 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/rpsgo/rps/internal/cli"
 )
 
 func main() {
-	var o Options
-	flag.StringVar(&o.In, "in", "", "first interface (required)")
-	flag.StringVar(&o.Out, "out", "", "second interface (required)")
-	flag.IntVar(&o.Workers, "workers", 0, "worker goroutines (0: one per CPU)")
-	flag.DurationVar(&o.Work, "work", 0, "CPU time spent on each frame")
-	flag.BoolVar(&o.OneWay, "oneway", false, "forward only from -in to -out")
-	flag.BoolVar(&o.Pin, "pin", false, "pin each worker to a CPU")
-	flag.DurationVar(&o.BlockTimeout, "block-timeout", time.Millisecond, "ring block timeout (1ms and up)")
-	stats := flag.Bool("stats", false, "print the dispatcher's report at exit")
-	flag.Parse()
-	if o.In == "" || o.Out == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: forwarder -in IFACE -out IFACE [-workers N] [-work DURATION] [-oneway] [-pin]")
-		os.Exit(2)
+	o, report, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = run(ctx, o, report)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, *stats); err != nil {
-		fmt.Fprintln(os.Stderr, "forwarder:", err)
-		os.Exit(1)
+	cli.Exit("forwarder", err)
+}
+
+// parseFlags parses args into Options and the -stats flag. Its errors wrap
+// cli.ErrUsage (or are flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (o Options, stats bool, err error) {
+	fs := cli.NewFlagSet("forwarder", "-in IFACE -out IFACE [flags]",
+		"Forwards frames between two interfaces, steering each flow to one worker that\n"+
+			"spends -work of CPU on it, as a bump in the wire.", stderr)
+	fs.StringVar(&o.In, "in", "", "first `interface` (required)")
+	fs.StringVar(&o.Out, "out", "", "second `interface` (required)")
+	fs.IntVar(&o.Workers, "workers", 0, "`number` of worker goroutines; 0: steer.DefaultWorkers(), one per CPU this process may run on")
+	fs.DurationVar(&o.Work, "work", 0, "CPU `time` spent on each frame")
+	fs.BoolVar(&o.OneWay, "oneway", false, "forward only from -in to -out")
+	fs.BoolVar(&o.Pin, "pin", false, "pin each worker to a CPU")
+	fs.DurationVar(&o.BlockTimeout, "block-timeout", time.Millisecond, "ring block `timeout` (1ms and up)")
+	fs.BoolVar(&stats, "stats", false, "print the dispatcher's report at exit")
+	if err := cli.Parse(fs, args); err != nil {
+		return o, false, err
 	}
+	switch {
+	case o.In == "" || o.Out == "":
+		return o, false, cli.Usagef("-in and -out are required")
+	case o.Workers < 0:
+		return o, false, cli.Usagef("-workers %d: want 0 or more", o.Workers)
+	}
+	return o, stats, nil
 }
 
 // Options configure a forwarder.
