@@ -17,21 +17,24 @@
 //
 // Every frame the kernel saw is accounted for: the report shows each
 // socket's kernel counters (received, dropped for lack of ring space) next
-// to the workers' handled and dropped frames.
+// to the workers' handled and dropped frames, and the final report checks
+// that they reconcile: kernel received == frames steered + kernel dropped.
 //
 // Run it as root (AF_PACKET needs CAP_NET_RAW, eBPF CAP_BPF):
 //
 //	sudo go run ./examples/livesteer -i eth0 -fanout ebpf -workers 4
 //	sudo go run ./examples/livesteer -i eth0 -fanout none -dispatch deferred -duration 10s
 //
-// Stop it with Ctrl-C: it stops reading, lets the workers drain (for at
-// most two seconds), prints the final report and closes the sockets.
+// Stop it with Ctrl-C (or SIGTERM). It first stops intake at the sockets (a
+// filter that drops every frame, so the kernel passes and counts no more),
+// reads the rings dry, lets the workers drain (each step for at most two
+// seconds), closes the sockets and prints the final report. The reports go
+// to standard output, status lines and errors to standard error.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +43,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 )
@@ -48,14 +52,14 @@ import (
 type options struct {
 	iface    string
 	fanout   string // none, or a fanout mode name
-	workers  int
+	workers  int    // 0: steer.DefaultWorkers()
 	dispatch string // empty: direct with a fanout group, deferred without
 	policy   string
 	key      string // random, microsoft or symmetric
 	duration time.Duration
 	interval time.Duration
 	quiet    bool // only the final report
-	qlimit   int
+	qlimit   int  // 0: the library's default
 
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
@@ -63,34 +67,76 @@ type options struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.iface, "i", "", "interface to capture on (required)")
-	flag.StringVar(&o.fanout, "fanout", "none", "none (one socket, user-space steering) or a fanout mode: hash, lb, cpu, qm, rollover, rnd, ebpf")
-	flag.IntVar(&o.workers, "workers", 2, "worker goroutines (and sockets in a fanout group)")
-	flag.StringVar(&o.dispatch, "dispatch", "", "direct, hybrid or deferred (default: direct with a fanout group, deferred without)")
-	flag.StringVar(&o.policy, "policy", "rss", "steering policy: rss, flow, source (ebpf needs rss)")
-	flag.StringVar(&o.key, "key", "random", "Toeplitz key: random, microsoft or symmetric")
-	flag.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
-	flag.DurationVar(&o.interval, "interval", time.Second, "report interval")
-	flag.BoolVar(&o.quiet, "q", false, "print only the final report")
-	flag.IntVar(&o.qlimit, "qlimit", 4096, "per-worker queue limit in frames (net.isr.defaultqlimit is 256)")
-	flag.Parse()
-	if o.iface == "" {
-		fmt.Fprintln(os.Stderr, "livesteer: -i IFACE is required")
-		flag.Usage()
-		os.Exit(2)
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = run(ctx, o, os.Stdout, os.Stderr)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "livesteer:", err)
-		os.Exit(1)
-	}
+	cli.Exit("livesteer", err)
 }
 
-// run captures and steers until ctx ends or o.duration passes, then drains,
-// prints the final report and closes everything.
-func run(ctx context.Context, o options, out io.Writer) error {
+// parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := cli.NewFlagSet("livesteer", "-i IFACE [flags]",
+		"Captures live traffic with AF_PACKET and steers it over worker goroutines,\n"+
+			"printing a netstat -Q-like report every -interval and a final one at the end.", stderr)
+	fs.StringVar(&o.iface, "i", "", "`interface` to capture on (required)")
+	fs.StringVar(&o.fanout, "fanout", "none", "none (one socket, user-space steering) or a fanout `mode`: hash, lb, cpu, qm, rollover, rnd, ebpf")
+	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (and sockets in a fanout group); 0: steer.DefaultWorkers(), one per CPU this process may run on")
+	fs.StringVar(&o.dispatch, "dispatch", "", "`mode`: direct, hybrid or deferred (default: direct with a fanout group, deferred without)")
+	fs.StringVar(&o.policy, "policy", "rss", "steering `policy`: rss, flow, source (ebpf needs rss)")
+	fs.StringVar(&o.key, "key", "random", "Toeplitz `key`: random, microsoft or symmetric")
+	fs.DurationVar(&o.duration, "duration", 0, "stop after this `long` (0: until Ctrl-C)")
+	fs.DurationVar(&o.interval, "interval", time.Second, "report `interval`")
+	fs.BoolVar(&o.quiet, "q", false, "print only the final report")
+	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("per-worker queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
+	if err := cli.Parse(fs, args); err != nil {
+		return o, err
+	}
+	return o, o.check()
+}
+
+// check returns a usage error for options that cannot work.
+func (o options) check() error {
+	switch {
+	case o.iface == "":
+		return cli.Usagef("-i IFACE is required")
+	case o.workers < 0:
+		return cli.Usagef("-workers %d: want 0 or more", o.workers)
+	case o.interval <= 0:
+		return cli.Usagef("-interval %v: want a positive duration", o.interval)
+	case o.duration < 0:
+		return cli.Usagef("-duration %v is negative", o.duration)
+	case o.qlimit < 0 || o.qlimit > steer.MaxQLimit:
+		return cli.Usagef("-qlimit %d: want 0 to %d", o.qlimit, steer.MaxQLimit)
+	case o.key != "random" && o.key != "microsoft" && o.key != "symmetric":
+		return cli.Usagef("-key %q: want random, microsoft or symmetric", o.key)
+	}
+	if _, err := steer.ParsePolicy(o.policy); err != nil {
+		return cli.Usagef("-policy: %v", err)
+	}
+	if o.dispatch != "" {
+		if _, err := steer.ParseDispatch(o.dispatch); err != nil {
+			return cli.Usagef("-dispatch: %v", err)
+		}
+	}
+	if o.fanout != "none" {
+		if _, err := afpacket.ParseFanoutMode(o.fanout); err != nil {
+			return cli.Usagef("-fanout: %v", err)
+		}
+	}
+	return nil
+}
+
+// run captures and steers until ctx ends or o.duration passes, then stops
+// intake, drains, closes everything and prints the final report to out.
+// Status lines and errors that do not end the run go to errOut.
+func run(ctx context.Context, o options, out, errOut io.Writer) error {
+	if err := o.check(); err != nil {
+		return err
+	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -99,43 +145,38 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if o.enter == nil {
 		o.enter = func(fn func() error) error { return fn() }
 	}
-	cfg := steer.Config{Workers: o.workers, QLimit: o.qlimit}
-	var err error
-	if cfg.Policy, err = steer.ParsePolicy(o.policy); err != nil {
-		return err
-	}
+	cfg := steer.Config{Workers: o.workers, Queue: steer.QueueConfig{Limit: o.qlimit}}
+	cfg.Policy, _ = steer.ParsePolicy(o.policy) // checked
 	if o.dispatch == "" {
 		o.dispatch = "deferred"
 		if o.fanout != "none" {
 			o.dispatch = "direct"
 		}
 	}
-	if cfg.Dispatch, err = steer.ParseDispatch(o.dispatch); err != nil {
-		return err
-	}
+	cfg.Dispatch, _ = steer.ParseDispatch(o.dispatch) // checked
 	switch o.key {
-	case "random":
 	case "microsoft":
-		cfg.Key, cfg.KeyName = hash.MicrosoftKey[:], "microsoft"
+		cfg.Hash.Key = hash.MicrosoftKey[:]
 	case "symmetric":
-		cfg.Key, cfg.KeyName, cfg.Symmetric = hash.SymmetricKey[:], "symmetric", true
-	default:
-		return fmt.Errorf("unknown key %q (want random, microsoft or symmetric)", o.key)
+		cfg.Hash = steer.HashConfig{Key: hash.SymmetricKey[:], Symmetric: true}
 	}
 
-	// The handler does nothing but exist: a real program would parse, count
-	// or forward here. The flow-move counter wraps it.
-	fm := afpacket.NewFlowMoves(max(o.workers, 1), 0)
-	d, err := steer.New(cfg, fm.Handler(func(*steer.Packet) {}))
+	// The handler does nothing but count flow moves: a real program would
+	// parse, count or forward here. The counter is made once the dispatcher
+	// says how many workers it has, before any frame arrives.
+	var fm *afpacket.FlowMoves
+	d, err := steer.New(cfg, func(p *steer.Packet) { fm.Observe(p.FlowID, p.HashType.IsHash(), p.Worker) })
 	if err != nil {
 		return err
 	}
+	fm = afpacket.NewFlowMoves(d.Workers(), 0)
 	srcCfg := afpacket.Config{IgnoreOutgoing: false}
 
 	var (
 		runErr  = make(chan error, 1)
 		runCtx  context.Context
 		stopRun context.CancelFunc
+		socks   []*afpacket.Source // every socket, to stop and drain
 		closers []func() error
 		st      *afpacket.Steering
 	)
@@ -147,19 +188,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			d.Close(context.Background())
 			return err
 		}
+		socks = append(socks, src)
 		closers = append(closers, src.Close)
 		go func() { runErr <- d.Run(runCtx, src) }()
 	} else {
-		mode, err := afpacket.ParseFanoutMode(o.fanout)
-		if err != nil {
-			d.Close(context.Background())
-			return err
-		}
+		mode, _ := afpacket.ParseFanoutMode(o.fanout) // checked
 		var g *afpacket.Group
 		if err := o.enter(func() (err error) { g, err = afpacket.OpenGroup(o.iface, d.Workers(), srcCfg, mode, 0); return err }); err != nil {
 			d.Close(context.Background())
 			return err
 		}
+		socks = append(socks, g.Sources()...)
 		closers = append(closers, g.Close)
 		if st, err = afpacket.NewSteering(d, g, afpacket.SteeringOptions{}); err != nil {
 			d.Close(context.Background())
@@ -169,7 +208,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		closers = append(closers, st.Close)
 		go func() { runErr <- st.Run(runCtx) }()
 	}
-	fmt.Fprintf(out, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s\n",
+	fmt.Fprintf(errOut, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s\n",
 		o.iface, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key)
 
 	report := func(final bool) {
@@ -185,6 +224,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			ss := st.Stats()
 			fmt.Fprintf(out, "Fanout %s: keeps flows on one worker: %v; table changes %d, held frames %d\n",
 				ss.Mode, ss.Mode.KeepsFlows(), ss.TableChanges, ss.HeldFrames)
+		}
+		if final {
+			writeReconcile(out, &s, socks)
 		}
 	}
 	tick := time.NewTicker(o.interval)
@@ -204,6 +246,17 @@ loop:
 			}
 		}
 	}
+	if failed == nil {
+		// Stop intake at the sockets and let the readers empty the rings,
+		// so that every frame the kernel counted is steered before the
+		// final counts.
+		if err := stopIntake(socks); err != nil {
+			fmt.Fprintln(errOut, "livesteer:", err)
+		}
+		if err := drain(socks, 2*time.Second); err != nil {
+			fmt.Fprintln(errOut, "livesteer:", err)
+		}
+	}
 	stopRun()
 	if failed == nil {
 		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
@@ -213,13 +266,64 @@ loop:
 	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := d.Close(cctx); err != nil {
-		fmt.Fprintln(out, "livesteer:", err)
+		fmt.Fprintln(errOut, "livesteer:", err)
 	}
-	report(true)
+	// Closing the sockets reads their final kernel counters.
 	for i := len(closers) - 1; i >= 0; i-- {
 		if err := closers[i](); err != nil && failed == nil {
 			failed = err
 		}
 	}
+	report(true)
 	return failed
+}
+
+// drain waits, for at most timeout, until every socket has handed out every
+// frame its ring received (kernel received == delivered + kernel dropped)
+// on two reads in a row.
+func drain(socks []*afpacket.Source, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	dry := 0
+	for {
+		left := uint64(0)
+		for _, s := range socks {
+			st, err := s.Stats()
+			if err != nil {
+				return fmt.Errorf("reading the rings dry: %w", err)
+			}
+			left += st.Packets - st.Drops - st.Delivered
+		}
+		if left == 0 {
+			if dry++; dry == 2 {
+				return nil
+			}
+		} else {
+			dry = 0
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("reading the rings dry: %d frames still in them after %v", left, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// writeReconcile prints whether the kernel's counters and the dispatcher's
+// agree: every frame the kernel passed to a socket was steered or dropped
+// by the kernel for lack of ring space.
+func writeReconcile(out io.Writer, s *steer.Stats, socks []*afpacket.Source) {
+	var received, dropped uint64
+	for _, sock := range socks {
+		st, err := sock.Stats()
+		if err != nil {
+			fmt.Fprintf(out, "Kernel counters: %v\n", err)
+			return
+		}
+		received += st.Packets
+		dropped += st.Drops
+	}
+	ok := "yes"
+	if received != s.Frames+dropped {
+		ok = "NO"
+	}
+	fmt.Fprintf(out, "Kernel received %d = steered %d + kernel dropped %d: %s\n", received, s.Frames, dropped, ok)
 }
