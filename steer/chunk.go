@@ -40,14 +40,6 @@ func (fc *fastChunk) run(cls *Classifier, chunk []Frame) (slow uint64) {
 	return slow
 }
 
-// flowResult is what the queued path keeps of a frame's classification
-// between its two passes.
-type flowResult struct {
-	flowID uint32
-	hash   hash.HashType
-	reason Reason
-}
-
 // classify is steps 1 and 2: the classifier, then the source's own hash
 // when it has one. Unless a trace wants the whole classification, a plain
 // IPv4 packet is classified only as far as its hash (Classifier.flowOnly):
@@ -56,7 +48,7 @@ func (p *producer) classify(f *Frame, c *Classification) {
 	switch {
 	case f.HasVLAN:
 		p.d.cls.ClassifyVLAN(f.Data, f.VLAN, c)
-	case p.d.cfg.Trace == nil:
+	case p.tr == nil:
 		p.d.cls.flowOnly(f.Data, c)
 	default:
 		p.d.cls.Classify(f.Data, c)
@@ -66,36 +58,47 @@ func (p *producer) classify(f *Frame, c *Classification) {
 	}
 }
 
-// chunkLen is how many frames steerQueued, steerEach and steerRFS classify
-// before they steer them. fastChunk's masks hold at most 64.
+// chunkLen is how many frames dispatch classifies before it steers them.
+// fastChunk's masks hold at most 64.
 const chunkLen = BatchSize
 
 var _ [64 - chunkLen]struct{} // chunkLen <= 64
 
-// chunkCls returns n Classifications for a chunk's frames, from a buffer
-// made on first use (a worker's producer may never need one).
-func (p *producer) chunkCls(n int) []Classification {
-	if p.clsBuf == nil {
-		p.clsBuf = make([]Classification, chunkLen)
-	}
-	return p.clsBuf[:n]
-}
-
-// classifyChunk is classify for each frame of chunk into cls, with the
-// IPv4 fast path's hashes done in one batch (fastChunk) unless a trace
-// wants every frame's whole classification.
-func (p *producer) classifyChunk(chunk []Frame, cls []Classification) {
+// classifyChunk is steps 1 and 2 for a chunk of frames: classify each
+// (classify), with the IPv4 fast path's hashes done in one batch
+// (fastChunk) unless a trace wants every frame's whole classification, and
+// count them. The counts come before any frame is steered: while a full
+// queue holds the input back, Stats may read them.
+func (p *producer) classifyChunk(chunk []Frame) []Classification {
+	cls := p.clsBuf[:len(chunk)]
 	slow := ^uint64(0) >> (64 - len(chunk))
-	if p.d.cfg.Trace == nil {
+	p.frames += uint64(len(chunk))
+	if p.tr == nil {
 		fc := &p.fast
 		slow = fc.run(p.d.cls, chunk)
+		mask := p.d.table.mask
 		for k, i := range fc.at[:fc.n] {
 			c := &cls[i]
 			c.EtherType, c.Reason, c.HashType, c.keyless, c.FlowID = etherTypeIPv4, ReasonOK, fc.types[k], true, fc.sums[k]
+			p.bucketFrames[c.FlowID&mask]++
 		}
 	}
 	for ; slow != 0; slow &= slow - 1 {
 		i := bits.TrailingZeros64(slow)
-		p.classify(&chunk[i], &cls[i])
+		c := &cls[i]
+		p.classify(&chunk[i], c)
+		p.count(c)
+	}
+	return cls
+}
+
+// count counts a classified frame by reason, and in its bucket's load
+// when it is hashed (Frames is counted by the caller).
+func (p *producer) count(c *Classification) {
+	if c.Reason != ReasonOK {
+		p.reasons[c.Reason]++
+	}
+	if c.HashType.IsHash() {
+		p.bucketFrames[c.FlowID&p.d.table.mask]++
 	}
 }

@@ -4,7 +4,91 @@ import (
 	"math"
 	"sync"
 	"unsafe"
+
+	"github.com/rpsgo/rps/flowtable"
 )
+
+// handOff is step 4, netisr_dispatch_src: the frame, steered to worker w,
+// is handled inline (DIRECT; HYBRID when this producer is w's own and w
+// has nothing queued), dropped by the flow limit, or queued to w (queue).
+func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, ent *flowtable.Entry, depth uint8) {
+	d := p.d
+	mode := d.cfg.Dispatch
+	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
+	drop := !inline && d.cfg.Queue.FlowLimit && d.workers[w].overLimit(c.FlowID, p.limit)
+	if p.tr != nil {
+		p.traceHandOff(w, inline, drop, ent != nil)
+	}
+	switch {
+	case inline:
+		p.inline(f, c, ref, w, depth, mode)
+	case drop:
+		d.workers[w].flowDrops.Add(1)
+		if ref != nil {
+			ref.done(1)
+		}
+	default:
+		p.queue(f, c, ref, w, ent, depth)
+	}
+}
+
+// queue puts the frame in the batch pending for worker w, which is handed
+// over (flush) when full, and at once for a re-dispatch, which never waits.
+func (p *producer) queue(f *Frame, c *Classification, ref *batchRef, w int, ent *flowtable.Entry, depth uint8) {
+	b := p.pending[w]
+	if b == nil {
+		b = p.stock.get()
+		p.pending[w] = b
+	}
+	p.fill(b.slot(ref), f, c, ref, w, depth)
+	p.marks[w].bucket[b.n] = p.bucketMark(c, w)
+	p.marks[w].ent[b.n] = ent
+	b.n++
+	if ent != nil {
+		// The frame has no queue position until its batch is flushed; until
+		// then the entry counts as busy, so no Lookup evicts it and no move
+		// skips ahead of the frame (see setTails and the busy check).
+		ent.LastTail = tailPending // rfs counted the frame and Lookup set LastSeen
+	}
+	if depth > 0 {
+		p.flush(w, false) // a re-dispatch never waits
+	} else if b.n == p.batchCap {
+		p.flush(w, p.wait)
+	}
+}
+
+// queuePlain is steps 3 and 4 for a chunk on the plain path (plainPath):
+// a hashed frame whose bucket the table has not moved goes to the bucket's
+// worker (rssView) and into the batch pending for it, as queue would put
+// it; any other frame goes through selectWorker and handOff. All pending
+// batches hold frames of ref alone: dispatch flushes them before it
+// returns.
+func (p *producer) queuePlain(chunk []Frame, cls []Classification, ref *batchRef) {
+	for i := range chunk {
+		f, c := &chunk[i], &cls[i]
+		bucket := c.FlowID & p.mask
+		w, current := p.rssView(bucket)
+		if !current || !c.HashType.IsHash() {
+			w, ent := p.selectWorker(f, c)
+			p.handOff(f, c, ref, w, ent, 0)
+			continue
+		}
+		b := p.pending[w]
+		if b == nil {
+			b = p.stock.get()
+			b.ref, b.mixed = ref, false
+			p.pending[w] = b
+		}
+		pkt := &b.pkts[b.n]
+		p.fillFrame(pkt, f, ref, w, 0)
+		pkt.FlowID, pkt.HashType, pkt.Reason, pkt.keyed = c.FlowID, c.HashType, c.Reason, false
+		p.marks[w].bucket[b.n] = bucket
+		b.n++
+		if b.n == p.batchCap {
+			p.flush(w, p.wait)
+		}
+	}
+}
 
 // inline runs the handler in this goroutine: DIRECT dispatch, or HYBRID
 // when this producer is the selected worker's own. A worker accounts the

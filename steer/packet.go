@@ -123,7 +123,19 @@ type batchRef struct {
 
 var refPool = sync.Pool{New: func() any { return new(batchRef) }}
 
-func getRef() *batchRef { return refPool.Get().(*batchRef) }
+// newBatchRef returns the reference count of a source batch of n frames
+// whose buffer release gives back, or nil when there is nothing to give
+// back. It holds one count more than the frames until dispatch is done.
+func newBatchRef(release func(), n int) *batchRef {
+	if release == nil {
+		return nil
+	}
+	r := refPool.Get().(*batchRef)
+	r.release = release
+	r.n.Store(int32(n) + 1)
+	return r
+}
+
 
 func (r *batchRef) done(k int32) {
 	if r.n.Add(-k) == 0 {

@@ -1,7 +1,6 @@
 package steer
 
 import (
-	"math/bits"
 	"sync"
 
 	"github.com/rpsgo/rps/flowtable"
@@ -28,15 +27,14 @@ type producer struct {
 	bucketTail   []uint64
 
 	flows       *flowtable.Table         // RFS, nil when off
-	clsBuf      []Classification         // steerRFS's and steerEach's chunk
-	flowBuf     [chunkLen]flowResult     // steerQueued's chunk
 	fast        fastChunk                // the chunk's frames on the IPv4 fast path
-	ids         [chunkLen]uint32         // steerRFS's flowids to prefetch
-	hints       [chunkLen]flowtable.Hint // steerRFS's slots found while prefetching
+	clsBuf      [chunkLen]Classification // the chunk's classifications
+	ids         [chunkLen]uint32         // the chunk's flowids, for RFS's prefetch
+	hints       [chunkLen]flowtable.Hint // RFS: the slots found while prefetching
 	hint        flowtable.Hint           // the slot rfs may find its flow in, 0 if none
 	rfsMiss     bool                     // a flow went without an entry since the last flush
-	desiredGen  uint64                   // the desired table's Gen that steerRFS last saw
-	sinceChange int                      // frames steerRFS has steered since desiredGen changed
+	desiredGen  uint64                   // the desired table's Gen that prefetchFlows last saw
+	sinceChange int                      // frames steered since desiredGen changed
 
 	counts
 	// keyPkt and keyVal keep the key Packet.Key last derived (or
@@ -50,7 +48,9 @@ type producer struct {
 	direct       []uint64 // frames handled inline, per worker, since the last flush
 	directPanics []uint64 // of which their handler panicked
 	scratch      [MaxRedispatchDepth + 2]Packet
-	dec          Decision // filled while Config.Trace is set
+	dec          Decision  // filled while Config.Trace is set
+	tr           *Decision // &dec while Config.Trace is set, else nil
+	mask         uint32    // buckets - 1
 	batchCap     int
 	wait         bool        // a full queue holds this producer back (Config.Queue)
 	limit        int         // the queue limit this producer fills to
@@ -133,6 +133,10 @@ func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
 		p.limit = q.limit(q.Overflow != OverflowDrop)
 	}
 	p.batchCap = min(BatchSize, p.limit)
+	p.mask = d.table.mask
+	if d.cfg.Trace != nil {
+		p.tr = &p.dec
+	}
 	p.lockers = lockPair{p}
 	for b := range p.bucketWorker {
 		p.bucketWorker[b] = d.table.ents[b].Load()
@@ -166,24 +170,48 @@ func (p *producer) ensureFlows() {
 	}
 }
 
+// The path of a frame, as the package documentation tells it: dispatch
+// takes a source batch a chunk at a time through the four steps, each a
+// function of its own, which every way in (an Input, a worker's own source,
+// a handler's re-dispatch) and every mode (DEFERRED, HYBRID, DIRECT, RFS,
+// trace) goes through:
+//
+//	1, 2  classifyChunk  classify and hash            chunk.go
+//	3     selectWorker   netisr_select_cpuid, with    select.go
+//	                     RFS as a stage of it         rfs.go
+//	      mayLeave       the no-reorder rule          reorder.go
+//	4     handOff        netisr_dispatch_src          handoff.go
+//
+// One specialised variant exists, because BenchmarkDispatch shows it pays
+// (4 to 7 ns a frame): queuePlain, steps 3 and 4 for a chunk on the plain
+// path, which is the bulk of the traffic with the default options (RSS,
+// DEFERRED, no RFS, no trace, no flow limit). It is chosen once per batch
+// (plainPath), and a frame it cannot take (no hash, a bucket the table has
+// moved) goes the whole way.
+
 // dispatch steers one source batch. The caller holds d.intake shared.
 func (p *producer) dispatch(frames []Frame, release func()) {
-	var ref *batchRef
-	if release != nil {
-		ref = getRef()
-		ref.release = release
-		ref.n.Store(int32(len(frames)) + 1) // +1 until the loop is done
-	}
+	ref := newBatchRef(release, len(frames))
 	p.ensureFlows()
 	p.lockers.Lock()
-	switch {
-	case p.queuedOnly():
-		p.steerQueued(frames, ref)
-	case p.flows == nil:
-		p.steerEach(frames, ref)
-	default:
-		p.steerRFS(frames, ref)
+	plain := p.plainPath()
+	for start := 0; start < len(frames); start += chunkLen {
+		chunk := frames[start:min(start+chunkLen, len(frames))]
+		cls := p.classifyChunk(chunk)
+		if plain {
+			p.queuePlain(chunk, cls, ref)
+			continue
+		}
+		if p.flows != nil {
+			p.prefetchFlows(cls)
+		}
+		for i := range chunk {
+			p.hint = p.hints[i] // rfs's slot hint, zero without RFS
+			w, ent := p.selectWorker(&chunk[i], &cls[i])
+			p.handOff(&chunk[i], &cls[i], ref, w, ent, 0)
+		}
 	}
+	p.hint = 0
 	p.flushAll()
 	p.flushDirect()
 	p.lockers.Unlock()
@@ -192,203 +220,22 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	}
 }
 
-// queuedOnly reports whether every frame of a source batch goes to a queue
-// with no per-frame option in the way (no trace, no flow limit, no RFS,
-// no inline dispatch): then steerQueued does the work.
-func (p *producer) queuedOnly() bool {
-	d := p.d
-	return p.flows == nil && d.cfg.Trace == nil && !d.cfg.Queue.FlowLimit &&
-		(d.cfg.Dispatch == Deferred || (d.cfg.Dispatch == Hybrid && p.self == nil))
-}
-
-// steerQueued is steer for a source batch when queuedOnly holds: the same
-// steps, with the options that cannot apply taken out of the loop.
-func (p *producer) steerQueued(frames []Frame, ref *batchRef) {
-	d := p.d
-	mask := d.table.mask
-	rss := d.cfg.Policy == PolicyRSS
-	classifier := d.cls
-	c := &p.cls
-	for start := 0; start < len(frames); start += chunkLen {
-		chunk := frames[start:min(start+chunkLen, len(frames))]
-		res := p.flowBuf[:len(chunk)]
-		// Classify the chunk first, counting it and keeping only what
-		// steering needs, then steer it. Plain IPv4 packets stop at their
-		// hash input (Packet.Key derives the key later) and are hashed in one
-		// batch (fastChunk); the others one by one. The counts come first:
-		// while a full queue holds the loop back, Stats may read them.
-		p.frames += uint64(len(chunk))
-		fc := &p.fast
-		slow := fc.run(classifier, chunk)
-		for k, i := range fc.at[:fc.n] {
-			res[i] = flowResult{fc.sums[k], fc.types[k], ReasonOK}
-		}
-		for ; slow != 0; slow &= slow - 1 {
-			i := bits.TrailingZeros64(slow)
-			p.classify(&chunk[i], c)
-			if c.Reason != ReasonOK {
-				p.reasons[c.Reason]++
-			}
-			res[i] = flowResult{c.FlowID, c.HashType, c.Reason}
-		}
-		for i := range chunk {
-			f, r := &chunk[i], &res[i]
-			bucket := r.flowID & mask
-			var w int
-			mark := noBucket
-			switch {
-			case !r.hash.IsHash():
-				w = p.sourceWorker(f)
-			case rss:
-				p.bucketFrames[bucket]++
-				cur, current := p.rssView(bucket)
-				if !current {
-					cur = p.rss(bucket)
-				}
-				w, mark = cur, bucket
-			default:
-				p.bucketFrames[bucket]++
-				pc := Classification{FlowID: r.flowID, HashType: r.hash}
-				w = p.policyWorker(&pc, f, bucket)
-				mark = p.bucketMark(&pc, w, bucket)
-			}
-			b := p.pending[w]
-			if b == nil {
-				// Every pending batch is flushed before dispatch returns, so
-				// the batches filled here hold frames of ref alone.
-				b = p.stock.get()
-				b.ref, b.mixed = ref, false
-				p.pending[w] = b
-			}
-			pkt := &b.pkts[b.n]
-			p.fillFrame(pkt, f, ref, w, 0)
-			pkt.FlowID, pkt.HashType, pkt.Reason, pkt.keyed = r.flowID, r.hash, r.reason, false
-			p.marks[w].bucket[b.n] = mark
-			b.n++
-			if b.n == p.batchCap {
-				p.flush(w, p.wait)
-			}
-		}
-	}
-}
-
-// steer takes one frame through classify, hash, select and hand-off. The
-// producer's locks are held.
+// steer takes one frame through the four steps: a handler's re-dispatch.
+// The producer's locks are held.
 func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 	c := &p.cls
 	p.classify(f, c)
-	p.steerClassified(f, c, ref, depth)
-}
-
-// steerEach steers frames that may each go inline or to a queue, with no
-// RFS: classified a chunk at a time (classifyChunk), then steered one by
-// one.
-func (p *producer) steerEach(frames []Frame, ref *batchRef) {
-	for start := 0; start < len(frames); start += chunkLen {
-		chunk := frames[start:min(start+chunkLen, len(frames))]
-		cls := p.chunkCls(len(chunk))
-		p.classifyChunk(chunk, cls)
-		for i := range chunk {
-			p.steerClassified(&chunk[i], &cls[i], ref, 0)
-		}
-	}
-}
-
-// steerRFS steers frames with RFS on. Each flow costs three cache misses:
-// its desired slot, its flow-table set, then its entry, which can be found
-// only once the set's tags are in. So the frames are classified a chunk at
-// a time, the slots and sets of the whole chunk are prefetched, then the
-// entries, and only then are the frames steered: the misses overlap
-// instead of following one another. Finding the entries to prefetch is the
-// flow table's search; its hints let rfs skip doing it again.
-func (p *producer) steerRFS(frames []Frame, ref *batchRef) {
-	for start := 0; start < len(frames); start += chunkLen {
-		chunk := frames[start:min(start+chunkLen, len(frames))]
-		cls := p.chunkCls(len(chunk))
-		ids := p.ids[:len(chunk)]
-		p.classifyChunk(chunk, cls)
-		for i := range chunk {
-			ids[i] = cls[i].FlowID // unhashed frames' are prefetched for nothing
-		}
-		hints := p.hints[:len(chunk)]
-		// The entries keep their flows' desired workers until one changes:
-		// the slots are needed only after a change, until each flow has
-		// read its slot again (and for new flows). Those reads are taken as
-		// done after as many frames as the flow table has entries.
-		if g := p.d.desired.Gen(); g != p.desiredGen {
-			p.desiredGen, p.sinceChange = g, 0
-		}
-		if p.sinceChange < p.flows.Capacity() {
-			p.sinceChange += len(chunk)
-			p.d.desired.Prefetch(ids)
-		}
-		p.flows.Prefetch(ids)
-		p.flows.PrefetchEntries(ids, hints)
-		for i := range chunk {
-			p.hint = hints[i] // rfs takes it; a frame with no hash leaves it
-			p.steerClassified(&chunk[i], &cls[i], ref, 0)
-		}
-		p.hint = 0
-	}
-}
-
-// steerClassified is steps 3 and 4 for a classified frame.
-func (p *producer) steerClassified(f *Frame, c *Classification, ref *batchRef, depth uint8) {
-	d := p.d
 	p.frames++
-	if c.Reason != ReasonOK {
-		p.reasons[c.Reason]++
-	}
-	bucket := c.FlowID & d.table.mask
-	if c.HashType.IsHash() {
-		p.bucketFrames[bucket]++
-	}
-	var ent *flowtable.Entry
-	tr := d.cfg.Trace != nil
-	if tr {
-		p.dec = Decision{Frame: f, Class: c, Source: p.source, Key: d.keyName, Policy: d.cfg.Policy,
-			Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
-			Fallback: !c.HashType.IsHash()}
-	}
-	w := p.selectWorker(c, f, bucket, &ent)
+	p.count(c)
+	w, ent := p.selectWorker(f, c)
+	p.handOff(f, c, ref, w, ent, depth)
+}
 
-	mode := d.cfg.Dispatch
-	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
-	drop := !inline && d.cfg.Queue.FlowLimit && d.workers[w].overLimit(c.FlowID, p.limit)
-	if tr {
-		p.dec.Worker, p.dec.CPU, p.dec.Inline, p.dec.Dropped, p.dec.RFS = w, d.workers[w].cpu, inline, drop, ent != nil
-		d.cfg.Trace(&p.dec)
-	}
-	if inline {
-		p.inline(f, c, ref, w, depth, mode)
-		return
-	}
-
-	if drop {
-		d.workers[w].flowDrops.Add(1)
-		if ref != nil {
-			ref.done(1)
-		}
-		return
-	}
-	b := p.pending[w]
-	if b == nil {
-		b = p.stock.get()
-		p.pending[w] = b
-	}
-	p.fill(b.slot(ref), f, c, ref, w, depth)
-	p.marks[w].bucket[b.n] = p.bucketMark(c, w, bucket)
-	p.marks[w].ent[b.n] = ent
-	b.n++
-	if ent != nil {
-		// The frame has no queue position until its batch is flushed; until
-		// then the entry counts as busy, so no Lookup evicts it and no move
-		// skips ahead of the frame (see setTails and the busy check).
-		ent.LastTail = tailPending // rfs counted the frame and Lookup set LastSeen
-	}
-	if depth > 0 {
-		p.flush(w, false) // a re-dispatch never waits
-	} else if b.n == p.batchCap {
-		p.flush(w, p.wait)
-	}
+// plainPath reports whether the frames of a source batch need none of the
+// per-frame options (RFS, trace, flow limit, inline dispatch) and the
+// policy is RSS, so that they may take the plain path.
+func (p *producer) plainPath() bool {
+	d := p.d
+	return p.flows == nil && p.tr == nil && !d.cfg.Queue.FlowLimit && d.cfg.Policy == PolicyRSS &&
+		(d.cfg.Dispatch == Deferred || (d.cfg.Dispatch == Hybrid && p.self == nil))
 }

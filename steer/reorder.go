@@ -2,6 +2,31 @@ package steer
 
 import "github.com/rpsgo/rps/flowtable"
 
+// The no-reorder rule, Linux's last_qtail (get_rps_cpu in net/core/dev.c).
+// Every worker counts the frames put on its queue (tail) and those it has
+// handled (head). Each producer remembers, for each bucket (bucketTail) and,
+// with RFS, for each flow (Entry.LastTail), the tail position of the last
+// frame it queued there: setTails writes them when a batch is handed over.
+// A bucket or a flow may leave its worker only once that worker's head has
+// passed the position (mayLeave); until then its frames keep going to the
+// old worker. Table changes, the rebalancer (through rss) and RFS moves
+// (rfs) all go through mayLeave, and moveHooks lets per-flow state follow.
+
+// mayLeave is the rule for one move: whether a bucket or flow whose last
+// frame from this producer sits at position lastTail in worker cur's queue
+// may now go to worker to. cur's pending frames are handed over first, so
+// that they have queue positions to compare.
+func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
+	if p.pending[cur] != nil && p.pending[cur].n > 0 {
+		p.flush(cur, p.wait)
+	}
+	head := p.d.workers[cur].head.Load()
+	if p.tr != nil {
+		p.traceMove(cur, to, head, lastTail)
+	}
+	return head >= lastTail
+}
+
 // moveHooks queues MoveOut on the old worker and MoveIn on the new one.
 func (p *producer) moveHooks(m Move) {
 	d := p.d
@@ -44,7 +69,8 @@ const noBucket = ^uint32(0)
 // for. Only frames queued to the bucket's own worker are the bucket's
 // there: a frame RFS sent elsewhere has a position in another worker's
 // queue, which rss must never compare with this one's head.
-func (p *producer) bucketMark(c *Classification, w int, bucket uint32) uint32 {
+func (p *producer) bucketMark(c *Classification, w int) uint32 {
+	bucket := c.FlowID & p.d.table.mask
 	if c.HashType.IsHash() && uint32(w) == p.bucketWorker[bucket] {
 		return bucket
 	}

@@ -32,12 +32,13 @@ import "github.com/rpsgo/rps/flowtable"
 // DIRECT dispatch the hooks run in the dispatching goroutine, where the
 // handlers run.
 
-// rfs is receive flow steering for one frame: Linux's get_rps_cpu with the
-// producer's flow table standing for rps_dev_flow_table and d.desired for
-// rps_sock_flow_table. It returns the flow's worker, or ok=false when the
-// flow has no entry (the table is full of flows with frames queued), in
-// which case the policy decides.
-func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtable.Entry) (int, bool) {
+// rfs is receive flow steering for one frame, the first stage of
+// selectWorker: Linux's get_rps_cpu with the producer's flow table standing
+// for rps_dev_flow_table and d.desired for rps_sock_flow_table. It returns
+// the flow's worker and entry, or a nil entry when the flow has none (the
+// table is full of flows with frames queued), in which case the policy
+// decides.
+func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *flowtable.Entry) {
 	d := p.d
 	flowid := c.FlowID
 	now := f.Timestamp.UnixNano()
@@ -48,9 +49,8 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	}
 	if e == nil {
 		p.rfsMiss = true
-		return 0, false
+		return 0, nil
 	}
-	*ent = e
 	// Counted here, not at the hand-off, so that frames handled inline
 	// (DIRECT) and frames the flow limit drops count too.
 	e.Packets++
@@ -78,8 +78,8 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	}
 	want := int(e.Desired)
 	if want >= 0 {
-		if d.cfg.Trace != nil {
-			p.dec.Desired = want
+		if p.tr != nil {
+			p.tr.Desired = want
 		}
 	} else if w, current := p.rssView(bucket); current && d.cfg.Policy == PolicyRSS {
 		want = w
@@ -87,21 +87,8 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 		want = p.policyWorker(c, f, bucket)
 	}
 	cur := int(e.Current)
-	if cur == want {
-		return cur, true
-	}
-	// The last_qtail rule: leave the old worker only once its head has
-	// passed this flow's last enqueued frame.
-	if p.pending[cur] != nil && p.pending[cur].n > 0 {
-		p.flush(cur, p.wait)
-	}
-	head := d.workers[cur].head.Load()
-	if d.cfg.Trace != nil {
-		p.dec.Moving, p.dec.MoveFrom, p.dec.MoveTo, p.dec.Head, p.dec.LastTail = true, cur, want, head, e.LastTail
-		p.dec.Moved = head >= e.LastTail
-	}
-	if head < e.LastTail {
-		return cur, true
+	if cur == want || !p.mayLeave(cur, e.LastTail, want) {
+		return cur, e
 	}
 	e.Current = int32(want)
 	// LastTail named a position in the old worker's queue; nothing of the
@@ -112,5 +99,32 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame, ent **flowtab
 	e.LastTail = 0
 	p.flowMoves++
 	p.moveHooks(Move{Bucket: -1, Mask: d.table.mask, FlowID: flowid, From: cur, To: want})
-	return want, true
+	return want, e
+}
+
+// prefetchFlows starts the loads RFS will need for a classified chunk.
+// Each flow costs three cache misses: its desired slot, its flow-table set,
+// then its entry, which can be found only once the set's tags are in. So
+// the slots and sets of the whole chunk are prefetched, then the entries,
+// and only then are the frames steered: the misses overlap instead of
+// following one another. Finding the entries to prefetch is the flow
+// table's search; its hints (p.hints) let rfs skip doing it again.
+func (p *producer) prefetchFlows(cls []Classification) {
+	ids := p.ids[:len(cls)]
+	for i := range cls {
+		ids[i] = cls[i].FlowID // unhashed frames' are prefetched for nothing
+	}
+	// The entries keep their flows' desired workers until one changes: the
+	// slots are needed only after a change, until each flow has read its
+	// slot again (and for new flows). Those reads are taken as done after
+	// as many frames as the flow table has entries.
+	if g := p.d.desired.Gen(); g != p.desiredGen {
+		p.desiredGen, p.sinceChange = g, 0
+	}
+	if p.sinceChange < p.flows.Capacity() {
+		p.sinceChange += len(cls)
+		p.d.desired.Prefetch(ids)
+	}
+	p.flows.Prefetch(ids)
+	p.flows.PrefetchEntries(ids, p.hints[:len(cls)])
 }

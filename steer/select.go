@@ -2,18 +2,24 @@ package steer
 
 import "github.com/rpsgo/rps/flowtable"
 
-// selectWorker is netisr_select_cpuid: it picks the worker by policy, with
-// SOURCE for frames that have no hash, then lets RFS override it.
-func (p *producer) selectWorker(c *Classification, f *Frame, bucket uint32, ent **flowtable.Entry) int {
+// selectWorker is step 3, netisr_select_cpuid: the worker for a classified
+// frame. A frame with no hash goes by SOURCE; RFS, when on, is the first
+// stage for hashed frames (rfs); then the policy decides. It also returns
+// the flow's RFS entry, if it has one.
+func (p *producer) selectWorker(f *Frame, c *Classification) (int, *flowtable.Entry) {
+	bucket := c.FlowID & p.d.table.mask
+	if p.tr != nil {
+		p.traceSelect(f, c, bucket)
+	}
 	if !c.HashType.IsHash() {
-		return p.sourceWorker(f)
+		return p.sourceWorker(f), nil
 	}
 	if p.flows != nil {
-		if w, ok := p.rfs(c, bucket, f, ent); ok {
-			return w
+		if w, ent := p.rfs(c, bucket, f); ent != nil {
+			return w, ent
 		}
 	}
-	return p.policyWorker(c, f, bucket)
+	return p.policyWorker(c, f, bucket), nil
 }
 
 // policyWorker applies the configured policy to a hashed frame.
@@ -50,45 +56,34 @@ func (p *producer) sourceWorker(f *Frame) int {
 
 // rssView returns this producer's view of bucket's worker, and whether the
 // indirection table still agrees with it: then the view is rss's answer.
-// It is small enough to inline, so the hot loops call rss only for a bucket
-// the table has moved.
 func (p *producer) rssView(bucket uint32) (w int, current bool) {
 	v := p.bucketWorker[bucket]
 	return int(v), v == p.d.table.ents[bucket].Load()
 }
 
-// rss is rss_m2cpuid with the no-reorder rule: the bucket follows the
-// indirection table only once its old worker has handled this producer's
-// last frame of the bucket.
+// rss is rss_m2cpuid (table[bucket]) with the no-reorder rule: the bucket
+// follows a reprogrammed table only once its old worker has handled this
+// producer's last frame of the bucket (mayLeave).
 func (p *producer) rss(bucket uint32) int {
 	cur, current := p.rssView(bucket)
 	if current {
 		return cur
 	}
-	want := p.d.table.ents[bucket].Load()
-	if uint32(cur) == want { // the table moved the bucket back meanwhile
+	want := int(p.d.table.ents[bucket].Load())
+	if cur == want { // the table moved the bucket back meanwhile
 		return cur
 	}
-	if p.pending[cur] != nil && p.pending[cur].n > 0 {
-		p.flush(cur, p.wait) // its frames need queue positions before the check
-	}
-	old := p.d.workers[cur]
-	head := old.head.Load()
-	if p.d.cfg.Trace != nil {
-		p.dec.Moving, p.dec.MoveFrom, p.dec.MoveTo, p.dec.Head, p.dec.LastTail = true, cur, int(want), head, p.bucketTail[bucket]
-		p.dec.Moved = head >= p.bucketTail[bucket]
-	}
-	if head < p.bucketTail[bucket] {
+	if !p.mayLeave(cur, p.bucketTail[bucket], want) {
 		return cur // frames of this bucket still queued on the old worker
 	}
-	p.bucketWorker[bucket] = want
+	p.bucketWorker[bucket] = uint32(want)
 	p.bucketMoves++
 	if p.flows == nil {
 		// With RFS on, every flow with an entry moves on its own, under its
 		// own last_qtail, with its own hooks (rfs): a bucket hook would also
 		// carry off the state of flows whose consumer keeps them on the old
 		// worker.
-		p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: cur, To: int(want)})
+		p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: cur, To: want})
 	}
-	return int(want)
+	return want
 }

@@ -101,3 +101,28 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	n, err := io.WriteString(out, b.String())
 	return int64(n), err
 }
+
+// The trace is a recorder per step: each step that has something to say
+// writes it into the producer's Decision (p.tr, nil while Config.Trace is
+// unset, so the steps pay one nil check), and handOff, the last step,
+// hands it to Config.Trace.
+
+// traceSelect starts the record of a frame at step 3.
+func (p *producer) traceSelect(f *Frame, c *Classification, bucket uint32) {
+	d := p.d
+	*p.tr = Decision{Frame: f, Class: c, Source: p.source, Key: d.keyName, Policy: d.cfg.Policy,
+		Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
+		Fallback: !c.HashType.IsHash()}
+}
+
+// traceMove records a move under the no-reorder rule.
+func (p *producer) traceMove(from, to int, head, lastTail uint64) {
+	p.tr.Moving, p.tr.MoveFrom, p.tr.MoveTo, p.tr.Head, p.tr.LastTail = true, from, to, head, lastTail
+	p.tr.Moved = head >= lastTail
+}
+
+// traceHandOff records step 4 and hands the decision over.
+func (p *producer) traceHandOff(w int, inline, dropped, rfs bool) {
+	p.tr.Worker, p.tr.CPU, p.tr.Inline, p.tr.Dropped, p.tr.RFS = w, p.d.workers[w].cpu, inline, dropped, rfs
+	p.d.cfg.Trace(p.tr)
+}

@@ -65,7 +65,6 @@ func (w *Worker) CPU() int { return w.cpu }
 // run is the worker goroutine.
 func (w *Worker) run(wg *sync.WaitGroup) {
 	defer wg.Done()
-	d := w.d
 	if w.cpu >= 0 {
 		if err := affinity.Pin(w.cpu); err != nil {
 			w.err = err
@@ -75,71 +74,17 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 	close(w.inited)
 	var tick <-chan time.Time
 	if _, ok := w.state.(Ticker); ok {
-		t := time.NewTicker(d.cfg.TickInterval)
+		t := time.NewTicker(w.d.cfg.TickInterval)
 		defer t.Stop()
 		tick = t.C
 	}
 	done := 0 // frames of the last batch, still counted in qlen
 	for {
-		w.mu.Lock()
-		w.qlen -= done
-		if done > 0 && w.waiters > 0 {
-			w.space.Broadcast()
+		b, ok := w.next(done, tick)
+		if !ok {
+			break
 		}
-		done = 0
-		if w.rcount == 0 {
-			if w.closing {
-				w.gone = true
-				left := w.attachQ
-				w.attachQ = nil
-				w.mu.Unlock()
-				for _, req := range left {
-					req.done <- ErrClosed
-				}
-				break
-			}
-			if len(w.attachQ) > 0 {
-				req := w.attachQ[0]
-				w.attachQ = slices.Delete(w.attachQ, 0, 1) // keeps no finished source alive
-				w.mu.Unlock()
-				req.done <- w.readSource(req.ctx, req.src, tick)
-				continue
-			}
-			if w.d.spin {
-				// A pinned worker owns its CPU: poll a little before
-				// parking, since waking a goroutine locked to its thread
-				// hands the thread over twice.
-				w.mu.Unlock()
-				if w.spinWait() {
-					continue
-				}
-				w.mu.Lock()
-				if w.rcount > 0 || w.closing || len(w.attachQ) > 0 {
-					w.mu.Unlock()
-					continue
-				}
-			}
-			w.idle = true
-			w.mu.Unlock()
-			w.park(tick)
-			continue
-		}
-		b := w.pop()
-		abort := d.abort.Load()
-		w.mu.Unlock()
-
-		switch {
-		case b.ctl != nil:
-			w.control(b.ctl)
-			putBatch(b)
-		case abort:
-			done = b.n
-			w.head.Add(uint64(b.n))
-			w.drop(b, 0, &w.closeDrops)
-		default:
-			done = b.n
-			w.handleBatch(b)
-		}
+		done = w.serve(b)
 		if tick != nil {
 			select {
 			case now := <-tick:
@@ -149,6 +94,93 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 		}
 	}
 	w.closeState()
+}
+
+// next returns the next batch to serve, once done frames of the last one
+// have left the queue (waking a producer waiting for room). With nothing
+// queued it reads a source RunOnWorkers offered, or waits (park); it
+// returns false once Close has told it to exit and the queue is empty.
+func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
+	for {
+		w.mu.Lock()
+		w.qlen -= done
+		if done > 0 && w.waiters > 0 {
+			w.space.Broadcast()
+		}
+		done = 0
+		if w.rcount > 0 {
+			b := w.pop()
+			w.mu.Unlock()
+			return b, true
+		}
+		switch {
+		case w.closing:
+			w.exit()
+			return nil, false
+		case len(w.attachQ) > 0:
+			req := w.attachQ[0]
+			w.attachQ = slices.Delete(w.attachQ, 0, 1) // keeps no finished source alive
+			w.mu.Unlock()
+			req.done <- w.readSource(req.ctx, req.src, tick)
+		case w.d.spin:
+			w.mu.Unlock()
+			w.spinThenPark(tick)
+		default:
+			w.idle = true
+			w.mu.Unlock()
+			w.park(tick)
+		}
+	}
+}
+
+// spinThenPark waits for work as a pinned worker that owns its CPU: it
+// polls a little first (spinWait), since waking a goroutine locked to its
+// thread hands the thread over twice, and parks only if nothing came.
+func (w *Worker) spinThenPark(tick <-chan time.Time) {
+	if w.spinWait() {
+		return
+	}
+	w.mu.Lock()
+	if w.rcount > 0 || w.closing || len(w.attachQ) > 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.idle = true
+	w.mu.Unlock()
+	w.park(tick)
+}
+
+// exit marks the worker gone, so that it takes no more sources, and
+// answers ErrClosed to the sources offered and not taken. w.mu is held on
+// entry and released.
+func (w *Worker) exit() {
+	w.gone = true
+	left := w.attachQ
+	w.attachQ = nil
+	w.mu.Unlock()
+	for _, req := range left {
+		req.done <- ErrClosed
+	}
+}
+
+// serve handles one batch from the queue: a move hook's control item, or
+// frames (dropped, counted as close drops, once Close ran out of time). It
+// returns how many frames leave the queue.
+func (w *Worker) serve(b *pbatch) int {
+	switch {
+	case b.ctl != nil:
+		w.control(b.ctl)
+		putBatch(b)
+		return 0
+	case w.d.abort.Load():
+		n := b.n
+		w.head.Add(uint64(n))
+		w.drop(b, 0, &w.closeDrops)
+		return n
+	}
+	n := b.n
+	w.handleBatch(b)
+	return n
 }
 
 // park waits, idle, for a wake-up (see wake) or a tick, and notes Close.
