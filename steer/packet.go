@@ -136,7 +136,6 @@ func newBatchRef(release func(), n int) *batchRef {
 	return r
 }
 
-
 func (r *batchRef) done(k int32) {
 	if r.n.Add(-k) == 0 {
 		rel := r.release
