@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -66,7 +65,7 @@ func BenchmarkSteeredVsSingleQueue(b *testing.B) {
 	fs := frames64()
 	sp := newSpinner(time.Microsecond)
 	h := func(*steer.Packet) { sp.spin() }
-	workers := min(2, runtime.NumCPU())
+	workers := min(2, steer.DefaultWorkers())
 	n := max(b.N, 20000)
 	single, _ := runDispatch(b, fs, steer.Config{Workers: 1}, h, n)
 	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers}, h, n)
