@@ -1,0 +1,110 @@
+// Package flowtable is a bounded table of per-flow state for packet
+// handlers: a flow meter's records, a reassembler's connections, a rate
+// limiter's buckets. Its caller is a handler's per-worker state: with
+// steer.NewPerWorker each worker's state holds a [Table] of its own, the
+// dispatcher keeps every frame of a flow on one worker, and so no table is
+// ever shared and none needs a lock. It depends on the standard library
+// only and knows nothing of package steer; the dispatcher's own flow state
+// (RFS) is no part of it.
+//
+// # What it promises
+//
+//   - Bounded memory. [New] allocates all of a table's memory, for
+//     Config.Capacity flows; nothing grows afterwards, whatever traffic
+//     arrives. A flood of ten million new flows only recycles slots.
+//   - No allocation. Lookup, Get, Delete, DeleteFunc, Expire, Len and
+//     Stats never allocate, nor does a range loop over All, so a handler
+//     that keeps its state here allocates nothing per packet in steady
+//     state.
+//   - Least recently seen first out. When the table is full, a new flow
+//     evicts the flow looked up least recently, counted in
+//     Stats.Evictions and passed to Config.OnEvict as [Evicted], so that a
+//     meter can still report it.
+//   - Idle expiry by the caller's clock. With Config.Idle set, a flow not
+//     seen for longer than that has ended: [Table.Expire] removes such
+//     flows (from a worker's tick), and Lookup restarts one whose next
+//     packet comes after the gap, so that the result does not depend on
+//     when ticks ran. The times are the ones the caller passes, normally
+//     the packets' capture times (steer.Packet.Timestamp); the table never
+//     reads the clock, and a replayed capture ends the same flows as it
+//     did live.
+//   - Exact keys. A flow is found by the flowid the dispatcher already
+//     computed (steer.Packet.FlowID, the Toeplitz hash: FreeBSD's
+//     m_pkthdr.flowid) and confirmed by the caller's full key K (say
+//     steer.FlowKey), so two flows whose 32-bit flowids collide are two
+//     flows, each with its own state. A handler that wants flows keyed by
+//     the flowid alone, colliding flows shared, uses struct{} for K, which
+//     costs nothing.
+//
+// A Table is not safe for concurrent use, by design: one table per worker,
+// touched only by that worker's goroutine (its handler, Tick, MoveOut,
+// MoveIn and Close all run there). Reading one from elsewhere is safe only
+// once the dispatcher has closed.
+//
+// # Use
+//
+// A flow meter's per-worker state, in outline (steer's per-worker state
+// API; error handling left out):
+//
+//	type meter struct {
+//		flows *flowtable.Table[steer.FlowKey, record]
+//		ended []record  // records of ended flows, to report
+//		clock time.Time // the latest capture time handled
+//	}
+//
+//	func newMeter(w *steer.Worker) *meter {
+//		m := &meter{}
+//		m.flows, _ = flowtable.New(flowtable.Config[steer.FlowKey, record]{
+//			Capacity: 1 << 16,
+//			Idle:     30 * time.Second,
+//			OnEvict: func(_ flowtable.Flow[steer.FlowKey], r *record, _ flowtable.Reason) {
+//				m.ended = append(m.ended, *r)
+//			},
+//		})
+//		return m
+//	}
+//
+//	func handle(m *meter, p *steer.Packet) {
+//		m.clock = p.Timestamp
+//		r, isNew := m.flows.Lookup(p.FlowID, p.Key().Flow(), p.Timestamp)
+//		if isNew {
+//			r.First = p.Timestamp
+//		}
+//		r.Packets++
+//	}
+//
+//	func (m *meter) Tick(time.Time) { m.flows.Expire(m.clock) }
+//
+// MoveOut takes a moved flow's records with [Table.DeleteFunc]
+// (Move.Contains(f.ID)) and MoveIn puts them into the new worker's table
+// with Lookup; at the end, [Table.All] visits the records still open.
+//
+// # How it works
+//
+// A table is three arrays, all allocated by New: the slots' bookkeeping
+// (24 bytes a flow: its flowid, the time it was last seen and three slot
+// numbers); the slots' keys and values, kept apart so that walking a chain
+// reads only bookkeeping; and the index, as many buckets as the next power
+// of two at or above the capacity, each the first slot of a chain of the
+// flows that share it. Removed flows' slots wait on a free list, so a
+// table that is not full never evicts. A flow's bucket is
+// taken from the top bits of flowid*0x9E3779B1 (Fibonacci hashing), which
+// depend on all 32 bits of the flowid: its low bits alone would not do,
+// since the dispatcher picks a flow's worker by them and one worker's
+// flows share them. A doubly linked list through the slots keeps the flows
+// in the order they were last looked up, so that eviction takes its tail
+// and Expire visits only the flows it removes, plus one.
+//
+// # Bounded time
+//
+// A Toeplitz hash is linear: whoever knows the key (a fixed one such as
+// Microsoft's, not the random default) can craft as many tuples with one
+// flowid as they like, and unbounded chains would make every lookup of
+// that bucket slower. So a bucket holds at most 16 flows; a new flow of a
+// full bucket evicts the least recently seen flow of that bucket, counted
+// in Stats.Crowded as well as Evictions. Random traffic does not fill a
+// bucket: with at most one flow a bucket on average, the chance that a
+// given bucket holds 16 is about 2 in 10^14, so Crowded stays zero unless
+// someone aims at it. Lookup, Get and Delete so look at 16 chain entries
+// at the most; Expire, besides, at the flows it removes.
+package flowtable
