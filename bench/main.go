@@ -43,8 +43,10 @@
 //	         through it, with one worker and with one per CPU
 //
 // Every in-memory run pushes the same frames (built by internal/synth,
-// TCP/IPv4, Toeplitz with the public Microsoft key so that runs repeat);
-// dispatch blocks instead of dropping. Latency is dispatch to handler, from
+// TCP/IPv4, Toeplitz with the public Microsoft key so that runs repeat)
+// through the library's defaults otherwise: an input that can wait is held
+// back on a full queue, not dropped from (the live runs too, where the ring
+// then fills and the kernel drops). Latency is dispatch to handler, from
 // one frame in 1024 stamped with the monotonic clock, in a log-linear
 // histogram per worker. CPU is getrusage(RUSAGE_SELF) user and system time
 // over the run; CPU share 1.0 is one core busy. Allocations are
