@@ -148,7 +148,7 @@ func TestRunClosesItsInput(t *testing.T) {
 	if err := <-watched; err != nil {
 		t.Error(err)
 	}
-	if err := d.Sync(context.Background()); err != nil {
+	if err := d.barrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	d.mu.Lock()

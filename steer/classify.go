@@ -2,7 +2,6 @@ package steer
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -19,7 +18,7 @@ import (
 //
 //   - Link layer: Ethernet II. 802.1Q (0x8100), 802.1ad (0x88a8) and the
 //     legacy QinQ TPID 0x9100 are walked, up to [MaxVLANDepth] tags,
-//     counting a tag delivered out of band ([Classifier.ClassifyVLAN]). The
+//     counting a tag delivered out of band (ClassifyVLAN). The
 //     VLAN IDs are recorded in the key and never hashed. An EtherType below
 //     0x0600 (an 802.3 length) or anything but IPv4 and IPv6 is
 //     [ReasonNonIP].
@@ -87,21 +86,6 @@ const (
 	transportPortBytes = 4 // source and destination port
 )
 
-// ClassifierConfig configures a [Classifier].
-type ClassifierConfig struct {
-	// Hasher computes the flowid. Required.
-	Hasher *hash.Toeplitz
-	// Symmetric puts the endpoints in canonical order before hashing, so that
-	// both directions of a connection get one flowid under any key.
-	Symmetric bool
-	// UDP4Tuple hashes UDP (and SCTP) over addresses and ports. Off by
-	// default, as in FreeBSD: the fragments of a large datagram carry no
-	// ports and hash over addresses only, so with a 4-tuple they may reach
-	// another worker than the datagram's unfragmented siblings. SCTP's
-	// 4-tuple hash is typed [hash.OpaqueHash]: FreeBSD has no SCTP RSS type.
-	UDP4Tuple bool
-}
-
 // Classifier turns raw frames into flow keys and flowids. It is immutable and
 // safe for concurrent use.
 type Classifier struct {
@@ -110,19 +94,19 @@ type Classifier struct {
 	udp4      bool
 }
 
-// ErrNoHasher is returned by [NewClassifier] for a config without a Hasher.
-var ErrNoHasher = errors.New("classifier needs a hasher")
-
-// NewClassifier returns a classifier for cfg.
-func NewClassifier(cfg ClassifierConfig) (*Classifier, error) {
-	if cfg.Hasher == nil {
-		return nil, fmt.Errorf("steer: new classifier: %w", ErrNoHasher)
+// NewClassifier returns a classifier that hashes as a dispatcher with
+// Config.Hash set to cfg does: the same key rules (nil is a random key),
+// the same tuples. A dispatcher's own is [Dispatcher.Classifier].
+func NewClassifier(cfg HashConfig) (*Classifier, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
 	}
-	return &Classifier{h: cfg.Hasher, symmetric: cfg.Symmetric, udp4: cfg.UDP4Tuple}, nil
+	h, err := hash.NewToeplitz(cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("steer: new classifier: %w", err)
+	}
+	return &Classifier{h: h, symmetric: cfg.Symmetric, udp4: cfg.UDP4Tuple}, nil
 }
-
-// Hasher returns the Toeplitz hasher the classifier computes flowids with.
-func (c *Classifier) Hasher() *hash.Toeplitz { return c.h }
 
 // Classify classifies frame, which starts with its Ethernet header, and
 // writes the result to out, overwriting every field. It never fails and

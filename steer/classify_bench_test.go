@@ -126,7 +126,7 @@ func BenchmarkClassify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := NewClassifier(ClassifierConfig{Hasher: h})
+	c, err := NewClassifier(HashConfig{Key: h.Key()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func BenchmarkClassifyVsGopacket(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := NewClassifier(ClassifierConfig{Hasher: h})
+	c, err := NewClassifier(HashConfig{Key: h.Key()})
 	if err != nil {
 		b.Fatal(err)
 	}

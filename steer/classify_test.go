@@ -188,7 +188,7 @@ func msHasher(t testing.TB) *hash.Toeplitz {
 
 func newTestClassifier(t testing.TB, h *hash.Toeplitz, symmetric, udp4 bool) *Classifier {
 	t.Helper()
-	c, err := NewClassifier(ClassifierConfig{Hasher: h, Symmetric: symmetric, UDP4Tuple: udp4})
+	c, err := NewClassifier(HashConfig{Key: h.Key(), Symmetric: symmetric, UDP4Tuple: udp4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,13 +705,23 @@ func TestClassifyAllocs(t *testing.T) {
 }
 
 func TestNewClassifier(t *testing.T) {
-	if _, err := NewClassifier(ClassifierConfig{}); !errors.Is(err, ErrNoHasher) {
-		t.Errorf("no hasher: err %v, want ErrNoHasher", err)
+	// The dispatcher's key rules: a key shorter than an IPv6 4-tuple needs
+	// is refused, nil is a random key.
+	if _, err := NewClassifier(HashConfig{Key: hash.MicrosoftKey[:16]}); !errors.Is(err, ErrConfig) {
+		t.Errorf("16-byte key: err %v, want ErrConfig", err)
+	}
+	a, err := NewClassifier(HashConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewClassifier(HashConfig{})
+	if a.h.Sum([]byte{1, 2, 3, 4}) == b.h.Sum([]byte{1, 2, 3, 4}) {
+		t.Error("two nil keys gave one hash: the key is not random")
 	}
 	h := msHasher(t)
 	c := newTestClassifier(t, h, false, false)
-	if c.Hasher() != h {
-		t.Error("Hasher() is not the configured hasher")
+	if c.h.Sum([]byte{1, 2, 3, 4}) != h.Sum([]byte{1, 2, 3, 4}) {
+		t.Error("the classifier does not hash with the configured key")
 	}
 }
 

@@ -93,10 +93,10 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	return closeErr
 }
 
-// Sync waits until every frame queued before the call has been handled (or
-// dropped), without closing the dispatcher: a barrier for tests, examples
-// and reconfiguration. Frames queued meanwhile are not waited for.
-func (d *Dispatcher) Sync(ctx context.Context) error {
+// barrier waits until every frame queued before the call has been handled
+// (or dropped), without closing the dispatcher. Frames queued meanwhile are
+// not waited for.
+func (d *Dispatcher) barrier(ctx context.Context) error {
 	want := make([]uint64, len(d.workers))
 	for i, w := range d.workers {
 		want[i] = w.tail.Load()

@@ -28,8 +28,8 @@ const (
 	// DefaultBuckets is the indirection table's default size: a NIC's usual
 	// RETA size and FreeBSD's RSS_TABLE_MAXLEN.
 	DefaultBuckets = 128
-	// MaxBuckets is the largest indirection table.
-	MaxBuckets = 1 << 16
+	// maxBuckets is the largest indirection table.
+	maxBuckets = 1 << 16
 	// BatchSize is the most frames handed to a worker at once.
 	BatchSize = 64
 	// MinKeyLen is the shortest Toeplitz key the dispatcher takes: the
@@ -139,8 +139,8 @@ type RFSConfig struct {
 	TableSize int
 }
 
-// DefaultRFSTableSize is the default capacity of the RFS flow tables.
-const DefaultRFSTableSize = 1 << 16
+// defaultRFSTableSize is the default capacity of the RFS flow tables.
+const defaultRFSTableSize = 1 << 16
 
 // maxRFSTableSize bounds RFSConfig.TableSize: each input's table costs 72
 // bytes an entry.
@@ -246,8 +246,8 @@ func (c *Config) normalizeSteering() error {
 	if c.Buckets == 0 {
 		c.Buckets = max(DefaultBuckets, ceilPow2(c.Workers))
 	}
-	if c.Buckets < 1 || c.Buckets > MaxBuckets || c.Buckets&(c.Buckets-1) != 0 {
-		return fmt.Errorf("steer: %d buckets: want a power of two from 1 to %d: %w", c.Buckets, MaxBuckets, ErrConfig)
+	if c.Buckets < 1 || c.Buckets > maxBuckets || c.Buckets&(c.Buckets-1) != 0 {
+		return fmt.Errorf("steer: %d buckets: want a power of two from 1 to %d: %w", c.Buckets, maxBuckets, ErrConfig)
 	}
 	if c.Policy == PolicyRSS && c.Buckets < c.Workers && !c.RFS.Enabled {
 		return fmt.Errorf("steer: %d buckets for %d workers: only %d workers would get frames; use at least %d buckets: %w",
@@ -323,7 +323,7 @@ func (q *QueueConfig) waits(canWait bool) bool {
 // normalize checks the flow table size.
 func (r *RFSConfig) normalize() error {
 	if r.TableSize == 0 {
-		r.TableSize = DefaultRFSTableSize
+		r.TableSize = defaultRFSTableSize
 	}
 	if r.TableSize < 16 || r.TableSize > maxRFSTableSize || r.TableSize&(r.TableSize-1) != 0 {
 		return fmt.Errorf("steer: RFS table size %d: want a power of two from 16 to %d: %w", r.TableSize, maxRFSTableSize, ErrConfig)

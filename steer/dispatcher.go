@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/flowtable"
-	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/affinity"
 )
 
@@ -104,11 +103,7 @@ func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error)
 	if err != nil {
 		return nil, err
 	}
-	hasher, err := hash.NewToeplitz(cfg.Hash.Key)
-	if err != nil {
-		return nil, fmt.Errorf("steer: %w", err)
-	}
-	cls, err := NewClassifier(ClassifierConfig{Hasher: hasher, Symmetric: cfg.Hash.Symmetric, UDP4Tuple: cfg.Hash.UDP4Tuple})
+	cls, err := NewClassifier(cfg.Hash)
 	if err != nil {
 		return nil, err
 	}

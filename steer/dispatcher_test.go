@@ -158,7 +158,7 @@ func TestFlowsStayOnOneWorkerInOrder(t *testing.T) {
 func TestSelectionMatchesPolicy(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	h, _ := hash.NewToeplitz(hash.MicrosoftKey[:])
-	cls, _ := NewClassifier(ClassifierConfig{Hasher: h})
+	cls, _ := NewClassifier(HashConfig{Key: h.Key()})
 	for _, pol := range []Policy{PolicyRSS, PolicyFlow, PolicySource} {
 		var mu sync.Mutex
 		var bad []string
@@ -689,7 +689,7 @@ func TestTraceExplainsEveryDecision(t *testing.T) {
 	d.Close(context.Background())
 	out := b.String()
 	for _, want := range []string{"ether_demux: ethertype 0x0800", "toeplitz input (12 bytes)", "key: microsoft",
-		"RSS_TCP_IPV4", "bucket = 0x", "table[", "-> worker", "no hash: SOURCE policy", "reason non-ip"} {
+		"RSS_TCP_IPV4", "bucket = 0x", "table[", "netisr_select_cpuid: policy rss", "netisr_queue_src: queued to worker", "netisr_select_cpuid: no hash, SOURCE policy", "reason non-ip"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("trace lacks %q:\n%s", want, out)
 		}
@@ -741,7 +741,7 @@ func TestCloseWakesIdleWorkers(t *testing.T) {
 	}
 	in := d.NewInput()
 	in.Dispatch(dtTraffic(rand.New(rand.NewPCG(1, 1)), 10, 64), nil)
-	if err := d.Sync(context.Background()); err != nil {
+	if err := d.barrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond) // let the workers park

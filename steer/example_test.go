@@ -45,7 +45,7 @@ func ExampleClassifier_Classify() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key()})
 	if err != nil {
 		log.Fatal(err)
 	}

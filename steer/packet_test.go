@@ -294,7 +294,7 @@ func msClassifier(t *testing.T, symmetric, udp4 bool) *steer.Classifier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h, Symmetric: symmetric, UDP4Tuple: udp4})
+	cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key(), Symmetric: symmetric, UDP4Tuple: udp4})
 	if err != nil {
 		t.Fatal(err)
 	}

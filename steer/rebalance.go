@@ -79,11 +79,11 @@ func (r *rebalancer) loop() {
 	}
 }
 
-// Rebalance runs one round of the rebalancer over the bucket loads measured
-// since the dispatcher started (or since the last round of the live
-// rebalancer), whatever Config.Rebalance says, and returns the buckets it
-// moved. Useful to rebalance on demand, and in tests.
-func (d *Dispatcher) Rebalance() []Move {
+// rebalance runs one round of the rebalancer over the bucket loads
+// measured since the dispatcher started (or since the last round of the
+// live rebalancer), whatever Config.Rebalance says, and returns the buckets
+// it moved.
+func (d *Dispatcher) rebalance() []Move {
 	return d.rebalanceOnce(nil)
 }
 
@@ -190,11 +190,11 @@ func (d *Dispatcher) bucketLoad() []uint64 {
 	return sum.bucketFrames
 }
 
-// WorkerLoad returns the hashed frames each worker carries under the current
+// workerLoad returns the hashed frames each worker carries under the current
 // indirection table: the sum of BucketFrames over the buckets the table gives
 // it. It is the load the rebalancer evens out. Flows that RFS steers to
 // their consumers are counted with their bucket's worker.
-func (s *Stats) WorkerLoad() []uint64 {
+func (s *Stats) workerLoad() []uint64 {
 	wl := make([]uint64, s.Config.Workers)
 	for b, n := range s.BucketFrames {
 		if b < len(s.Table) && s.Table[b] >= 0 && s.Table[b] < len(wl) {
@@ -204,10 +204,10 @@ func (s *Stats) WorkerLoad() []uint64 {
 	return wl
 }
 
-// Elephant is a bucket or a flow whose load alone exceeds what one worker
+// elephant is a bucket or a flow whose load alone exceeds what one worker
 // should carry: moving buckets cannot balance it, since a bucket (and a
 // flow) is handled by one worker at a time.
-type Elephant struct {
+type elephant struct {
 	Bucket int    // the bucket, or -1 for a single flow
 	FlowID uint32 // the flow, when Bucket is -1
 	Worker int    // the worker carrying it now
@@ -215,13 +215,13 @@ type Elephant struct {
 	Share  float64
 }
 
-// Elephants lists, largest first, the buckets and the flows (from TopFlows,
+// elephants lists, largest first, the buckets and the flows (from TopFlows,
 // so RFS on) whose frames exceed threshold times the mean load per worker,
 // that is threshold/Workers of all hashed frames: no table can bring the
 // busiest worker within threshold of the mean while one of them exists.
 // The rebalancer stops moving buckets off a worker whose load is such an
 // elephant; this is how to find out why. A threshold below 1 means 1.25.
-func (s *Stats) Elephants(threshold float64) []Elephant {
+func (s *Stats) elephants(threshold float64) []elephant {
 	if threshold < 1 {
 		threshold = 1.25
 	}
@@ -233,19 +233,19 @@ func (s *Stats) Elephants(threshold float64) []Elephant {
 		return nil
 	}
 	limit := threshold * float64(total) / float64(s.Config.Workers)
-	var out []Elephant
+	var out []elephant
 	for b, n := range s.BucketFrames {
 		if float64(n) > limit {
 			w := -1
 			if b < len(s.Table) {
 				w = s.Table[b]
 			}
-			out = append(out, Elephant{Bucket: b, Worker: w, Frames: n, Share: float64(n) / float64(total)})
+			out = append(out, elephant{Bucket: b, Worker: w, Frames: n, Share: float64(n) / float64(total)})
 		}
 	}
 	for _, f := range s.TopFlows {
 		if float64(f.Packets) > limit {
-			out = append(out, Elephant{Bucket: -1, FlowID: f.FlowID, Worker: f.Worker, Frames: f.Packets,
+			out = append(out, elephant{Bucket: -1, FlowID: f.FlowID, Worker: f.Worker, Frames: f.Packets,
 				Share: float64(f.Packets) / float64(total)})
 		}
 	}
@@ -253,15 +253,15 @@ func (s *Stats) Elephants(threshold float64) []Elephant {
 	return out
 }
 
-// WriteLoad prints the load picture the rebalancer works from: each
+// writeLoad prints the load picture the rebalancer works from: each
 // worker's hashed frames under the current table against the mean, the
-// busiest buckets, and the elephants over threshold (see Elephants).
-func (s *Stats) WriteLoad(out io.Writer, threshold float64) error {
+// busiest buckets, and the elephants over threshold (see elephants).
+func (s *Stats) writeLoad(out io.Writer, threshold float64) error {
 	if threshold < 1 {
 		threshold = 1.25
 	}
 	var b strings.Builder
-	wl := s.WorkerLoad()
+	wl := s.workerLoad()
 	var total uint64
 	for _, n := range wl {
 		total += n
@@ -301,7 +301,7 @@ func (s *Stats) WriteLoad(out io.Writer, threshold float64) error {
 		fmt.Fprintf(&b, " %d(w%d)=%d", bk, w, s.BucketFrames[bk])
 	}
 	fmt.Fprintln(&b)
-	els := s.Elephants(threshold)
+	els := s.elephants(threshold)
 	if len(els) == 0 {
 		fmt.Fprintf(&b, "Elephants over %.2fx the mean: none\n", threshold)
 	} else {

@@ -141,7 +141,7 @@ func TestRebalanceZipf(t *testing.T) {
 	staticRatio := maxOverMean(static)
 	rounds, moved := 0, 0
 	for ; rounds < 64; rounds++ {
-		m := d.Rebalance()
+		m := d.rebalance()
 		if len(m) == 0 {
 			break
 		}
@@ -158,7 +158,7 @@ func TestRebalanceZipf(t *testing.T) {
 	t.Logf("after %2d rounds:  per-worker frames %v, busiest %.2fx the mean (%d bucket moves, %d taken)",
 		rounds, balanced, balancedRatio, moved, st2.BucketMoves)
 	var rep strings.Builder
-	st2.WriteLoad(&rep, 1.25)
+	st2.writeLoad(&rep, 1.25)
 	t.Logf("\n%s", rep.String())
 	if staticRatio <= 1.25 {
 		t.Errorf("the static table already has the busiest worker at %.2fx the mean: the workload is not skewed", staticRatio)
@@ -169,8 +169,8 @@ func TestRebalanceZipf(t *testing.T) {
 	if st2.BucketMoves != uint64(moved) {
 		t.Errorf("%d moves planned, %d taken by the input", moved, st2.BucketMoves)
 	}
-	if len(st2.Elephants(1.25)) != 0 {
-		t.Errorf("elephants %+v reported for a balanceable workload", st2.Elephants(1.25))
+	if len(st2.elephants(1.25)) != 0 {
+		t.Errorf("elephants %+v reported for a balanceable workload", st2.elephants(1.25))
 	}
 }
 
@@ -244,13 +244,13 @@ func TestElephantsReported(t *testing.T) {
 	}
 	waitDrained(t, d)
 	for range 64 {
-		if len(d.Rebalance()) == 0 {
+		if len(d.rebalance()) == 0 {
 			break
 		}
 	}
 	d.Close(context.Background())
 	st := d.Stats()
-	els := st.Elephants(1.25)
+	els := st.elephants(1.25)
 	var flow, bucket bool
 	for _, e := range els {
 		if e.Bucket < 0 && e.FlowID == ids[0] && e.Share > 0.45 {
@@ -263,15 +263,15 @@ func TestElephantsReported(t *testing.T) {
 	if !flow || !bucket {
 		t.Errorf("elephants %+v lack flow 0 (flowid %#x) or its bucket", els, ids[0])
 	}
-	wl := st.WorkerLoad()
+	wl := st.workerLoad()
 	eb := int(ids[0] & uint32(st.Config.Buckets-1))
 	if ew := st.Table[eb]; wl[ew] != st.BucketFrames[eb] {
 		t.Errorf("the elephant's worker %d carries %d frames besides its %d", ew, wl[ew]-st.BucketFrames[eb], st.BucketFrames[eb])
 	}
 	var rep strings.Builder
-	st.WriteLoad(&rep, 1.25)
+	st.writeLoad(&rep, 1.25)
 	if !strings.Contains(rep.String(), "Elephants over 1.25x") || !strings.Contains(rep.String(), "flowid") {
-		t.Errorf("WriteLoad:\n%s", rep.String())
+		t.Errorf("writeLoad:\n%s", rep.String())
 	}
 	t.Logf("\n%s", rep.String())
 }

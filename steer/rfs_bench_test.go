@@ -29,7 +29,7 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 		// RFS's work with few cache misses.
 		{"flows=10000", 10_000, 1 << 14, 1 << 14, false},
 		{"flows=1000", 1000, 1 << 12, 1 << 14, false},
-		{"flows=10000/table=65536", 10_000, 1 << 14, DefaultRFSTableSize, false},
+		{"flows=10000/table=65536", 10_000, 1 << 14, defaultRFSTableSize, false},
 		// Entries keep their flows' desired workers until one changes
 		// (flowtable.Desired.Gen). Here one changes every 1,024 frames, so
 		// nearly every frame reads its flow's desired slot again.

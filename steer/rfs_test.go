@@ -700,12 +700,12 @@ func TestRFSFollowsChangedDesired(t *testing.T) {
 	// them out.
 	slots := map[uint32]int{}
 	for _, id := range ids {
-		slots[id&(DefaultRFSTableSize-1)]++
+		slots[id&(defaultRFSTableSize-1)]++
 	}
 	check := func(round string, want func(f int) int) {
 		t.Helper()
 		for f := range flows {
-			if slots[ids[f]&(DefaultRFSTableSize-1)] > 1 {
+			if slots[ids[f]&(defaultRFSTableSize-1)] > 1 {
 				continue
 			}
 			if last[f] != want(f) {

@@ -119,7 +119,7 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	}
 	for _, s := range srcs {
 		if st, ok := s.(SourceStatser); ok {
-			d.AddSource(st)
+			d.addSource(st)
 		}
 	}
 	reqs := make([]*attachReq, 0, len(srcs))

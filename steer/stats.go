@@ -45,15 +45,15 @@ type SourceStats struct {
 }
 
 // SourceStatser is implemented by sources that keep counters of their own.
-// Run registers such sources; AddSource registers others.
+// Run and RunOnWorkers register such sources.
 type SourceStatser interface {
 	SourceStats() (SourceStats, error)
 }
 
 type sourceStatser = SourceStatser
 
-// AddSource registers a source's own counters with the stats.
-func (d *Dispatcher) AddSource(s SourceStatser) {
+// addSource registers a source's own counters with the stats.
+func (d *Dispatcher) addSource(s SourceStatser) {
 	d.mu.Lock()
 	d.sources = append(d.sources, s)
 	d.mu.Unlock()
@@ -191,7 +191,10 @@ func onOff(b bool) string {
 
 // WriteReport writes the snapshot in the shape of FreeBSD's `netstat -Q`: a
 // configuration block, then one row per workstream, then the drops netisr
-// has no column for, the classification reasons and the source counters.
+// has no column for, the classification reasons and the source counters;
+// with the rebalancer on, the load picture it works from: each worker's
+// hashed frames against the mean, the busiest buckets, and the elephants (a
+// bucket or flow no table can balance) over its threshold.
 func (s *Stats) WriteReport(out io.Writer) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
@@ -205,7 +208,7 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	fmt.Fprintf(tw, "Dispatch policy\t %s\t n/a\t\n", c.Dispatch)
 	fmt.Fprintf(tw, "Steering policy\t %s\t n/a\t\n", c.Policy)
 	fmt.Fprintf(tw, "Threads bound to CPUs\t %s\t n/a\t\n", onOff(len(c.CPUs) > 0))
-	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", c.Buckets, MaxBuckets)
+	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", c.Buckets, maxBuckets)
 	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.Key)
 	fmt.Fprintf(tw, "Symmetric hash\t %s\t n/a\t\n", onOff(c.Hash.Symmetric))
 	fmt.Fprintf(tw, "UDP 4-tuple hash\t %s\t n/a\t\n", onOff(c.Hash.UDP4Tuple))
@@ -248,6 +251,10 @@ func (s *Stats) WriteReport(out io.Writer) error {
 		for _, f := range s.TopFlows {
 			fmt.Fprintf(&b, "  flowid 0x%08x worker %d packets %d bytes %d\n", f.FlowID, f.Worker, f.Packets, f.Bytes)
 		}
+	}
+	if s.Config.Rebalance.Interval > 0 {
+		b.WriteString("\n")
+		s.writeLoad(&b, s.Config.Rebalance.Threshold)
 	}
 	_, err := io.WriteString(out, b.String())
 	return err

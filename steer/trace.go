@@ -14,7 +14,7 @@ type Decision struct {
 	Frame  *Frame
 	Class  *Classification
 	Source int    // the input's source id
-	Key    string // the key's label (Config.KeyName)
+	Key    string // the key's fingerprint (Stats.Key)
 
 	Policy      Policy
 	Bucket      uint32 // flowid & (buckets-1)
@@ -63,14 +63,14 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	fmt.Fprintf(&b, "  flowid 0x%08x, hash type %s\n", c.FlowID, c.HashType)
 	switch {
 	case dc.Fallback:
-		fmt.Fprintf(&b, "  no hash: SOURCE policy (source %d + ifindex %d) %% workers\n", dc.Source, dc.Frame.IfIndex)
+		fmt.Fprintf(&b, "  netisr_select_cpuid: no hash, SOURCE policy (source %d + ifindex %d) %% workers\n", dc.Source, dc.Frame.IfIndex)
 	case dc.Policy == PolicyRSS:
-		fmt.Fprintf(&b, "  policy rss (rss_m2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
+		fmt.Fprintf(&b, "  netisr_select_cpuid: policy rss (rss_m2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
 			c.FlowID, dc.Mask, dc.Bucket, dc.Bucket, dc.TableWorker)
 	case dc.Policy == PolicyFlow:
-		fmt.Fprintf(&b, "  policy flow (netisr_default_flow2cpu): 0x%08x %% workers\n", c.FlowID)
+		fmt.Fprintf(&b, "  netisr_select_cpuid: policy flow (netisr_default_flow2cpu): 0x%08x %% workers\n", c.FlowID)
 	default:
-		fmt.Fprintf(&b, "  policy %s\n", dc.Policy)
+		fmt.Fprintf(&b, "  netisr_select_cpuid: policy %s\n", dc.Policy)
 	}
 	if dc.RFS {
 		if dc.Desired >= 0 {
@@ -90,14 +90,14 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	if dc.CPU >= 0 {
 		cpu = fmt.Sprintf("CPU %d", dc.CPU)
 	}
-	how := "queued"
 	switch {
 	case dc.Dropped:
-		how = "dropped by the flow limit"
+		fmt.Fprintf(&b, "  netisr_queue_src: worker %d (%s), dropped by the flow limit\n", dc.Worker, cpu)
 	case dc.Inline:
-		how = "handled inline"
+		fmt.Fprintf(&b, "  netisr_dispatch_src: handled inline, accounted to worker %d (%s)\n", dc.Worker, cpu)
+	default:
+		fmt.Fprintf(&b, "  netisr_queue_src: queued to worker %d (%s)\n", dc.Worker, cpu)
 	}
-	fmt.Fprintf(&b, "  -> worker %d (%s), %s\n", dc.Worker, cpu, how)
 	n, err := io.WriteString(out, b.String())
 	return int64(n), err
 }

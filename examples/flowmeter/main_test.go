@@ -34,7 +34,7 @@ func countSample(t *testing.T) *flowTruth {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key()})
 	if err != nil {
 		t.Fatal(err)
 	}

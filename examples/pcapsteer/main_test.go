@@ -236,7 +236,7 @@ func expectedRows(t *testing.T, frames []frame, worker func(c *steer.Classificat
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -741,8 +741,8 @@ func TestTrace(t *testing.T) {
 	if n := strings.Count(out, "ether_demux:"); n != 5 {
 		t.Errorf("%d ether_demux steps, want 5", n)
 	}
-	if n := strings.Count(out, "  -> worker "); n != 5 {
-		t.Errorf("%d final steps, want 5", n)
+	if n := strings.Count(out, "  netisr_queue_src: ") + strings.Count(out, "  netisr_dispatch_src: "); n != 5 {
+		t.Errorf("%d hand-off steps, want 5", n)
 	}
 
 	// A frame that is not classified says why.

@@ -392,7 +392,7 @@ func reversed(f []byte) []byte {
 
 func steerIsReal(t *testing.T, h *hash.Toeplitz) bool {
 	t.Helper()
-	c, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h})
+	c, err := steer.NewClassifier(steer.HashConfig{Key: h.Key()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestAgreement(t *testing.T) {
 			for _, sym := range []bool{false, true} {
 				for _, udp4 := range []bool{false, true} {
 					p := load(t, Options{Key: key, Table: table, Symmetric: sym, UDP4Tuple: udp4, Fallback: fallback})
-					cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h, Symmetric: sym, UDP4Tuple: udp4})
+					cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key(), Symmetric: sym, UDP4Tuple: udp4})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -38,7 +38,7 @@ func TestLiveFanout(t *testing.T) {
 	}
 	opts := Options{Key: key, Table: table, Symmetric: true, UDP4Tuple: true, Fallback: 3}
 	p := load(t, opts)
-	cls, err := steer.NewClassifier(steer.ClassifierConfig{Hasher: h, Symmetric: true, UDP4Tuple: true})
+	cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key(), Symmetric: true, UDP4Tuple: true})
 	if err != nil {
 		t.Fatal(err)
 	}
