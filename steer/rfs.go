@@ -19,15 +19,15 @@ import "github.com/rpsgo/rps/flowtable"
 // LastTail == tailPending, so it counts as busy and is never evicted.
 //
 // Moves and hooks. With RFS on, every flow that has an entry moves on its
-// own, under its own LastTail, and Config.MoveOut/MoveIn run once per flow
-// move (Move.Bucket == -1): for a changed desired worker, and also when a
+// own, under its own LastTail, and a Mover state's MoveOut and MoveIn run
+// once per flow move (Move.Bucket == -1): for a changed desired worker, and also when a
 // reprogrammed or rebalanced bucket takes a flow along (the producer's
 // bucket view moves without hooks of its own, since a bucket hook would
 // also carry off the state of flows whose consumer keeps them on the old
 // worker). Per-flow state so follows every flow exactly, with two limits:
 // a flow that got no entry (all sixteen candidate entries busy) is steered
 // by the policy and its moves run no hook; and a flow whose entry was
-// evicted (more active flows than FlowTableSize) starts over from the
+// evicted (more active flows than RFSConfig.TableSize) starts over from the
 // policy's worker, so state it left on a desired worker stays there. With
 // DIRECT dispatch the hooks run in the dispatching goroutine, where the
 // handlers run.

@@ -40,7 +40,8 @@ func (d *Dispatcher) Table() []int { return d.table.snapshot() }
 // ever reordered: each input moves a bucket to its new worker only after the
 // old worker has handled every frame of that bucket the input queued to it;
 // until then the bucket's frames keep going to the old worker. Moves are
-// counted in Stats.Moves, and Config.MoveOut/MoveIn run for each.
+// counted in Stats.BucketMoves, and per-worker states that implement Mover
+// move their per-flow state with each.
 func (d *Dispatcher) SetTable(table []int) error {
 	if len(table) != len(d.table.ents) {
 		return fmt.Errorf("steer: table of %d entries, want %d: %w", len(table), len(d.table.ents), ErrConfig)
