@@ -36,7 +36,7 @@
 //     reached. The tick only frees memory early: a frame that arrives after
 //     a gap longer than -idle starts a new record in the handler too, so the
 //     records do not depend on when the ticks fire. (On a live capture the
-//     wall clock, OnTick's now, would do.) A worker whose traffic stops
+//     wall clock, Tick's now, would do.) A worker whose traffic stops
 //     keeps its clock, so its flows wait for the end of the capture, where
 //     every record still open is labelled by the capture's last timestamp.
 //
