@@ -1,118 +1,110 @@
-// Package flowtable holds the state of receive flow steering (RFS): where
-// each flow's consumer wants to run, and where each flow is handled now.
-// It is modelled on the two tables Linux's RFS keeps (include/net/rps.h,
-// get_rps_cpu and set_rps_cpu in net/core/dev.c) and depends on the standard
-// library only; package steer's dispatcher is its user.
+// Package flowtable is a bounded table of per-flow state for packet
+// handlers: a flow meter's records, a reassembler's connections, a rate
+// limiter's buckets. Its caller is a handler's per-worker state: with
+// steer.NewPerWorker each worker's state holds a [Table] of its own, the
+// dispatcher keeps every frame of a flow on one worker, and so no table is
+// ever shared and none needs a lock. It depends on the standard library
+// only and knows nothing of package steer; the dispatcher's own flow state
+// (RFS) is no part of it.
 //
-// # The two tables
+// # What it promises
 //
-// [Desired] is the analogue of Linux's global rps_sock_flow_table. Whoever
-// consumes a flow (in Linux, the socket's recvmsg; here, any goroutine)
-// records the worker it runs on with [Desired.Set]; the dispatcher reads it
-// with [Desired.Get]. It is a fixed array of atomic words, one per slot,
-// indexed by the low bits of the flowid, each tagged with the full flowid
-// so that a slot overwritten by another flow reads as absent. It is
-// lock-free and never allocates. Its generation ([Desired.Gen]) moves on
-// every change, so a reader may keep what it read (as [Entry].Desired with
-// [Entry].DesiredGen) until the generation moves: Linux reads the table for
-// every packet, the dispatcher only after a change.
+//   - Bounded memory. [New] allocates all of a table's memory, for
+//     Config.Capacity flows; nothing grows afterwards, whatever traffic
+//     arrives. A flood of ten million new flows only recycles slots.
+//   - No allocation. Lookup, Get, Delete, DeleteFunc, Expire, Len and
+//     Stats never allocate, nor does a range loop over All, so a handler
+//     that keeps its state here allocates nothing per packet in steady
+//     state.
+//   - Least recently seen first out. When the table is full, a new flow
+//     evicts the flow looked up least recently, counted in
+//     Stats.Evictions and passed to Config.OnEvict as [Evicted], so that a
+//     meter can still report it.
+//   - Idle expiry by the caller's clock. With Config.Idle set, a flow not
+//     seen for longer than that has ended: [Table.Expire] removes such
+//     flows (from a worker's tick), and Lookup restarts one whose next
+//     packet comes after the gap, so that the result does not depend on
+//     when ticks ran. The times are the ones the caller passes, normally
+//     the packets' capture times (steer.Packet.Timestamp); the table never
+//     reads the clock, and a replayed capture ends the same flows as it
+//     did live.
+//   - Exact keys. A flow is found by the flowid the dispatcher already
+//     computed (steer.Packet.FlowID, the Toeplitz hash: FreeBSD's
+//     m_pkthdr.flowid) and confirmed by the caller's full key K (say
+//     steer.FlowKey), so two flows whose 32-bit flowids collide are two
+//     flows, each with its own state. A handler that wants flows keyed by
+//     the flowid alone, colliding flows shared, uses struct{} for K, which
+//     costs nothing.
 //
-// [Table] is the analogue of Linux's per-queue rps_dev_flow_table: for each
-// flow, the worker handling it now ([Entry].Current, rps_dev_flow.cpu), the
-// queue position of its last enqueued frame ([Entry].LastTail,
-// rps_dev_flow.last_qtail), the last desired worker seen, counters and
-// first/last-seen times. Linux indexes that table by hash & mask and lets
-// colliding flows share a slot; this one is keyed by the full flowid, in
-// 8-way associative sets, so two flows never share state by accident.
+// A Table is not safe for concurrent use, by design: one table per worker,
+// touched only by that worker's goroutine (its handler, Tick, MoveOut,
+// MoveIn and Close all run there). Reading one from elsewhere is safe only
+// once the dispatcher has closed.
 //
-// # The unit of steering
+// # Use
 //
-// The flowid (FreeBSD's m_pkthdr.flowid, Linux's skb->hash) is the unit of
-// steering: frames whose flowids are equal are treated as one flow. Distinct
-// connections whose tuples hash to the same 32-bit flowid share one entry,
-// one desired worker and one current worker, and move together, as in Linux.
-// This is harmless for ordering (each connection stays in order) and rare.
+// A flow meter's per-worker state, in outline (steer's per-worker state
+// API; error handling left out):
 //
-// # The last_qtail rule
+//	type meter struct {
+//		flows *flowtable.Table[steer.FlowKey, record]
+//		ended []record  // records of ended flows, to report
+//		clock time.Time // the latest capture time handled
+//	}
 //
-// Moving a flow from one worker to another while frames of it are still
-// queued on the first would let later frames overtake earlier ones. The
-// dispatcher therefore numbers the frames enqueued on each worker w (tail[w]
-// counts frames enqueued, head[w] counts frames the worker has finished) and
-// applies, per frame of flow e:
+//	func newMeter(w *steer.Worker) *meter {
+//		m := &meter{}
+//		m.flows, _ = flowtable.New(flowtable.Config[steer.FlowKey, record]{
+//			Capacity: 1 << 16,
+//			Idle:     30 * time.Second,
+//			OnEvict: func(_ flowtable.Flow[steer.FlowKey], r *record, _ flowtable.Reason) {
+//				m.ended = append(m.ended, *r)
+//			},
+//		})
+//		return m
+//	}
 //
-//   - on enqueue to worker e.Current, set e.LastTail = tail[e.Current] after
-//     the enqueue (the position of this frame);
-//   - e may leave e.Current for another worker (e.Desired, say) only when
-//     int64(head[e.Current]-e.LastTail) >= 0, that is, when the old worker
-//     has finished the flow's last frame; the signed difference keeps the
-//     test right across counter wrap-around, as Linux's
-//     (int)(input_queue_head - last_qtail) >= 0 does;
-//   - on a move, set e.Current to the new worker; the enqueue that follows
-//     sets LastTail on the new worker's queue;
-//   - a freshly inserted entry (Current == -1) knows nothing of the flow's
-//     earlier frames, which may still be queued: they went wherever
-//     stateless steering (the indirection table) sends the flowid, because
-//     a flow without an entry is steered statelessly and an entry is only
-//     ever dropped when idle. So the dispatcher starts a new entry as
-//     Current = that stateless worker s, LastTail = tail[s] (everything
-//     queued on s now), and then applies the rule above: the flow moves to
-//     its desired worker at once only if s has drained.
+//	func handle(m *meter, p *steer.Packet) {
+//		m.clock = p.Timestamp
+//		r, isNew := m.flows.Lookup(p.FlowID, p.Key().Flow(), p.Timestamp)
+//		if isNew {
+//			r.First = p.Timestamp
+//		}
+//		r.Packets++
+//	}
 //
-// The busy function given to [New] is the negation of that test,
-// int64(head[e.Current]-e.LastTail) < 0 (false when Current is -1). A busy
-// entry still carries the only record of where its flow's frames are
-// queued, so the table never evicts nor expires it.
+//	func (m *meter) Tick(time.Time) { m.flows.Expire(m.clock) }
 //
-// # Eviction and memory bounds
+// MoveOut takes a moved flow's records with [Table.DeleteFunc]
+// (Move.Contains(f.ID)) and MoveIn puts them into the new worker's table
+// with Lookup; at the end, [Table.All] visits the records still open.
 //
-// A Table's capacity is a power of two fixed by [New]; all of its memory (72
-// bytes per entry) is allocated there and never grows, whatever traffic
-// arrives. The entries are grouped in sets of eight ([Ways]); each set keeps
-// its eight full 32-bit tags and a valid bitmap in one cache line, followed
-// by its eight 64-byte entries. A flowid has two candidate sets: the one its
-// low bits select (flowid & (sets-1)), and an alternate derived from all its
-// bits. A lookup compares the first set's tags (one cache line, without
-// branches), then touches one entry; only flows that overflowed their first
-// set, and misses, look at the second. A caller that knows a batch of
-// flowids before it looks them up starts those loads with [Table.Prefetch],
-// then [Table.PrefetchEntries] (and [Desired.Prefetch]), so that the cache
-// misses of the batch overlap. PrefetchEntries, which has to read the tags
-// to know which entry to load, keeps what it found as a [Hint] per flowid;
-// [Table.LookupHint] then checks that one slot's tag instead of searching
-// again. (On amd64 that search is a few SSE2 instructions in assembly.)
-// Two choices matter: inserting
-// 10,000 random flowids into 16,384 entries, a single 8-way set per flowid
-// leaves 1.9% of them without room (they keep evicting one another); two
-// candidate sets leave 0.14%, and 0.014% of 1,000,000 flows in 2^21
-// entries.
+// # How it works
 //
-// On a miss, the new flow takes a free way of its first set, else of its
-// second. If both are full (a collision), it evicts, among the sixteen
-// candidates, the non-busy entry with the oldest LastSeen (aging by last
-// seen; ties go to the first set, then the lowest way). If all sixteen are
-// busy the lookup returns nil and counts Full, and the dispatcher steers
-// that frame statelessly (see the last rule above). [Table.Expire] removes
-// idle entries. A flood of new flowids therefore only recycles entries: it
-// costs evicted flows their RFS state, never memory, and never a busy
-// flow's LastTail.
+// A table is three arrays, all allocated by New: the slots' bookkeeping
+// (24 bytes a flow: its flowid, the time it was last seen and three slot
+// numbers); the slots' keys and values, kept apart so that walking a chain
+// reads only bookkeeping; and the index, as many buckets as the next power
+// of two at or above the capacity, each the first slot of a chain of the
+// flows that share it. Removed flows' slots wait on a free list, so a
+// table that is not full never evicts. A flow's bucket is
+// taken from the top bits of flowid*0x9E3779B1 (Fibonacci hashing), which
+// depend on all 32 bits of the flowid: its low bits alone would not do,
+// since the dispatcher picks a flow's worker by them and one worker's
+// flows share them. A doubly linked list through the slots keeps the flows
+// in the order they were last looked up, so that eviction takes its tail
+// and Expire visits only the flows it removes, plus one.
 //
-// A Desired table's memory is 8 bytes per slot, fixed by [NewDesired].
+// # Bounded time
 //
-// On Linux, a table (of either kind) of 4 MiB or more starts on a 2 MiB
-// boundary and asks the kernel for huge pages (MADV_HUGEPAGE, honoured when
-// transparent huge pages are set to "madvise" or "always"; memory that the
-// Go heap recycled, already in small pages, is collapsed with
-// MADV_COLLAPSE, from Linux 6.1), so that a lookup in a large table does
-// not miss the TLB as well as the cache. With 1,000,000 flows that cut the
-// dispatcher's RFS cost per frame from 25-29 ns to 16-17 ns. The memory is
-// the same; only the page size changes.
-//
-// # Concurrency
-//
-// Desired is safe for any number of goroutines. Table is built for one
-// writer holding its lock for a whole batch of frames ([Table.Lock],
-// [Table.Lookup], updates in place, [Table.Unlock]); readers on other
-// goroutines use the methods that take the lock themselves: [Table.Stats],
-// [Table.Top], [Table.Range], [Table.Get], [Table.Len], [Table.Expire].
+// A Toeplitz hash is linear: whoever knows the key (a fixed one such as
+// Microsoft's, not the random default) can craft as many tuples with one
+// flowid as they like, and unbounded chains would make every lookup of
+// that bucket slower. So a bucket holds at most 16 flows; a new flow of a
+// full bucket evicts the least recently seen flow of that bucket, counted
+// in Stats.Crowded as well as Evictions. Random traffic does not fill a
+// bucket: with at most one flow a bucket on average, the chance that a
+// given bucket holds 16 is about 2 in 10^14, so Crowded stays zero unless
+// someone aims at it. Lookup, Get and Delete so look at 16 chain entries
+// at the most; Expire, besides, at the flows it removes.
 package flowtable

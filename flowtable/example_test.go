@@ -2,58 +2,62 @@ package flowtable_test
 
 import (
 	"fmt"
-	"sync/atomic"
+	"time"
 
 	"github.com/rpsgo/rps/flowtable"
 )
 
-// This example walks one flow through the RFS decision a dispatcher makes
-// per frame: look the flow up, read its desired worker, and move it only
-// when its current worker has finished its last queued frame.
+// This example meters flows the way a handler's per-worker state would:
+// each packet looks its flow up by flowid and full key, eviction and the
+// idle timeout end records, and All visits those still open at the end.
 func Example() {
-	const workers = 2
-	var head, tail [workers]atomic.Uint64 // frames finished / enqueued per worker
-
-	desired, _ := flowtable.NewDesired(1024)
-	table, _ := flowtable.New(1024, func(e *flowtable.Entry) bool {
-		// Frames of the flow still queued on its current worker?
-		return e.Current >= 0 && int64(head[e.Current].Load()-e.LastTail) < 0
-	})
-
-	stateless := func(flowid uint32) int32 { return int32(flowid % workers) }
-	steer := func(flowid uint32, now int64) int32 {
-		table.Lock()
-		defer table.Unlock()
-		e, _ := table.Lookup(flowid, now)
-		if e == nil {
-			return stateless(flowid) // no entry to be had: steer statelessly
-		}
-		if e.Current < 0 { // new entry: earlier frames went the stateless way
-			e.Current = stateless(flowid)
-			e.LastTail = tail[e.Current].Load()
-		}
-		if w, ok := desired.Get(flowid); ok {
-			e.Desired = int32(w)
-			if e.Desired != e.Current && int64(head[e.Current].Load()-e.LastTail) >= 0 {
-				e.Current = e.Desired // the old worker is done with the flow
-			}
-		}
-		e.LastTail = tail[e.Current].Add(1) // enqueue the frame
-		e.Packets++
-		return e.Current
+	type key struct{ src, dst string } // a handler's full key, such as steer.FlowKey
+	type record struct {
+		packets     int
+		first, last time.Time
 	}
-
-	const flow = 0x2a // stateless worker 0
-	fmt.Println("frame 1 to worker", steer(flow, 1))
-	_ = desired.Set(flow, 1) // the flow's consumer runs on worker 1
-	fmt.Println("frame 2 to worker", steer(flow, 2), "(frame 1 still queued)")
-	head[0].Store(tail[0].Load()) // worker 0 drains its queue
-	fmt.Println("frame 3 to worker", steer(flow, 3))
-	e, _ := table.Get(flow)
-	fmt.Println("packets", e.Packets, "current", e.Current)
+	flows, err := flowtable.New(flowtable.Config[key, record]{
+		Capacity: 2, // tiny, to show eviction
+		Idle:     30 * time.Second,
+		OnEvict: func(f flowtable.Flow[key], r *record, why flowtable.Reason) {
+			fmt.Printf("ended %s->%s: %d packets (%v)\n", f.Key.src, f.Key.dst, r.packets, why)
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	packets := []struct {
+		flowid uint32 // steer.Packet.FlowID
+		key    key
+		at     int // seconds into the capture: steer.Packet.Timestamp
+	}{
+		{0x1111, key{"a", "b"}, 0},
+		{0x2222, key{"c", "d"}, 1},
+		{0x1111, key{"a", "b"}, 2},
+		{0x2222, key{"e", "f"}, 3},  // same flowid as c->d, another flow; the table is full
+		{0x1111, key{"a", "b"}, 40}, // 38 s after its last packet: a new flow
+	}
+	for _, p := range packets {
+		ts := start.Add(time.Duration(p.at) * time.Second)
+		r, isNew := flows.Lookup(p.flowid, p.key, ts)
+		if isNew {
+			r.first = ts
+		}
+		r.packets++
+		r.last = ts
+	}
+	flows.Expire(start.Add(60 * time.Second)) // a worker's tick
+	for f, r := range flows.All() {
+		fmt.Printf("open %s->%s: %d packets since %v\n", f.Key.src, f.Key.dst, r.packets, r.first.Sub(start))
+	}
+	st := flows.Stats()
+	fmt.Printf("%d flows held, %d inserted, %d evicted, %d expired\n", st.Len, st.Inserts, st.Evictions, st.Expired)
 	// Output:
-	// frame 1 to worker 0
-	// frame 2 to worker 0 (frame 1 still queued)
-	// frame 3 to worker 1
-	// packets 3 current 1
+	// ended c->d: 1 packets (evicted)
+	// ended a->b: 2 packets (expired)
+	// ended e->f: 1 packets (expired)
+	// open a->b: 1 packets since 40s
+	// 1 flows held, 4 inserted, 1 evicted, 2 expired
 }

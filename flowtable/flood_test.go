@@ -3,60 +3,72 @@ package flowtable
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
-// TestFlood pushes ten million distinct new flowids through a table of
-// capacity 65536 and checks that its memory does not grow (about 3 s under
-// -race on 2 cores). With -short it sends one million.
+// TestFlood pushes ten million distinct flows (one million with -short)
+// through a table of 65,536 and checks that its memory does not grow: the
+// flood only recycles slots, each eviction reported.
 func TestFlood(t *testing.T) {
 	const capacity = 1 << 16
 	n := 10_000_000
 	if testing.Short() {
 		n = 1_000_000
 	}
-	// The flows of the last `lag` frames are busy (their frames still
-	// queued), so eviction has to skip busy entries.
-	const lag = 1000
-	var head uint64
-	tb := mustNew(t, capacity, func(e *Entry) bool { return head < e.LastTail })
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
-
-	tb.Lock()
-	for i := range n {
-		// i * odd constant is a bijection on uint32: all flowids distinct.
-		f := uint32(i) * 0x9E3779B1
-		e, ins := tb.Lookup(f, int64(i))
-		if e == nil {
-			continue
-		}
-		if !ins {
-			tb.Unlock()
-			t.Fatalf("flowid %#x (i=%d) reported as a hit: distinct flows confused", f, i)
-		}
-		e.Packets++
-		e.Bytes += 1500
-		e.LastTail = uint64(i) + 1
-		head = max(uint64(i), lag) - lag
+	evicted := 0
+	tb, err := New(Config[key, rec]{Capacity: capacity, Idle: time.Minute,
+		OnEvict: func(_ Flow[key], v *rec, why Reason) {
+			if why != Evicted || v.packets == 0 {
+				t.Errorf("flood flow passed as %v with %d packets", why, v.packets)
+			}
+			evicted++
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	tb.Unlock()
+	before := heapAfterGC()
 
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	after := ms.HeapAlloc
+	start := time.Unix(1_700_000_000, 0)
+	for i := range n {
+		now := start.Add(time.Duration(i) * time.Microsecond)
+		id, kk := floodFlow(i)
+		v, isNew := tb.Lookup(id, kk, now)
+		if !isNew {
+			t.Fatalf("flow %d found before it was inserted", i)
+		}
+		v.packets++
+		if i%16 == 0 && i > 0 { // some traffic on a recent flow
+			id, kk = floodFlow(i - 1)
+			if v, isNew = tb.Lookup(id, kk, now); isNew {
+				t.Fatalf("recent flow %d was evicted", i-1)
+			}
+			v.packets++
+		}
+	}
+
 	const bound = 1 << 20
-	if after > before+bound {
+	if after := heapAfterGC(); after > before+bound {
 		t.Errorf("heap grew from %d to %d bytes during the flood (bound %d)", before, after, bound)
 	}
 	st := checkStats(t, tb)
-	if st.Len > capacity || st.Capacity != capacity {
-		t.Errorf("Len %d Capacity %d after flood", st.Len, st.Capacity)
+	if st.Len != capacity || st.Inserts != uint64(n) || st.Evictions != uint64(n-capacity) ||
+		evicted != n-capacity || st.Crowded != 0 || st.Expired != 0 {
+		t.Errorf("after %d distinct flows: %+v, %d passed to OnEvict", n, st, evicted)
 	}
-	if st.Hits != 0 || st.Inserts+st.Full != uint64(n) || st.Evictions == 0 {
-		t.Errorf("stats after %d distinct flows: %+v", n, st)
-	}
-	t.Logf("%d flows: heap %d -> %d bytes, %+v", n, before, after, st)
+	t.Logf("%d flows: heap %d bytes before, %+v", n, before, st)
 	runtime.KeepAlive(tb)
+}
+
+// floodFlow returns the i-th flow of a flood, each flowid new: i times an
+// odd constant is a bijection on uint32.
+func floodFlow(i int) (uint32, key) {
+	return uint32(i) * 0x85EBCA6B, key{sport: uint16(i), dport: uint16(i >> 16), proto: 17}
+}
+
+// heapAfterGC returns the bytes of live heap objects after a collection.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -1,420 +1,453 @@
 package flowtable
 
 import (
+	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"math/bits"
-	"slices"
-	"sync"
+	"time"
 	"unsafe"
 )
 
-// Ways is the associativity of a [Table]'s sets. A flowid has two candidate
-// sets (the one its low bits select and an alternate), so it can live in
-// one of 2*Ways slots.
-const Ways = 8
+// MaxCapacity is the largest Config.Capacity [New] accepts.
+const MaxCapacity = 1 << 30
 
-// MinCapacity and MaxCapacity bound the capacity [New] accepts.
-const (
-	MinCapacity = 2 * Ways
-	MaxCapacity = 1 << 26
-)
+// maxBytes bounds the memory New asks for, below what make accepts (the
+// heap's address space on 64-bit systems, MaxInt on 32-bit ones), so that
+// too large a table is an error and not a panic.
+const maxBytes = min(math.MaxInt, 1<<47)
 
-// Entry is the per-flow RFS state, the analogue of Linux's struct
-// rps_dev_flow (cpu, last_qtail) plus counters. The table creates it, the
-// dispatcher updates it in place under the table's lock.
-type Entry struct {
-	// FlowID is the flow's 32-bit hash (mbuf m_pkthdr.flowid, skb->hash).
-	// The table sets it; callers must not change it.
-	FlowID uint32
-	// Current is the worker now handling the flow (rps_dev_flow.cpu), -1
-	// when none has been chosen yet.
-	Current int32
-	// Desired is the last desired worker seen for the flow (from a
-	// [Desired] table), -1 when none.
-	Desired int32
-	_       uint32
-	// LastTail is the position in worker Current's queue of the flow's last
-	// enqueued frame (rps_dev_flow.last_qtail). See the package comment for
-	// the rule that uses it.
-	LastTail uint64
-	// Packets and Bytes count the flow's frames, as the caller adds them.
-	Packets, Bytes uint64
-	// FirstSeen and LastSeen are unix nanoseconds supplied by the caller
-	// (the table never reads the clock). Lookup sets both on insertion and
-	// LastSeen on every hit; eviction and Expire use LastSeen.
-	FirstSeen, LastSeen int64
-	// DesiredGen is the [Desired.Gen] at which Desired was read; zero for
-	// a new entry. While the table's generation is still DesiredGen, no
-	// desired worker has changed since, and Desired needs no new read.
-	DesiredGen uint64
+// maxChain bounds how many flows may share one bucket of the index (see
+// the package comment, "Bounded time").
+const maxChain = 16
+
+// golden is 2^32 divided by the golden ratio: multiplying a flowid by it
+// and keeping the top bits (Fibonacci hashing) gives a bucket that depends
+// on all 32 bits of the flowid.
+const golden = 0x9E3779B1
+
+// ErrConfig reports a [Config] that [New] cannot build a table from.
+var ErrConfig = errors.New("invalid flow table configuration")
+
+// Config says how large a [Table] is and when its flows end.
+type Config[K comparable, V any] struct {
+	// Capacity is the most flows the table holds at once, between 1 and
+	// [MaxCapacity]; it has no default, since it fixes the table's memory.
+	Capacity int
+	// Idle is the idle timeout: a flow not seen for longer than Idle (by
+	// the times the caller passes) has ended. Lookup then starts it
+	// afresh, and Expire removes it. Zero means flows never go idle and
+	// only eviction removes them; negative is an error.
+	Idle time.Duration
+	// OnEvict, when set, receives every flow the table removes by itself,
+	// just before its slot is reused: evicted to make room ([Evicted]) or
+	// ended by the idle timeout ([Expired]). It runs inside the call that
+	// removes the flow (Lookup or Expire); v is valid only during the call,
+	// and OnEvict must not call the table's methods. Flows removed by
+	// Delete and DeleteFunc are not passed to it: their caller has them.
+	// If OnEvict panics, the panic reaches the caller of Lookup or Expire,
+	// and the flow it was given is still in the table, uncounted: a
+	// handler whose panics the dispatcher recovers keeps a sound table.
+	OnEvict func(f Flow[K], v *V, why Reason)
 }
 
-// set is one associative set: a cache line of tags, then the entries.
-type set struct {
-	tags  [Ways]uint32 // full flowids of the valid ways
-	valid uint8        // bit i set: way i holds a flow
-	_     [64 - Ways*4 - 1]byte
-	ent   [Ways]Entry
+// Flow names one flow of a table: the flowid the dispatcher computed
+// (steer.Packet.FlowID) and the caller's full key.
+type Flow[K comparable] struct {
+	ID  uint32 // the flowid
+	Key K      // the full key
 }
 
-// Stats is a snapshot of a table's counters. Every Lookup ends as exactly
-// one of a hit, an insert or a Full refusal:
+// Stats is a snapshot of a table's counters. Every Lookup ends as a hit or
+// an insert, and every flow inserted is still held or was removed once:
 //
-//	Lookups    = Hits + Inserts + Full
-//	Collisions = Evictions + Full
-//	Len        = Inserts - Evictions - Expired
+//	Lookups = Hits + Inserts
+//	Len     = Inserts - Evictions - Expired - Deleted
 type Stats struct {
-	// Capacity is the fixed number of entries.
+	// Capacity is the most flows the table holds (Config.Capacity).
 	Capacity int
 	// Len is the number of flows held now.
 	Len int
-	// Inserts counts Lookups that created an entry (a miss that found or
-	// made room), including those that evicted another flow.
-	Inserts uint64
-	// Hits counts Lookups that found their flowid.
+	// Hits counts Lookups that found their flow, not idle.
 	Hits uint64
-	// Evictions counts entries removed by Lookup to make room for a new
-	// flowid (entries removed by Expire are counted in Expired).
+	// Inserts counts Lookups that started a flow: one the table did not
+	// hold, or one that had gone idle (that one is also counted in
+	// Expired).
+	Inserts uint64
+	// Evictions counts flows removed to make room for a new one: the
+	// least recently seen flow when the table was full, or the least
+	// recently seen of a crowded bucket (see Crowded).
 	Evictions uint64
-	// Collisions counts misses whose two candidate sets were both full of
-	// other valid flowids; each ended as an eviction or as a Full refusal.
-	Collisions uint64
-	// Full counts Lookups that returned nil: a miss whose sixteen candidate
-	// entries were all valid and busy, so none could be evicted.
-	Full uint64
-	// Expired counts entries removed by Expire.
+	// Crowded counts the Evictions made because the new flow's bucket
+	// already held the most flows one bucket may (16): flowids that share
+	// a bucket by the dozen, which chance does not produce but a flood
+	// crafted against a known hash key does.
+	Crowded uint64
+	// Expired counts flows ended by the idle timeout, in Lookup or
+	// Expire.
 	Expired uint64
+	// Deleted counts flows removed by Delete or DeleteFunc.
+	Deleted uint64
 }
 
-// Table is a bounded, set-associative table of per-flow state keyed by the
-// full 32-bit flowid: the analogue of Linux's per-queue rps_dev_flow_table,
-// which instead indexes by hash & mask and lets colliding flows share a
-// slot. Its memory is allocated once by [New] and never grows.
-//
-// Concurrency: the hot-path methods [Table.Lookup] and [Table.Find] require
-// the caller to hold the table's lock ([Table.Lock]) and are meant for one
-// writer that takes it once per batch of frames. Every other method takes the
-// lock itself and may be called from any goroutine, but not while holding the
-// lock.
-type Table struct {
-	mu       sync.Mutex
-	sets     []set
-	setMask  uint32
-	altShift uint32 // 32 - log2(number of sets)
-	busy     func(e *Entry) bool
+// ref names a slot: its index plus one, 0 for none, so that zeroed memory
+// is an empty index and an empty list.
+type ref uint32
 
-	n          int
-	inserts    uint64
-	hits       uint64
-	evictions  uint64
-	collisions uint64
-	full       uint64
-	expired    uint64
+// meta is a slot's bookkeeping, kept apart from keys and values so that
+// walking a bucket's chain or the recency list reads only these 24 bytes
+// a flow, and so that the garbage collector never scans them.
+type meta struct {
+	flowid uint32
+	next   ref   // the next slot in the bucket's chain, or in the free list
+	newer  ref   // the recency list, towards the most recently seen
+	older  ref   // and towards the least recently seen
+	seen   int64 // when the flow was last looked up, unix nanoseconds
 }
 
-// New returns an empty table of capacity entries. capacity must be a power
-// of two between [MinCapacity] and [MaxCapacity] (otherwise the error wraps
-// [ErrCapacity]); each entry costs 72 bytes (a 64-byte Entry plus its tag
-// share), allocated here once (in huge pages when large; see the package
-// comment).
+// pair is a slot's key and value.
+type pair[K comparable, V any] struct {
+	key K
+	val V
+}
+
+// Table is a bounded table of per-flow state for one goroutine: at most
+// Config.Capacity flows, each a value of type V found by its flowid and its
+// full key K. Two flows whose flowids are equal but whose keys differ are
+// two flows. A handler keyed by the flowid alone uses struct{} for K.
 //
-// busy reports whether a flow still has frames queued on worker e.Current
-// (the dispatcher supplies int64(head[e.Current]-e.LastTail) < 0). It must
-// answer false, not panic, for an entry whose Current is still -1. An entry for which
-// busy returns true is never evicted nor expired. busy is called with the
-// table's lock held, from the goroutine calling Lookup or Expire; it must not
-// call the table's methods, must not retain e, and must read any state shared
-// with workers atomically. A nil busy means no entry is ever busy.
-func New(capacity int, busy func(e *Entry) bool) (*Table, error) {
-	if capacity < MinCapacity || capacity > MaxCapacity || capacity&(capacity-1) != 0 ||
-		uint64(capacity/Ways) > math.MaxInt/uint64(unsafe.Sizeof(set{})) {
-		return nil, fmt.Errorf("flowtable: new table of capacity %d: %w", capacity, ErrCapacity)
+// All of its memory is allocated by [New] (see "What it promises" in the
+// package comment). A Table is not safe for concurrent use: each worker holds its own, in its
+// per-worker state (see the package comment).
+type Table[K comparable, V any] struct {
+	meta    []meta
+	kv      []pair[K, V]
+	buckets []ref // the first slot of each bucket's chain
+	shift   uint  // 32 - log2(len(buckets))
+	used    int   // slots [0, used) have held a flow; the rest never have
+	free    ref   // slots that held a flow and were removed, through next
+	newest  ref   // the recency list's ends
+	oldest  ref
+	n       int
+	idle    int64
+	onEvict func(Flow[K], *V, Reason)
+
+	hits, inserts, evictions, crowded, expired, deleted uint64
+}
+
+// New returns an empty table as cfg describes, or an error wrapping
+// [ErrConfig]. It allocates all the table's memory: for each flow of
+// Config.Capacity, 24 bytes of bookkeeping plus a key and a value, and 4
+// to 8 bytes of index.
+func New[K comparable, V any](cfg Config[K, V]) (*Table[K, V], error) {
+	if cfg.Capacity < 1 || cfg.Capacity > MaxCapacity {
+		return nil, fmt.Errorf("flowtable: capacity %d: want 1 to %d flows: %w", cfg.Capacity, MaxCapacity, ErrConfig)
 	}
-	if busy == nil {
-		busy = func(*Entry) bool { return false }
+	if size := uint64(unsafe.Sizeof(meta{}) + unsafe.Sizeof(pair[K, V]{}) + 8); uint64(cfg.Capacity) > maxBytes/size {
+		return nil, fmt.Errorf("flowtable: capacity %d of %d-byte flows is more memory than can be allocated: %w", cfg.Capacity, size, ErrConfig)
 	}
-	nsets := capacity / Ways
-	return &Table{
-		sets:     hugeSlice[set](nsets),
-		setMask:  uint32(nsets - 1),
-		altShift: uint32(32 - bits.TrailingZeros(uint(nsets))),
-		busy:     busy,
+	if cfg.Idle < 0 {
+		return nil, fmt.Errorf("flowtable: idle timeout %v: want 0 (none) or more: %w", cfg.Idle, ErrConfig)
+	}
+	// As many buckets as the next power of two: at most one flow a bucket
+	// on average.
+	lg := bits.Len(uint(cfg.Capacity - 1))
+	return &Table[K, V]{
+		meta:    make([]meta, cfg.Capacity),
+		kv:      make([]pair[K, V], cfg.Capacity),
+		buckets: make([]ref, 1<<lg),
+		shift:   uint(32 - lg),
+		idle:    int64(cfg.Idle),
+		onEvict: cfg.OnEvict,
 	}, nil
 }
 
-// Capacity returns the fixed number of entries. It needs no lock.
-func (t *Table) Capacity() int { return len(t.sets) * Ways }
-
-// Lock takes the table's lock for a batch of Lookup/Find calls.
-func (t *Table) Lock() { t.mu.Lock() }
-
-// Unlock releases the lock; entry pointers obtained under it become invalid.
-func (t *Table) Unlock() { t.mu.Unlock() }
-
-// altMul scatters a flowid's upper bits into its alternate set index.
-const altMul = 0x9E3779B1
-
-// alt returns the index of flowid's second candidate set, given its first
-// s1 = flowid & setMask. It always differs from s1 (bit 0 flips), and it
-// depends on all of flowid's bits, so that flows crowding one first set
-// overflow into many different second sets.
-func (t *Table) alt(flowid uint32) uint32 {
-	return (flowid&t.setMask ^ (flowid*altMul>>t.altShift | 1)) & t.setMask
+// bucket returns the index slot of flowid's chain.
+func (t *Table[K, V]) bucket(flowid uint32) *ref {
+	// The top bits of the product depend on all of the flowid's bits. The
+	// low bits alone would not do: the dispatcher picks a flow's worker by
+	// them, so one worker's flows share their low bits.
+	return &t.buckets[uint64(flowid*golden)>>t.shift]
 }
 
-// Lookup returns the entry for flowid, inserting one if it is absent. The
-// caller must hold the lock. The returned pointer may be updated in place
-// (except FlowID); it is valid until the next Lookup or Unlock, whichever
-// comes first, since the next Lookup may evict the entry and reuse its slot.
+// Lookup returns the value of the flow (flowid, key), seen at now, and
+// makes it the most recently seen. isNew reports a flow just started, whose
+// value is V's zero value for the caller to fill in: one the table did not
+// hold, or one not seen for longer than Config.Idle before now (that one
+// ended first, through Config.OnEvict, as [Expired]). A new flow takes a
+// free slot; when there is none, the least recently seen flow is evicted
+// and passed to OnEvict as [Evicted] (in a crowded bucket, that bucket's
+// least recently seen: see the package comment).
 //
-// On a hit Lookup sets LastSeen = now and returns inserted = false. On a
-// miss it takes a free way of flowid's first candidate set, else of its
-// second, else evicts the non-busy entry with the oldest LastSeen among the
-// two sets' sixteen (ties: first set, then lowest way), and initialises it:
-// FlowID = flowid, Current = Desired = -1, FirstSeen = LastSeen = now, zero
-// LastTail and counters; inserted = true. When all sixteen candidates are
-// busy it returns nil and counts Full.
+// now is the time the caller goes by: a packet's capture time
+// (steer.Packet.Timestamp), so that replaying a capture gives the same
+// flows as it did live. The table only compares the times it is given and
+// never reads the clock; a caller that passes the zero Time throughout
+// never has a flow go idle.
 //
-// Lookup never allocates.
-func (t *Table) Lookup(flowid uint32, now int64) (e *Entry, inserted bool) {
-	s := &t.sets[flowid&t.setMask]
-	// s.match(flowid), written out: the compiler does not inline it.
-	g := &s.tags
-	m := (b2u(g[0] == flowid) | b2u(g[1] == flowid)<<1 | b2u(g[2] == flowid)<<2 |
-		b2u(g[3] == flowid)<<3 | b2u(g[4] == flowid)<<4 | b2u(g[5] == flowid)<<5 |
-		b2u(g[6] == flowid)<<6 | b2u(g[7] == flowid)<<7) & uint(s.valid)
-	if m == 0 {
-		s2 := &t.sets[t.alt(flowid)]
-		if m = s2.match(flowid); m == 0 {
-			return t.insert(s, s2, flowid, now)
+// The pointer is valid until the next Lookup, Delete, DeleteFunc or Expire
+// on the table, any of which may reuse the slot for another flow.
+func (t *Table[K, V]) Lookup(flowid uint32, key K, now time.Time) (v *V, isNew bool) {
+	ns := now.UnixNano()
+	b := t.bucket(flowid)
+	depth := 0
+	for r := *b; r != 0; depth++ {
+		m := &t.meta[r-1]
+		if m.flowid == flowid && t.kv[r-1].key == key {
+			return t.hit(r, ns)
 		}
-		s = s2
+		r = m.next
 	}
-	t.hits++
-	e = &s.ent[bits.TrailingZeros(m)&(Ways-1)]
-	e.LastSeen = now
-	return e, false
+	return t.insert(b, depth, flowid, key, ns), true
 }
 
-// b2u converts a comparison to 0 or 1 without a branch.
-func b2u(c bool) uint {
-	var x uint
-	if c {
-		x = 1
+// hit is Lookup for a flow found in slot r.
+func (t *Table[K, V]) hit(r ref, ns int64) (*V, bool) {
+	m := &t.meta[r-1]
+	p := &t.kv[r-1]
+	isNew := t.idle > 0 && ns-m.seen > t.idle
+	if isNew {
+		// The old flow ended: report it, then start over in its slot.
+		t.report(r, Expired)
+		t.expired++
+		t.inserts++
+		var zero V
+		p.val = zero
+	} else {
+		t.hits++
 	}
-	return x
+	m.seen = ns
+	if t.newest != r {
+		t.unlinkRecency(r)
+		t.pushNewest(r)
+	}
+	return &p.val, isNew
 }
 
-// match returns the bitmap of s's valid ways whose tag is flowid (at most
-// one bit). It compares all eight tags without branches: a branch per way
-// mispredicts on the way that matches and costs about twice as much.
-func (s *set) match(flowid uint32) uint {
-	t := &s.tags
-	m := b2u(t[0] == flowid) | b2u(t[1] == flowid)<<1 | b2u(t[2] == flowid)<<2 |
-		b2u(t[3] == flowid)<<3 | b2u(t[4] == flowid)<<4 | b2u(t[5] == flowid)<<5 |
-		b2u(t[6] == flowid)<<6 | b2u(t[7] == flowid)<<7
-	return m & uint(s.valid)
-}
-
-func (t *Table) insert(s1, s2 *set, flowid uint32, now int64) (*Entry, bool) {
-	var s *set
-	var way int
+// insert starts the flow (flowid, key) in the chain at b, which holds depth
+// flows, and returns its zero value.
+func (t *Table[K, V]) insert(b *ref, depth int, flowid uint32, key K, ns int64) *V {
+	var r ref
 	switch {
-	case s1.valid != 0xff:
-		s, way = s1, bits.TrailingZeros8(^s1.valid)
-		t.n++
-	case s2.valid != 0xff:
-		s, way = s2, bits.TrailingZeros8(^s2.valid)
-		t.n++
+	case depth >= maxChain:
+		r = t.crowdedVictim(*b)
+		t.evict(r)
+		t.crowded++
+	case t.free != 0:
+		r = t.free
+		t.free = t.meta[r-1].next
+	case t.used < len(t.meta):
+		t.used++
+		r = ref(t.used)
 	default:
-		t.collisions++
-		var oldest int64
-		for _, c := range [2]*set{s1, s2} {
-			for i := range Ways {
-				e := &c.ent[i]
-				// Ask busy only about entries that would beat the current pick.
-				if (s == nil || e.LastSeen < oldest) && !t.busy(e) {
-					s, way, oldest = c, i, e.LastSeen
-				}
-			}
-		}
-		if s == nil {
-			t.full++
-			return nil, false
-		}
-		t.evictions++
+		r = t.oldest
+		t.evict(r)
 	}
 	t.inserts++
-	s.tags[way] = flowid
-	s.valid |= 1 << way
-	e := &s.ent[way]
-	*e = Entry{FlowID: flowid, Current: -1, Desired: -1, FirstSeen: now, LastSeen: now}
-	return e, true
+	t.n++
+	t.meta[r-1] = meta{flowid: flowid, next: *b, seen: ns}
+	*b = r
+	t.pushNewest(r)
+	p := &t.kv[r-1]
+	p.key = key
+	var zero V
+	p.val = zero
+	return &p.val
 }
 
-// Find returns the entry for flowid, or nil, without inserting and without
-// touching any field or counter. The caller must hold the lock; the pointer
-// is valid until the next Lookup or Unlock.
-func (t *Table) Find(flowid uint32) *Entry {
-	s := &t.sets[flowid&t.setMask]
-	m := s.match(flowid)
-	if m == 0 {
-		s = &t.sets[t.alt(flowid)]
-		if m = s.match(flowid); m == 0 {
-			return nil
+// crowdedVictim returns the least recently seen flow of the chain that
+// starts at r (ties: the one inserted first, which stands further along).
+func (t *Table[K, V]) crowdedVictim(r ref) ref {
+	victim := r
+	for ; r != 0; r = t.meta[r-1].next {
+		if t.meta[r-1].seen <= t.meta[victim-1].seen {
+			victim = r
 		}
 	}
-	return &s.ent[bits.TrailingZeros(m)&(Ways-1)]
+	return victim
 }
 
-// Get returns a copy of flowid's entry. It takes the lock.
-func (t *Table) Get(flowid uint32) (Entry, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e := t.Find(flowid); e != nil {
-		return *e, true
-	}
-	return Entry{}, false
+// evict reports the flow in slot r, then removes it to make room.
+func (t *Table[K, V]) evict(r ref) {
+	t.report(r, Evicted)
+	t.unlink(r)
+	t.evictions++
 }
 
-// Len returns the number of flows held. It takes the lock.
-func (t *Table) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n
-}
-
-// Stats returns a snapshot of the counters. It takes the lock.
-func (t *Table) Stats() Stats {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return Stats{
-		Capacity:   t.Capacity(),
-		Len:        t.n,
-		Inserts:    t.inserts,
-		Hits:       t.hits,
-		Evictions:  t.evictions,
-		Collisions: t.collisions,
-		Full:       t.full,
-		Expired:    t.expired,
+// report passes the flow in slot r to OnEvict. It comes before any change
+// to the table, so that an OnEvict that panics leaves the table as it was:
+// the flow still held, the counters unchanged.
+func (t *Table[K, V]) report(r ref, why Reason) {
+	if t.onEvict != nil {
+		p := &t.kv[r-1]
+		t.onEvict(Flow[K]{ID: t.meta[r-1].flowid, Key: p.key}, &p.val, why)
 	}
 }
 
-// Range calls fn for each flow held, in table order, until fn returns false.
-// It holds the lock throughout: fn must not call the table's methods, must
-// treat *e as read-only and must not retain e.
-func (t *Table) Range(fn func(e *Entry) bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for si := range t.sets {
-		s := &t.sets[si]
-		for v := s.valid; v != 0; v &= v - 1 {
-			if !fn(&s.ent[bits.TrailingZeros8(v)]) {
-				return
-			}
+// unlink takes slot r out of its bucket's chain and the recency list.
+func (t *Table[K, V]) unlink(r ref) {
+	b := t.bucket(t.meta[r-1].flowid)
+	for *b != r {
+		b = &t.meta[*b-1].next
+	}
+	*b = t.meta[r-1].next
+	t.unlinkRecency(r)
+	t.n--
+}
+
+func (t *Table[K, V]) unlinkRecency(r ref) {
+	m := &t.meta[r-1]
+	if m.newer != 0 {
+		t.meta[m.newer-1].older = m.older
+	} else {
+		t.newest = m.older
+	}
+	if m.older != 0 {
+		t.meta[m.older-1].newer = m.newer
+	} else {
+		t.oldest = m.newer
+	}
+	m.newer, m.older = 0, 0
+}
+
+func (t *Table[K, V]) pushNewest(r ref) {
+	m := &t.meta[r-1]
+	m.newer, m.older = 0, t.newest
+	if t.newest != 0 {
+		t.meta[t.newest-1].newer = r
+	} else {
+		t.oldest = r
+	}
+	t.newest = r
+}
+
+// release puts slot r, already unlinked, on the free list, and zeroes its
+// key and value so that the table keeps nothing they point to alive.
+func (t *Table[K, V]) release(r ref) {
+	t.kv[r-1] = pair[K, V]{}
+	t.meta[r-1] = meta{next: t.free}
+	t.free = r
+}
+
+// find returns the slot of the flow (flowid, key), or 0.
+func (t *Table[K, V]) find(flowid uint32, key K) ref {
+	for r := *t.bucket(flowid); r != 0; r = t.meta[r-1].next {
+		if t.meta[r-1].flowid == flowid && t.kv[r-1].key == key {
+			return r
 		}
 	}
+	return 0
 }
 
-// Expire removes every non-busy entry whose LastSeen is before olderThan and
-// returns how many it removed (counted in Stats.Expired). It takes the lock.
-func (t *Table) Expire(olderThan int64) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// Get returns the value of the flow (flowid, key), or nil when the table
+// does not hold it. Unlike Lookup it changes nothing: not the flow's
+// recency, not its time, not the counters; and it returns a flow that has
+// gone idle but has not been expired yet. The pointer is valid as
+// Lookup's is.
+func (t *Table[K, V]) Get(flowid uint32, key K) *V {
+	if r := t.find(flowid, key); r != 0 {
+		return &t.kv[r-1].val
+	}
+	return nil
+}
+
+// Delete removes the flow (flowid, key) and reports whether the table held
+// it. The flow is not passed to Config.OnEvict.
+func (t *Table[K, V]) Delete(flowid uint32, key K) bool {
+	r := t.find(flowid, key)
+	if r == 0 {
+		return false
+	}
+	t.unlink(r)
+	t.deleted++
+	t.release(r)
+	return true
+}
+
+// DeleteFunc calls del for each flow, least recently seen first, removes
+// those for which it returns true, and returns how many it removed. del may
+// change *v (a flow it keeps keeps the change) but must not retain v nor
+// call the table's methods. Removed flows are not passed to
+// Config.OnEvict. A handler uses it to hand flows over to another worker
+// (a steer move: Move.Contains(f.ID)).
+func (t *Table[K, V]) DeleteFunc(del func(f Flow[K], v *V) bool) int {
 	removed := 0
-	for si := range t.sets {
-		s := &t.sets[si]
-		for v := s.valid; v != 0; v &= v - 1 {
-			i := bits.TrailingZeros8(v)
-			e := &s.ent[i]
-			if e.LastSeen < olderThan && !t.busy(e) {
-				s.valid &^= 1 << i
-				*e = Entry{}
-				removed++
-			}
+	for r := t.oldest; r != 0; {
+		next := t.meta[r-1].newer
+		p := &t.kv[r-1]
+		if del(Flow[K]{ID: t.meta[r-1].flowid, Key: p.key}, &p.val) {
+			t.unlink(r)
+			t.release(r)
+			removed++
 		}
+		r = next
 	}
-	t.n -= removed
-	t.expired += uint64(removed)
+	t.deleted += uint64(removed)
 	return removed
 }
 
-// before reports whether a ranks above b in Top's order: more packets first,
-// then lower FlowID.
-func before(a, b *Entry) bool {
-	if a.Packets != b.Packets {
-		return a.Packets > b.Packets
+// Expire ends the flows not seen for longer than Config.Idle before now:
+// each is passed to Config.OnEvict as [Expired] and removed. It returns how
+// many it removed; with no idle timeout, none. It visits only the flows it
+// removes and the first one it keeps: flows are kept in the order they were
+// last looked up, and Expire stops at the first that has not gone idle. So
+// when the times given to Lookup go backwards (frames of several sources,
+// a little out of order), a flow seen at an earlier time than one looked
+// up before it may be expired late, at a later Expire or by its next
+// Lookup; never early.
+//
+// A handler calls it from its worker's tick (steer's Ticker), with the
+// latest packet time it has handled rather than the wall clock when it
+// replays captures.
+func (t *Table[K, V]) Expire(now time.Time) int {
+	if t.idle <= 0 {
+		return 0
 	}
-	return a.FlowID < b.FlowID
+	ns := now.UnixNano()
+	removed := 0
+	for r := t.oldest; r != 0 && ns-t.meta[r-1].seen > t.idle; r = t.oldest {
+		t.report(r, Expired)
+		t.unlink(r)
+		t.release(r)
+		t.expired++
+		removed++
+	}
+	return removed
 }
 
-// Top returns copies of the n flows with the most packets (the elephants),
-// sorted by Packets descending, ties by FlowID ascending. It stores them in
-// dst[:0], growing it only when its capacity is below min(n, Len), and
-// returns the result. n <= 0 returns dst[:0]. It takes the lock.
-func (t *Table) Top(n int, dst []Entry) []Entry {
-	dst = dst[:0]
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n = min(n, t.n)
-	if n <= 0 {
-		return dst
-	}
-	dst = slices.Grow(dst, n)
-	// dst is a heap whose root is the entry ranked lowest.
-	for si := range t.sets {
-		s := &t.sets[si]
-		for v := s.valid; v != 0; v &= v - 1 {
-			e := &s.ent[bits.TrailingZeros8(v)]
-			if len(dst) < n {
-				dst = append(dst, *e)
-				heapUp(dst, len(dst)-1)
-			} else if before(e, &dst[0]) {
-				dst[0] = *e
-				heapDown(dst, 0)
+// All returns an iterator over the flows the table holds, least recently
+// seen first, each with a pointer to its value (for flushing the records
+// still open when a capture ends, say). The loop may change *v, and may
+// Delete the flow it was given; any other change to the table during the
+// loop (Lookup, Expire, DeleteFunc, deleting another flow) makes what the
+// loop sees next unspecified.
+func (t *Table[K, V]) All() iter.Seq2[Flow[K], *V] {
+	return func(yield func(Flow[K], *V) bool) {
+		for r := t.oldest; r != 0; {
+			next := t.meta[r-1].newer
+			p := &t.kv[r-1]
+			if !yield(Flow[K]{ID: t.meta[r-1].flowid, Key: p.key}, &p.val) {
+				return
 			}
+			r = next
 		}
-	}
-	slices.SortFunc(dst, func(a, b Entry) int {
-		switch {
-		case a.FlowID == b.FlowID:
-			return 0
-		case before(&a, &b):
-			return -1
-		}
-		return 1
-	})
-	return dst
-}
-
-// heapUp and heapDown maintain h as a heap with the lowest-ranked entry at
-// index 0.
-func heapUp(h []Entry, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !before(&h[p], &h[i]) {
-			return
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
 	}
 }
 
-func heapDown(h []Entry, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		c := l
-		if r := l + 1; r < len(h) && before(&h[l], &h[r]) {
-			c = r
-		}
-		if !before(&h[i], &h[c]) {
-			return
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
+// Len returns the number of flows held.
+func (t *Table[K, V]) Len() int { return t.n }
+
+// Stats returns a snapshot of the counters.
+func (t *Table[K, V]) Stats() Stats {
+	return Stats{
+		Capacity:  len(t.meta),
+		Len:       t.n,
+		Hits:      t.hits,
+		Inserts:   t.inserts,
+		Evictions: t.evictions,
+		Crowded:   t.crowded,
+		Expired:   t.expired,
+		Deleted:   t.deleted,
 	}
 }

@@ -2,430 +2,511 @@ package flowtable
 
 import (
 	"errors"
-	"math/rand/v2"
+	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
+	"weak"
 )
 
-// sameSet returns the k-th flowid that maps to set s of a table of capacity c.
-func sameSet(c, s, k int) uint32 { return uint32(s + k*(c/Ways)) }
+// key stands for a caller's full flow key (steer.FlowKey, say).
+type key struct {
+	src, dst     [16]byte
+	sport, dport uint16
+	proto        uint8
+}
 
-func mustNew(t testing.TB, c int, busy func(*Entry) bool) *Table {
+func k(n int) key {
+	return key{src: [16]byte{0: 10, 15: byte(n >> 24)}, dst: [16]byte{0: 10, 15: 1}, sport: uint16(n), dport: uint16(n >> 16), proto: 6}
+}
+
+// rec stands for a caller's per-flow state.
+type rec struct {
+	packets uint64
+	first   time.Time
+	tag     int
+}
+
+// at returns a time n seconds after a fixed start.
+func at(n int) time.Time { return time.Unix(1_700_000_000+int64(n), 0) }
+
+type evicted struct {
+	f   Flow[key]
+	v   rec
+	why Reason
+}
+
+// newRec returns a table of capacity flows whose OnEvict appends to *out.
+func newRec(t testing.TB, capacity int, idle time.Duration, out *[]evicted) *Table[key, rec] {
 	t.Helper()
-	tb, err := New(c, busy)
+	cfg := Config[key, rec]{Capacity: capacity, Idle: idle}
+	if out != nil {
+		cfg.OnEvict = func(f Flow[key], v *rec, why Reason) { *out = append(*out, evicted{f, *v, why}) }
+	}
+	tb, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tb
 }
 
-func checkStats(t *testing.T, tb *Table) Stats {
+// wantNew looks up flow (id, k(id)) at ts and fails unless it starts
+// afresh.
+func wantNew(t *testing.T, tb *Table[key, rec], id int, ts time.Time) {
+	t.Helper()
+	if v, isNew := tb.Lookup(uint32(id), k(id), ts); !isNew || *v != (rec{}) {
+		t.Fatalf("flow %d at %v: %+v, isNew %v; want a new flow", id, ts, *v, isNew)
+	}
+}
+
+// wantEvicted fails unless OnEvict received exactly want.
+func wantEvicted(t *testing.T, got []evicted, want ...evicted) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("OnEvict received %+v, want %+v", got, want)
+	}
+}
+
+// checkStats checks the identities Stats documents, and that All sees Len
+// flows.
+func checkStats[K comparable, V any](t *testing.T, tb *Table[K, V]) Stats {
 	t.Helper()
 	st := tb.Stats()
-	if got := st.Inserts - st.Evictions - st.Expired; got != uint64(st.Len) {
-		t.Errorf("Inserts-Evictions-Expired = %d, Len = %d (%+v)", got, st.Len, st)
+	if got := st.Inserts - st.Evictions - st.Expired - st.Deleted; got != uint64(st.Len) {
+		t.Errorf("Inserts-Evictions-Expired-Deleted = %d, Len = %d (%+v)", got, st.Len, st)
 	}
-	if st.Collisions != st.Evictions+st.Full {
-		t.Errorf("Collisions %d != Evictions %d + Full %d", st.Collisions, st.Evictions, st.Full)
-	}
-	if st.Len > st.Capacity || st.Len < 0 {
-		t.Errorf("Len %d outside [0, %d]", st.Len, st.Capacity)
+	if st.Len > st.Capacity || st.Len < 0 || st.Len != tb.Len() || st.Crowded > st.Evictions {
+		t.Errorf("inconsistent stats %+v (Len() %d)", st, tb.Len())
 	}
 	n := 0
-	tb.Range(func(*Entry) bool { n++; return true })
+	for range tb.All() {
+		n++
+	}
 	if n != st.Len {
-		t.Errorf("Range saw %d entries, Len = %d", n, st.Len)
+		t.Errorf("All saw %d flows, Len = %d", n, st.Len)
 	}
 	return st
 }
 
-func TestLayout(t *testing.T) {
-	if s := unsafe.Sizeof(Entry{}); s != 64 {
-		t.Errorf("Entry is %d bytes, want 64 (one cache line)", s)
+func TestNewConfig(t *testing.T) {
+	for _, cfg := range []Config[key, rec]{
+		{Capacity: 0}, {Capacity: -1}, {Capacity: MaxCapacity + 1}, {Capacity: 8, Idle: -time.Second},
+	} {
+		if tb, err := New(cfg); !errors.Is(err, ErrConfig) || tb != nil {
+			t.Errorf("New(%+v) = %v, %v; want nil, ErrConfig", cfg, tb, err)
+		}
 	}
-	if o := unsafe.Offsetof(set{}.ent); o != 64 {
-		t.Errorf("entries start at offset %d of a set, want 64", o)
+	// Flows so large that the capacity cannot be allocated: an error, not
+	// a panic in make.
+	if _, err := New(Config[struct{}, [1 << 24]byte]{Capacity: 1 << 24}); !errors.Is(err, ErrConfig) {
+		t.Errorf("New with 2^48 bytes of values: %v, want ErrConfig", err)
+	}
+	for _, c := range []int{1, 2, 3, 1000, 1024} {
+		tb := newRec(t, c, 0, nil)
+		if st := tb.Stats(); st.Capacity != c || st.Len != 0 || len(tb.buckets) < c || len(tb.buckets) >= 2*c && c > 1 {
+			t.Errorf("New(%d): stats %+v, %d buckets", c, st, len(tb.buckets))
+		}
 	}
 }
 
-func TestNewCapacity(t *testing.T) {
-	for _, c := range []int{-8, 0, 1, 4, 8, 12, 1000, MaxCapacity * 2} {
-		if tb, err := New(c, nil); !errors.Is(err, ErrCapacity) || tb != nil {
-			t.Errorf("New(%d) = %v, %v; want nil, ErrCapacity", c, tb, err)
-		}
-	}
-	tb := mustNew(t, 64, nil)
-	if tb.Capacity() != 64 || tb.Len() != 0 {
-		t.Errorf("Capacity %d Len %d", tb.Capacity(), tb.Len())
+// TestLayout pins the bookkeeping size the package comment and New's doc
+// give.
+func TestLayout(t *testing.T) {
+	if s := unsafe.Sizeof(meta{}); s != 24 {
+		t.Errorf("meta is %d bytes, want 24", s)
 	}
 }
 
 func TestLookupInsertHit(t *testing.T) {
-	tb := mustNew(t, 64, nil)
-	tb.Lock()
-	e, ins := tb.Lookup(7, 100)
-	if e == nil || !ins {
-		t.Fatalf("first Lookup = %v, %v", e, ins)
+	tb := newRec(t, 8, 0, nil)
+	v, isNew := tb.Lookup(7, k(1), at(0))
+	if !isNew || *v != (rec{}) {
+		t.Fatalf("first Lookup: %+v, isNew %v", *v, isNew)
 	}
-	want := Entry{FlowID: 7, Current: -1, Desired: -1, FirstSeen: 100, LastSeen: 100}
-	if *e != want {
-		t.Errorf("new entry = %+v, want %+v", *e, want)
+	v.packets, v.first = 1, at(0)
+	v, isNew = tb.Lookup(7, k(1), at(1))
+	if isNew || v.packets != 1 || !v.first.Equal(at(0)) {
+		t.Fatalf("second Lookup: %+v, isNew %v", *v, isNew)
 	}
-	e.Current, e.Desired, e.LastTail, e.Packets, e.Bytes = 3, 2, 99, 1, 60
-	e2, ins := tb.Lookup(7, 200)
-	if e2 != e || ins {
-		t.Errorf("second Lookup = %p, %v; want %p, false", e2, ins, e)
+	if g := tb.Get(7, k(1)); g != v {
+		t.Errorf("Get returned %p, Lookup %p", g, v)
 	}
-	if e2.LastSeen != 200 || e2.FirstSeen != 100 || e2.Current != 3 || e2.LastTail != 99 || e2.Bytes != 60 {
-		t.Errorf("hit entry = %+v", *e2)
+	if tb.Get(7, k(2)) != nil || tb.Get(8, k(1)) != nil {
+		t.Error("Get found a flow the table does not hold")
 	}
-	if f := tb.Find(7); f != e {
-		t.Errorf("Find(7) = %p, want %p", f, e)
-	}
-	if f := tb.Find(8); f != nil {
-		t.Errorf("Find(8) = %+v, want nil", *f)
-	}
-	tb.Unlock()
-	got, ok := tb.Get(7)
-	if !ok || got.Packets != 1 || got.FlowID != 7 {
-		t.Errorf("Get(7) = %+v, %v", got, ok)
-	}
-	if _, ok := tb.Get(8); ok {
-		t.Error("Get(8) found a flow never inserted")
-	}
-	st := checkStats(t, tb)
-	if st.Inserts != 1 || st.Hits != 1 || st.Len != 1 || st.Evictions != 0 || st.Full != 0 {
+	if st := checkStats(t, tb); st.Hits != 1 || st.Inserts != 1 || st.Len != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }
 
-// A table of capacity 16 has two sets, each the other's alternate: every
-// flowid's sixteen candidates are the whole table, which makes the
-// eviction tests exact.
-const pair = 2 * Ways
-
-func TestSameSetNeverConfused(t *testing.T) {
-	tb := mustNew(t, pair, nil)
-	tb.Lock()
-	defer tb.Unlock()
-	// Flowids sharing their low 16 bits (so their first set) all fit, in
-	// both sets, and are told apart.
-	for k := range pair {
-		e, ins := tb.Lookup(uint32(k)<<16|5, int64(k))
-		if e == nil || !ins {
-			t.Fatalf("insert %d failed", k)
+// TestCollidingFlowids: flows with one flowid and different keys are
+// different flows, each with its own value; and a flow keyed by struct{}
+// is its flowid.
+func TestCollidingFlowids(t *testing.T) {
+	tb := newRec(t, 64, 0, nil)
+	for i := range 10 {
+		v, isNew := tb.Lookup(0xdead, k(i), at(i))
+		if !isNew {
+			t.Fatalf("flow %d of one flowid found as existing", i)
 		}
-		e.Packets = uint64(k + 1000)
+		v.tag = i
 	}
-	for k := range pair {
-		f := uint32(k)<<16 | 5
-		e, ins := tb.Lookup(f, 100)
-		if e == nil || ins || e.FlowID != f || e.Packets != uint64(k+1000) {
-			t.Errorf("Lookup(%#x) = %+v, %v", f, e, ins)
+	for i := range 10 {
+		if v := tb.Get(0xdead, k(i)); v == nil || v.tag != i {
+			t.Errorf("flow %d: %v", i, v)
 		}
 	}
-	other := uint32(1)<<24 | 5
-	if e := tb.Find(other); e != nil {
-		t.Errorf("Find(%#x) returned %#x's entry", other, e.FlowID)
+	byID, err := New(Config[struct{}, int]{Capacity: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := byID.Lookup(5, struct{}{}, time.Time{})
+	*v = 42
+	if v, isNew := byID.Lookup(5, struct{}{}, time.Time{}); isNew || *v != 42 {
+		t.Errorf("struct{} key: %d, isNew %v", *v, isNew)
 	}
 }
 
-func TestTwoChoice(t *testing.T) {
-	const c = 1024
-	tb := mustNew(t, c, nil)
-	for f := range uint32(1 << 20) {
-		a := tb.alt(f)
-		if a == f&tb.setMask || a > tb.setMask {
-			t.Fatalf("alt(%#x) = %d, first set %d", f, a, f&tb.setMask)
+// TestEvictLeastRecentlySeen: a full table evicts the flow looked up least
+// recently (not the one inserted first), and reports it.
+func TestEvictLeastRecentlySeen(t *testing.T) {
+	var out []evicted
+	tb := newRec(t, 4, 0, &out)
+	for i := range 4 {
+		v, _ := tb.Lookup(uint32(i), k(i), at(i))
+		v.tag = i
+	}
+	tb.Lookup(0, k(0), at(10)) // 1 is now the least recently seen
+	tb.Get(1, k(1))            // Get does not count as seen
+	wantNew(t, tb, 99, at(11))
+	wantEvicted(t, out, evicted{Flow[key]{1, k(1)}, rec{tag: 1}, Evicted})
+	if tb.Get(1, k(1)) != nil {
+		t.Error("evicted flow still found")
+	}
+	for _, i := range []int{0, 2, 3} {
+		if v := tb.Get(uint32(i), k(i)); v == nil || v.tag != i {
+			t.Errorf("flow %d lost or changed: %v", i, v)
 		}
 	}
-	// Twelve flows sharing a first set: four overflow into alternates, none
-	// is evicted.
-	tb.Lock()
-	for k := range 12 {
-		tb.Lookup(sameSet(c, 9, k), int64(k))
-	}
-	for k := range 12 {
-		if tb.Find(sameSet(c, 9, k)) == nil {
-			t.Errorf("flow %d of 12 sharing a first set is missing", k)
-		}
-	}
-	tb.Unlock()
-	if st := checkStats(t, tb); st.Evictions != 0 || st.Len != 12 {
+	if st := checkStats(t, tb); st.Evictions != 1 || st.Crowded != 0 || st.Len != 4 {
 		t.Errorf("stats %+v", st)
 	}
 }
 
-func TestEvictOldestLastSeen(t *testing.T) {
-	tb := mustNew(t, pair, nil)
-	tb.Lock()
-	// Insert in one order, then touch so that LastSeen order differs from
-	// insertion and way order: flow k gets LastSeen = perm[k].
-	perm := []int64{50, 20, 70, 10, 80, 30, 60, 40, 55, 25, 75, 15, 85, 35, 65, 45}
-	for k := range pair {
-		tb.Lookup(uint32(k), 1)
+// TestIdleRestart: a flow whose next packet comes more than Idle after its
+// last one ends (OnEvict, Expired) and starts afresh; a gap of exactly
+// Idle does not end it.
+func TestIdleRestart(t *testing.T) {
+	var out []evicted
+	tb := newRec(t, 4, 10*time.Second, &out)
+	v, _ := tb.Lookup(1, k(1), at(0))
+	v.packets = 5
+	if v, isNew := tb.Lookup(1, k(1), at(10)); isNew || v.packets != 5 {
+		t.Fatalf("gap of exactly Idle ended the flow: %+v, %v", *v, isNew)
 	}
-	for k := range pair {
-		tb.Lookup(uint32(k), perm[k])
+	wantNew(t, tb, 1, at(21)) // after a gap of 11 s
+	wantEvicted(t, out, evicted{Flow[key]{1, k(1)}, rec{packets: 5}, Expired})
+	// Times going backwards never end a flow.
+	if _, isNew := tb.Lookup(1, k(1), at(-100)); isNew {
+		t.Error("an earlier time ended the flow")
 	}
-	// Successive new flows evict in LastSeen order: 10 (k=3), 15 (k=11),
-	// 20 (k=1), 25 (k=9).
-	gone := map[int]bool{}
-	for i, victim := range []int{3, 11, 1, 9} {
-		nf := uint32(100 + i)
-		e, ins := tb.Lookup(nf, 1000+int64(i))
-		if e == nil || !ins {
-			t.Fatalf("insert of %#x = %v, %v", nf, e, ins)
-		}
-		gone[victim] = true
-		for k := range pair {
-			if present := tb.Find(uint32(k)) != nil; present == gone[k] {
-				t.Errorf("round %d: flow %d present=%v, want %v (victim %d)", i, k, present, !gone[k], victim)
-			}
-		}
-	}
-	tb.Unlock()
-	st := checkStats(t, tb)
-	if st.Evictions != 4 || st.Collisions != 4 || st.Inserts != 20 || st.Len != pair {
+	if st := checkStats(t, tb); st.Expired != 1 || st.Inserts != 2 || st.Hits != 2 || st.Len != 1 {
 		t.Errorf("stats %+v", st)
-	}
-}
-
-func TestBusyNeverEvicted(t *testing.T) {
-	busy := map[uint32]bool{}
-	tb := mustNew(t, pair, func(e *Entry) bool { return busy[e.FlowID] })
-	tb.Lock()
-	for k := range pair {
-		f := uint32(k)
-		busy[f] = true
-		tb.Lookup(f, int64(10+k))
-	}
-	for i := range 3 {
-		if e, ins := tb.Lookup(uint32(50+i), 100); e != nil || ins {
-			t.Errorf("Lookup into all-busy sets = %v, %v; want nil", e, ins)
-		}
-	}
-	tb.Unlock()
-	st := checkStats(t, tb)
-	if st.Full != 3 || st.Len != pair || st.Evictions != 0 {
-		t.Errorf("stats after refusals %+v", st)
-	}
-	// k=14 and k=15 become idle: the older of them (k=14, LastSeen 24)
-	// goes, though busy k=0 (LastSeen 10) is older still.
-	busy[14] = false
-	busy[15] = false
-	tb.Lock()
-	if e, ins := tb.Lookup(60, 200); e == nil || !ins {
-		t.Fatalf("Lookup after freeing = %v, %v", e, ins)
-	}
-	if tb.Find(14) != nil {
-		t.Error("oldest non-busy entry k=14 still present")
-	}
-	for k := range 14 {
-		if tb.Find(uint32(k)) == nil {
-			t.Errorf("busy entry k=%d evicted", k)
-		}
-	}
-	tb.Unlock()
-	// Expire spares busy entries however old.
-	if n := tb.Expire(1 << 40); n != 2 {
-		t.Errorf("Expire removed %d, want 2 (k=15 and the new flow)", n)
-	}
-	for k := range 14 {
-		if _, ok := tb.Get(uint32(k)); !ok {
-			t.Errorf("busy k=%d expired", k)
-		}
-	}
-	st = checkStats(t, tb)
-	if st.Expired != 2 || st.Len != 14 || st.Evictions != 1 {
-		t.Errorf("final stats %+v", st)
 	}
 }
 
 func TestExpire(t *testing.T) {
-	tb := mustNew(t, 128, nil)
-	tb.Lock()
-	for f := range uint32(40) {
-		tb.Lookup(f*13, int64(f))
+	var out []evicted
+	tb := newRec(t, 16, 10*time.Second, &out)
+	for i := range 8 {
+		tb.Lookup(uint32(i), k(i), at(i))
 	}
-	tb.Unlock()
-	if n := tb.Expire(10); n != 10 {
-		t.Errorf("Expire(10) = %d, want 10", n)
+	tb.Lookup(2, k(2), at(9)) // 2 is the most recently seen now
+	if n := tb.Expire(at(15)); n != 4 {
+		t.Errorf("Expire(15) removed %d, want 4 (flows 0, 1, 3, 4)", n)
 	}
-	if n := tb.Expire(10); n != 0 {
-		t.Errorf("second Expire(10) = %d, want 0", n)
+	var got []uint32
+	for _, e := range out {
+		if e.why != Expired {
+			t.Errorf("flow %d passed as %v", e.f.ID, e.why)
+		}
+		got = append(got, e.f.ID)
 	}
-	for f := range uint32(40) {
-		_, ok := tb.Get(f * 13)
-		if ok != (f >= 10) {
-			t.Errorf("flow %d present=%v after Expire(10)", f*13, ok)
+	if want := []uint32{0, 1, 3, 4}; !slices.Equal(got, want) {
+		t.Errorf("expired %v, want %v in that order", got, want)
+	}
+	var left []uint32
+	for f := range tb.All() {
+		left = append(left, f.ID)
+	}
+	if want := []uint32{5, 6, 7, 2}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v (least recently seen first)", left, want)
+	}
+	// A flow looked up after a newer one, with an older time, is expired
+	// late (it stands behind a flow that is not idle), never early.
+	tb.Lookup(100, k(100), at(100))
+	tb.Lookup(101, k(101), at(50))
+	out = out[:0]
+	tb.Expire(at(65))
+	for _, e := range out {
+		if e.f.ID == 100 || e.f.ID == 101 {
+			t.Errorf("flow %d expired at 65", e.f.ID)
 		}
 	}
-	// Expired slots are reusable and come back fresh.
-	tb.Lock()
-	e, ins := tb.Lookup(0, 500)
-	if !ins || e.Packets != 0 || e.FirstSeen != 500 {
-		t.Errorf("re-insert after expiry = %+v, %v", *e, ins)
+	if tb.Get(101, k(101)) == nil {
+		t.Error("flow 101 (seen at 50, behind one seen at 100) is gone at 65")
 	}
-	tb.Unlock()
+	if n := tb.Expire(at(111)); n != 2 || tb.Len() != 0 {
+		t.Errorf("Expire(111) removed %d, Len %d; want 2, 0", n, tb.Len())
+	}
+	checkStats(t, tb)
+	noIdle := newRec(t, 4, 0, nil)
+	noIdle.Lookup(1, k(1), at(0))
+	if n := noIdle.Expire(at(1 << 30)); n != 0 || noIdle.Len() != 1 {
+		t.Errorf("Expire without an idle timeout removed %d", n)
+	}
+}
+
+// TestCrowdedBucket: flows crafted to share one flowid (a known Toeplitz
+// key makes that easy) fill one bucket to 16 and then evict each other,
+// least recently seen first, while other flows keep their state.
+func TestCrowdedBucket(t *testing.T) {
+	var out []evicted
+	tb := newRec(t, 1024, 0, &out)
+	for i := range 100 {
+		tb.Lookup(uint32(5000+i), k(i), at(0)) // bystanders
+	}
+	for i := range 40 {
+		tb.Lookup(0xbad, k(i), at(i))
+		if i == 20 {
+			tb.Lookup(0xbad, k(8), at(100)) // keep flow 8 fresh
+		}
+	}
+	held := 0
+	for i := range 40 {
+		if tb.Get(0xbad, k(i)) != nil {
+			held++
+		}
+	}
+	if held != maxChain || tb.Get(0xbad, k(8)) == nil || tb.Get(0xbad, k(39)) == nil {
+		t.Errorf("%d crafted flows held (want %d, with 8 and 39 among them)", held, maxChain)
+	}
+	for i := range 100 {
+		if tb.Get(uint32(5000+i), k(i)) == nil {
+			t.Fatalf("bystander %d evicted", i)
+		}
+	}
 	st := checkStats(t, tb)
-	if st.Len != 31 || st.Expired != 10 || st.Inserts != 41 {
+	if st.Crowded != 24 || st.Evictions != 24 || len(out) != 24 {
+		t.Errorf("stats %+v, %d passed to OnEvict; want 24 crowded evictions", st, len(out))
+	}
+	if out[0].f.Key != k(0) || out[8].f.Key != k(9) {
+		t.Errorf("crowded evictions out of order: first %v, ninth %v", out[0].f.Key, out[8].f.Key)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	tb := newRec(t, 8, 0, nil)
+	for i := range 8 {
+		v, _ := tb.Lookup(uint32(i%3), k(i), at(i))
+		v.tag = i
+	}
+	if !tb.Delete(1, k(4)) || tb.Delete(1, k(4)) || tb.Delete(2, k(4)) {
+		t.Error("Delete: wrong answers")
+	}
+	n := tb.DeleteFunc(func(f Flow[key], v *rec) bool {
+		v.packets = 9 // kept flows keep the change
+		return f.ID == 0
+	})
+	if n != 3 { // 0, 3, 6
+		t.Errorf("DeleteFunc removed %d, want 3", n)
+	}
+	for i := range 8 {
+		v := tb.Get(uint32(i%3), k(i))
+		switch {
+		case i%3 == 0 || i == 4:
+			if v != nil {
+				t.Errorf("flow %d not deleted", i)
+			}
+		case v == nil || v.tag != i || v.packets != 9:
+			t.Errorf("flow %d: %v", i, v)
+		}
+	}
+	// Freed slots are reused, and come back zeroed.
+	for i := range 4 {
+		if v, isNew := tb.Lookup(100, k(i), at(9)); !isNew || *v != (rec{}) {
+			t.Errorf("reused slot %d: %+v", i, *v)
+		}
+	}
+	if st := checkStats(t, tb); st.Deleted != 4 || st.Evictions != 0 || st.Len != 8 {
 		t.Errorf("stats %+v", st)
 	}
 }
 
-func TestTop(t *testing.T) {
-	tb := mustNew(t, 256, nil)
-	rng := rand.New(rand.NewPCG(1, 2))
-	tb.Lock()
-	var all []Entry
-	for range 150 {
-		f := rng.Uint32()
-		e, ins := tb.Lookup(f, 1)
-		if !ins {
-			continue
-		}
-		e.Packets = uint64(rng.IntN(20)) // many ties
-		all = append(all, *e)
+// TestAllDeleteInLoop: All visits flows least recently seen first, stops
+// when the loop breaks, and lets the loop delete the flow it is given.
+func TestAllDeleteInLoop(t *testing.T) {
+	tb := newRec(t, 16, 0, nil)
+	for i := range 10 {
+		tb.Lookup(uint32(i), k(i), at(i))
 	}
-	tb.Unlock()
-	all = all[:0]
-	tb.Range(func(e *Entry) bool { all = append(all, *e); return true })
-	slices.SortFunc(all, func(a, b Entry) int {
-		if a.Packets != b.Packets {
-			if a.Packets > b.Packets {
-				return -1
-			}
-			return 1
-		}
-		if a.FlowID < b.FlowID {
-			return -1
-		}
-		return 1
-	})
-	for _, n := range []int{0, 1, 5, 37, len(all), len(all) + 10} {
-		got := tb.Top(n, nil)
-		want := all[:min(n, len(all))]
-		if !slices.Equal(got, want) {
-			t.Errorf("Top(%d) = %v\nwant %v", n, got, want)
+	tb.Lookup(0, k(0), at(20))
+	var order []uint32
+	for f, v := range tb.All() {
+		order = append(order, f.ID)
+		v.packets++
+		if f.ID%2 == 1 {
+			tb.Delete(f.ID, f.Key)
 		}
 	}
-	// dst is reused when large enough.
-	buf := make([]Entry, 3, 10)
-	got := tb.Top(10, buf)
-	if &got[0] != &buf[:1][0] || len(got) != 10 {
-		t.Errorf("Top did not reuse dst")
+	if want := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 0}; !slices.Equal(order, want) {
+		t.Errorf("All visited %v, want %v", order, want)
 	}
-	if got := tb.Top(-1, buf); len(got) != 0 {
-		t.Errorf("Top(-1) returned %d entries", len(got))
+	if tb.Len() != 5 || tb.Get(2, k(2)).packets != 1 {
+		t.Errorf("after the loop: Len %d", tb.Len())
 	}
-}
-
-func TestRangeStops(t *testing.T) {
-	tb := mustNew(t, 64, nil)
-	tb.Lock()
-	for f := range uint32(20) {
-		tb.Lookup(f, 0)
-	}
-	tb.Unlock()
 	n := 0
-	tb.Range(func(*Entry) bool { n++; return n < 5 })
-	if n != 5 {
-		t.Errorf("Range called fn %d times after it returned false at 5", n)
+	for range tb.All() {
+		n++
+		break
 	}
-}
-
-func TestLookupAllocs(t *testing.T) {
-	tb := mustNew(t, 1024, func(e *Entry) bool { return e.LastTail > 5 })
-	flows := make([]uint32, 4096) // more flows than capacity: hits, inserts, evictions
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range flows {
-		flows[i] = rng.Uint32()
-	}
-	now := int64(0)
-	allocs := testing.AllocsPerRun(100, func() {
-		tb.Lock()
-		for _, f := range flows {
-			now++
-			if e, _ := tb.Lookup(f, now); e != nil {
-				e.Packets++
-				e.Bytes += 64
-				e.LastTail = uint64(now & 7)
-			}
-		}
-		tb.Unlock()
-	})
-	if allocs != 0 {
-		t.Errorf("Lookup allocates %v per run", allocs)
-	}
-	if st := checkStats(t, tb); st.Evictions == 0 || st.Hits == 0 {
-		t.Errorf("test did not exercise evictions and hits: %+v", st)
-	}
-}
-
-// TestConcurrentReaders runs one writer (batches under the lock, with
-// busy reading atomically-published worker heads) against readers using
-// every locking method, under -race.
-func TestConcurrentReaders(t *testing.T) {
-	var head [4]atomic.Uint64
-	tb := mustNew(t, 512, func(e *Entry) bool {
-		return e.Current >= 0 && head[e.Current].Load() < e.LastTail
-	})
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Go(func() { // workers advance their heads
-		for !stop.Load() {
-			for i := range head {
-				head[i].Add(1)
-			}
-		}
-	})
-	var readerErr atomic.Value
-	for range 2 {
-		wg.Go(func() {
-			var buf []Entry
-			for !stop.Load() {
-				st := tb.Stats()
-				if st.Inserts-st.Evictions-st.Expired != uint64(st.Len) {
-					readerErr.Store("stats do not add up")
-				}
-				buf = tb.Top(10, buf)
-				for i := 1; i < len(buf); i++ {
-					if buf[i].Packets > buf[i-1].Packets {
-						readerErr.Store("Top not sorted")
-					}
-				}
-				tb.Range(func(e *Entry) bool { return e.Packets < 1<<62 })
-				_, _ = tb.Get(42)
-				_ = tb.Len()
-				tb.Expire(-1)
-			}
-		})
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	var tail [4]uint64
-	for b := range 2000 {
-		tb.Lock()
-		for range 64 {
-			f := rng.Uint32() % 2000
-			if e, _ := tb.Lookup(f, int64(b)); e != nil {
-				if e.Current < 0 {
-					e.Current = int32(f % 4)
-				}
-				tail[e.Current]++
-				e.LastTail = tail[e.Current]
-				e.Packets++
-			}
-		}
-		tb.Unlock()
-	}
-	stop.Store(true)
-	wg.Wait()
-	if v := readerErr.Load(); v != nil {
-		t.Error(v)
+	if n != 1 {
+		t.Errorf("break after one flow saw %d", n)
 	}
 	checkStats(t, tb)
+}
+
+// TestAllocs: in steady state no method allocates.
+func TestAllocs(t *testing.T) {
+	var evicted int
+	tb, err := New(Config[key, rec]{Capacity: 256, Idle: time.Second,
+		OnEvict: func(Flow[key], *rec, Reason) { evicted++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	step := func() {
+		i++
+		id := uint32(i * 7919 % 1000)
+		v, _ := tb.Lookup(id, k(int(id)), time.Unix(0, int64(i)*int64(time.Millisecond)))
+		v.packets++
+		tb.Get(id, k(int(id)))
+		if i%16 == 0 {
+			tb.Delete(id, k(int(id)))
+		}
+		if i%64 == 0 {
+			tb.Expire(time.Unix(0, int64(i)*int64(time.Millisecond)))
+			tb.DeleteFunc(func(f Flow[key], _ *rec) bool { return f.ID%97 == 0 })
+			for _, v := range tb.All() {
+				v.packets++
+			}
+			_ = tb.Stats()
+		}
+	}
+	for range 2000 {
+		step() // fill, evict, expire
+	}
+	if a := testing.AllocsPerRun(10000, step); a != 0 {
+		t.Errorf("%v allocations per step, want 0", a)
+	}
+	if evicted == 0 {
+		t.Error("the steady state evicted nothing: the test does not cover eviction")
+	}
+	checkStats(t, tb)
+}
+
+func TestReasonText(t *testing.T) {
+	for _, r := range []Reason{Evicted, Expired} {
+		b, err := r.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Reason
+		if err := back.UnmarshalText([]byte(string(b))); err != nil || back != r || r.String() != string(b) {
+			t.Errorf("%v: %q, %v, %v", r, b, back, err)
+		}
+	}
+	var r Reason
+	if err := r.UnmarshalText([]byte("EXPIRED")); err != nil || r != Expired {
+		t.Errorf("EXPIRED: %v, %v", r, err)
+	}
+	if err := r.UnmarshalText([]byte("gone")); !errors.Is(err, ErrReason) {
+		t.Errorf("gone: %v", err)
+	}
+	if _, err := Reason(7).MarshalText(); !errors.Is(err, ErrReason) || Reason(7).String() != "Reason(7)" {
+		t.Errorf("Reason(7): %v %q", err, Reason(7).String())
+	}
+}
+
+// TestRemovedFlowsReleaseMemory: a removed flow's key and value are
+// cleared, so that what they point to can be collected while the slot
+// waits for another flow.
+func TestRemovedFlowsReleaseMemory(t *testing.T) {
+	tb, err := New(Config[int, *[1 << 16]byte]{Capacity: 8, Idle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []weak.Pointer[[1 << 16]byte]
+	for i := range 3 {
+		v, _ := tb.Lookup(uint32(i), i, at(0))
+		*v = new([1 << 16]byte)
+		refs = append(refs, weak.Make(*v))
+	}
+	tb.Delete(0, 0)
+	tb.DeleteFunc(func(f Flow[int], _ **[1 << 16]byte) bool { return f.Key == 1 })
+	tb.Expire(at(2))
+	runtime.GC()
+	for i, r := range refs {
+		if r.Value() != nil {
+			t.Errorf("value of removed flow %d still reachable", i)
+		}
+	}
+	runtime.KeepAlive(tb)
+}
+
+// TestOnEvictPanics: an OnEvict that panics (in a handler whose panics the
+// dispatcher recovers) leaves the table sound: the flow it was given is
+// still held, the counters agree, and no slot is lost.
+func TestOnEvictPanics(t *testing.T) {
+	boom := true
+	tb, err := New(Config[key, rec]{Capacity: 4, Idle: 10 * time.Second,
+		OnEvict: func(Flow[key], *rec, Reason) {
+			if boom {
+				panic("handler bug")
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPanic := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s: OnEvict's panic did not reach the caller", what)
+			}
+		}()
+		f()
+	}
+	for i := range 4 {
+		tb.Lookup(uint32(i), k(i), at(i))
+	}
+	mustPanic("eviction", func() { tb.Lookup(9, k(9), at(5)) })
+	mustPanic("idle restart", func() { tb.Lookup(0, k(0), at(30)) })
+	mustPanic("Expire", func() { tb.Expire(at(30)) })
+	for i := range 4 {
+		if tb.Get(uint32(i), k(i)) == nil {
+			t.Errorf("flow %d lost to a panicking OnEvict", i)
+		}
+	}
+	if st := checkStats(t, tb); st.Len != 4 || st.Inserts != 4 || st.Evictions != 0 || st.Expired != 0 {
+		t.Errorf("stats after the panics: %+v", st)
+	}
+	boom = false
+	for i := range 8 { // the table still takes its capacity, and evicts
+		tb.Lookup(uint32(100+i), k(100+i), at(40))
+	}
+	if st := checkStats(t, tb); st.Len != 4 || st.Evictions+st.Expired != 8 {
+		t.Errorf("stats after refilling: %+v", st)
+	}
 }

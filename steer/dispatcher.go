@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rpsgo/rps/flowtable"
 	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // ErrClosed is returned by dispatch calls after Close has begun.
@@ -33,8 +33,8 @@ type Dispatcher struct {
 	keyCls  *Classifier // cls without the hash, for Packet.Key
 	workers []*Worker
 	table   *indirection
-	desired *flowtable.Desired // RFS: where each flow's consumer runs
-	hooks   bool               // the states implement Mover
+	desired *rfstable.Desired // RFS: where each flow's consumer runs
+	hooks   bool              // the states implement Mover
 	wg      sync.WaitGroup
 
 	intake   sync.RWMutex // dispatch calls hold it shared; Close exclusively
@@ -130,7 +130,7 @@ func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error)
 		d.spin = cfg.Workers <= len(used) && len(used) < len(allowed)
 	}
 	if cfg.RFS.Enabled {
-		d.desired, err = flowtable.NewDesired(cfg.RFS.TableSize)
+		d.desired, err = rfstable.NewDesired(cfg.RFS.TableSize)
 		if err != nil {
 			return nil, fmt.Errorf("steer: RFS: %w: %w", err, ErrConfig)
 		}

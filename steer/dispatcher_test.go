@@ -247,7 +247,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Workers: -1}, "steer: -1 workers"},
 		{Config{Policy: PolicyCPU}, "needs a CPUFunc"},
 		{Config{RFS: RFSConfig{Enabled: true, TableSize: 1000}}, "RFS table size 1000"},
-		// Sizes flowtable refuses: RFS would be reported on but do nothing.
+		// Sizes the RFS tables refuse: RFS would be reported on but do nothing.
 		{Config{RFS: RFSConfig{Enabled: true, TableSize: 8}}, "RFS table size 8"},
 		{Config{RFS: RFSConfig{Enabled: true, TableSize: 1 << 27}}, "RFS table size 134217728"},
 		{Config{TickInterval: -time.Second}, "tick interval -1s is negative"},

@@ -5,13 +5,13 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/rpsgo/rps/flowtable"
+	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // handOff is step 4, netisr_dispatch_src: the frame, steered to worker w,
 // is handled inline (DIRECT; HYBRID when this producer is w's own and w
 // has nothing queued), dropped by the flow limit, or queued to w (queue).
-func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, ent *flowtable.Entry, depth uint8) {
+func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, ent *rfstable.Entry, depth uint8) {
 	d := p.d
 	mode := d.cfg.Dispatch
 	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
@@ -34,7 +34,7 @@ func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, en
 
 // queue puts the frame in the batch pending for worker w, which is handed
 // over (flush) when full, and at once for a re-dispatch, which never waits.
-func (p *producer) queue(f *Frame, c *Classification, ref *batchRef, w int, ent *flowtable.Entry, depth uint8) {
+func (p *producer) queue(f *Frame, c *Classification, ref *batchRef, w int, ent *rfstable.Entry, depth uint8) {
 	b := p.pending[w]
 	if b == nil {
 		b = p.stock.get()

@@ -3,7 +3,7 @@ package steer
 import (
 	"slices"
 
-	"github.com/rpsgo/rps/flowtable"
+	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // Input is one feeder of a dispatcher with its own source id. One goroutine
@@ -76,9 +76,9 @@ func (d *Dispatcher) retire(p *producer) {
 
 // sumCounts returns the counts of every input, open and closed, the flow
 // tables of the open ones and the top flows of the closed ones.
-func (d *Dispatcher) sumCounts() (counts, []*flowtable.Table, []FlowStats) {
+func (d *Dispatcher) sumCounts() (counts, []*rfstable.Table, []FlowStats) {
 	sum := counts{bucketFrames: make([]uint64, len(d.table.ents))}
-	var tables []*flowtable.Table
+	var tables []*rfstable.Table
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.retired.addTo(&sum)

@@ -3,7 +3,7 @@ package steer
 import (
 	"sync"
 
-	"github.com/rpsgo/rps/flowtable"
+	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // producer is the state of one feeder of the dispatcher: an Input, or a
@@ -26,12 +26,12 @@ type producer struct {
 	bucketWorker []uint32
 	bucketTail   []uint64
 
-	flows       *flowtable.Table         // RFS, nil when off
+	flows       *rfstable.Table          // RFS, nil when off
 	fast        fastChunk                // the chunk's frames on the IPv4 fast path
 	clsBuf      [chunkLen]Classification // the chunk's classifications
 	ids         [chunkLen]uint32         // the chunk's flowids, for RFS's prefetch
-	hints       [chunkLen]flowtable.Hint // RFS: the slots found while prefetching
-	hint        flowtable.Hint           // the slot rfs may find its flow in, 0 if none
+	hints       [chunkLen]rfstable.Hint  // RFS: the slots found while prefetching
+	hint        rfstable.Hint            // the slot rfs may find its flow in, 0 if none
 	rfsMiss     bool                     // a flow went without an entry since the last flush
 	desiredGen  uint64                   // the desired table's Gen that prefetchFlows last saw
 	sinceChange int                      // frames steered since desiredGen changed
@@ -156,7 +156,7 @@ func (p *producer) initFlows() {
 	wk := p.d.workers
 	// A flow with frames still queued must keep its entry: losing its
 	// LastTail would let a move skip ahead of them.
-	p.flows, _ = flowtable.New(p.d.cfg.RFS.TableSize, func(e *flowtable.Entry) bool {
+	p.flows, _ = rfstable.New(p.d.cfg.RFS.TableSize, func(e *rfstable.Entry) bool {
 		return e.Current >= 0 && int(e.Current) < len(wk) && wk[e.Current].head.Load() < e.LastTail
 	})
 }

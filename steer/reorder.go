@@ -1,6 +1,6 @@
 package steer
 
-import "github.com/rpsgo/rps/flowtable"
+import "github.com/rpsgo/rps/internal/rfstable"
 
 // The no-reorder rule, Linux's last_qtail (get_rps_cpu in net/core/dev.c).
 // Every worker counts the frames put on its queue (tail) and those it has
@@ -59,7 +59,7 @@ const tailPending = ^uint64(0)
 // none).
 type tailMarks struct {
 	bucket [BatchSize]uint32
-	ent    [BatchSize]*flowtable.Entry
+	ent    [BatchSize]*rfstable.Entry
 }
 
 // noBucket marks a frame whose position no bucket records.

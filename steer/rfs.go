@@ -1,17 +1,17 @@
 package steer
 
-import "github.com/rpsgo/rps/flowtable"
+import "github.com/rpsgo/rps/internal/rfstable"
 
 // RFS in this package, and where it differs from Linux.
 //
-// d.desired (flowtable.Desired) is rps_sock_flow_table: one global table,
+// d.desired (rfstable.Desired) is rps_sock_flow_table: one global table,
 // written by SetDesired/ClearDesired from any goroutine. Linux reads it for
 // every packet; here a flow's entry keeps the worker it read (Desired,
 // DesiredGen) and reads the slot again only after some desired worker has
 // changed (Desired.Gen), which saves a cache line per frame while the
 // consumers stay put.
 // Each producer (an Input, or a worker re-dispatching) has its own
-// flowtable.Table, as each receive queue has its rps_dev_flow_table: the
+// rfstable.Table, as each receive queue has its rps_dev_flow_table: the
 // flow's current worker (rps_dev_flow.cpu) and LastTail (last_qtail), the
 // tail position of the producer's last frame of the flow in that worker's
 // queue. Unlike Linux, entries are keyed by the full flowid (no two flows
@@ -38,7 +38,7 @@ import "github.com/rpsgo/rps/flowtable"
 // the flow's worker and entry, or a nil entry when the flow has none (the
 // table is full of flows with frames queued), in which case the policy
 // decides.
-func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *flowtable.Entry) {
+func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *rfstable.Entry) {
 	d := p.d
 	flowid := c.FlowID
 	now := f.Timestamp.UnixNano()

@@ -31,7 +31,7 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 		{"flows=1000", 1000, 1 << 12, 1 << 14, false},
 		{"flows=10000/table=65536", 10_000, 1 << 14, defaultRFSTableSize, false},
 		// Entries keep their flows' desired workers until one changes
-		// (flowtable.Desired.Gen). Here one changes every 1,024 frames, so
+		// (rfstable.Desired.Gen). Here one changes every 1,024 frames, so
 		// nearly every frame reads its flow's desired slot again.
 		{"flows=10000/churn", 10_000, 1 << 14, 1 << 14, true},
 		{"flows=1000000", 1_000_000, 1 << 21, 1 << 21, false},

@@ -1,12 +1,12 @@
 package steer
 
-import "github.com/rpsgo/rps/flowtable"
+import "github.com/rpsgo/rps/internal/rfstable"
 
 // selectWorker is step 3, netisr_select_cpuid: the worker for a classified
 // frame. A frame with no hash goes by SOURCE; RFS, when on, is the first
 // stage for hashed frames (rfs); then the policy decides. It also returns
 // the flow's RFS entry, if it has one.
-func (p *producer) selectWorker(f *Frame, c *Classification) (int, *flowtable.Entry) {
+func (p *producer) selectWorker(f *Frame, c *Classification) (int, *rfstable.Entry) {
 	bucket := c.FlowID & p.d.table.mask
 	if p.tr != nil {
 		p.traceSelect(f, c, bucket)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rpsgo/rps/flowtable"
+	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // WorkstreamStats is one worker's row of `netstat -Q`, plus the drops netisr
@@ -167,7 +167,7 @@ func (d *Dispatcher) Stats() Stats {
 const topFlowsLen = 10
 
 // topFlows returns the flows of t with the most packets.
-func topFlows(t *flowtable.Table) []FlowStats {
+func topFlows(t *rfstable.Table) []FlowStats {
 	var top []FlowStats
 	for _, e := range t.Top(topFlowsLen, nil) {
 		top = append(top, FlowStats{FlowID: e.FlowID, Worker: int(e.Current), Desired: int(e.Desired),

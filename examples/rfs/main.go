@@ -21,11 +21,11 @@
 //
 // What it teaches, in Linux's words:
 //
-//   - rps_sock_flow_table: the table of desired workers (flowtable.Desired),
+//   - rps_sock_flow_table: the table of desired workers (the dispatcher's),
 //     one global table that any goroutine may write; SetDesired and
 //     ClearDesired write it.
 //   - rps_dev_flow_table: each input's own table of per-flow state
-//     (flowtable.Table): the worker the flow goes to now and last_qtail.
+//     (one per input): the worker the flow goes to now and last_qtail.
 //   - last_qtail: a flow may only leave its worker once that worker has
 //     handled the last frame of the flow queued to it. Every worker counts
 //     frames queued (tail) and handled (head); the entry remembers the tail

@@ -1,6 +1,0 @@
-//go:build !linux
-
-package flowtable
-
-// hugeSlice returns n zero values of T. Only Linux gets huge-page advice.
-func hugeSlice[T any](n int) []T { return make([]T, n) }
