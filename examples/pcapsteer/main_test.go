@@ -760,7 +760,7 @@ func TestTrace(t *testing.T) {
 	if n := strings.Count(out, "\nTrace "); n != len(frames) {
 		t.Errorf("%d trace blocks, want %d", n, len(frames))
 	}
-	for _, want := range []string{"not fully classified (non-ip): not IPv4 or IPv6", "not fully classified (short-ethernet)", "no hash: SOURCE policy"} {
+	for _, want := range []string{"not fully classified (non-ip): not IPv4 or IPv6", "not fully classified (short-ethernet)", "no hash (NONE): SOURCE policy"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("trace lacks %q:\n%s", want, out)
 		}
