@@ -13,8 +13,9 @@
 //
 //   - Per-worker state without locks. Steering guarantees that a flow is
 //     handled by one worker at a time, in order, so each worker keeps its
-//     flows in a map of its own: a shard, made by steer.NewPerWorker in the
-//     worker's goroutine and handed to the handler with every packet,
+//     open flows in a flowtable.Table of its own, in a shard made by
+//     steer.NewPerWorker in the worker's goroutine and handed to the handler
+//     with every packet,
 //     touched only from the handler and the shard's own Tick, MoveOut and
 //     MoveIn, which all run in that worker's goroutine. Nobody sizes
 //     anything by a worker count. The handler must run in the worker:
@@ -39,12 +40,17 @@
 //     wall clock, Tick's now, would do.) A worker whose traffic stops
 //     keeps its clock, so its flows wait for the end of the capture, where
 //     every record still open is labelled by the capture's last timestamp.
+//   - Bounded state. The table holds at most -capacity open flows per
+//     worker, all its memory allocated up front; a flood of new flows ends
+//     the least recently seen records early (evicted, still reported)
+//     instead of growing the worker's memory.
 //
 // At the end it prints the totals and the -top flows by packets.
 //
 // README line: flowmeter — a per-flow meter (packets, bytes, duration) whose
-// workers keep their flows in plain maps, without locks, handing them over
-// when a flow moves and expiring them by capture time on the worker tick.
+// workers keep their flows in bounded flow tables of their own, without
+// locks, handing them over when a flow moves and expiring them by capture
+// time on the worker tick.
 package main
 
 import (
@@ -57,6 +63,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rpsgo/rps/flowtable"
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
@@ -66,13 +73,14 @@ import (
 
 // options are the command's flags.
 type options struct {
-	file    string        // capture to read; "" means the embedded sample
-	workers int           // 0: steer.DefaultWorkers()
-	idle    time.Duration // inactivity timeout, in capture time
-	top     int           // flows to print
-	rotate  int           // reprogram the table every this many frames; 0 never
-	key     string        // "random" or "microsoft"
-	tick    time.Duration // worker tick interval (wall clock)
+	file     string        // capture to read; "" means the embedded sample
+	workers  int           // 0: steer.DefaultWorkers()
+	idle     time.Duration // inactivity timeout, in capture time
+	top      int           // flows to print
+	rotate   int           // reprogram the table every this many frames; 0 never
+	key      string        // "random" or "microsoft"
+	tick     time.Duration // worker tick interval (wall clock)
+	capacity int           // open flows each worker holds at most
 }
 
 func main() {
@@ -106,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rotate, "rotate", 0, "every `n` frames, point every indirection bucket at the next worker (0: never)")
 	fs.StringVar(&o.key, "key", "random", "Toeplitz `key`: random or microsoft")
 	fs.DurationVar(&o.tick, "tick", time.Second, "how `often` each worker expires idle flows (wall clock)")
+	fs.IntVar(&o.capacity, "capacity", 1<<16, "open `flows` each worker holds at most; past it the least recently seen flow's record ends (evicted, still reported)")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -123,6 +132,8 @@ func (o options) check() error {
 		return cli.Usagef("-workers %d: want 0 or more", o.workers)
 	case o.tick <= 0:
 		return cli.Usagef("-tick %v: want a positive duration", o.tick)
+	case o.capacity < 1 || o.capacity > flowtable.MaxCapacity:
+		return cli.Usagef("-capacity %d: want 1 to %d", o.capacity, flowtable.MaxCapacity)
 	case o.key != "random" && o.key != "microsoft":
 		return cli.Usagef("-key %q: want random or microsoft", o.key)
 	}
@@ -144,19 +155,36 @@ type record struct {
 
 // shard is one worker's state (steer.NewPerWorker): only that worker's
 // goroutine touches it while the dispatcher runs; run reads it after Close.
+// Its open records are in a flowtable.Table of bounded size: a flood of new
+// flows evicts the least recently seen ones (each still reported) instead
+// of growing the worker's memory.
 type shard struct {
 	index   int
 	idle    time.Duration
-	flows   map[steer.FlowKey]*record
+	flows   *flowtable.Table[steer.FlowKey, record]
 	ended   []*record
 	clock   time.Time // the latest capture time this worker has handled
 	ticks   int       // ticks that expired at least one flow
 	movedIn int       // records received from other workers
-	_       [64]byte  // keep neighbouring shards off each other's cache lines
+	evicted int       // records ended early because the table was full
 }
 
-func newShard(index int, idle time.Duration) *shard {
-	return &shard{index: index, idle: idle, flows: map[steer.FlowKey]*record{}}
+func newShard(index int, idle time.Duration, capacity int) (*shard, error) {
+	s := &shard{index: index, idle: idle}
+	var err error
+	s.flows, err = flowtable.New(flowtable.Config[steer.FlowKey, record]{
+		Capacity: capacity,
+		Idle:     idle,
+		OnEvict: func(_ flowtable.Flow[steer.FlowKey], r *record, why flowtable.Reason) {
+			e := *r
+			e.Idle, e.Worker = why == flowtable.Expired, s.index
+			if why == flowtable.Evicted {
+				s.evicted++
+			}
+			s.ended = append(s.ended, &e)
+		},
+	})
+	return s, err
 }
 
 // handle is the handler: it runs in the goroutine of the worker s belongs to.
@@ -164,31 +192,20 @@ func (s *shard) handle(p *steer.Packet) {
 	s.count(p.Key().Flow(), p.FlowID, p.HashType, p.Timestamp, p.Length)
 }
 
-// count adds one frame of flow k.
+// count adds one frame of flow k. A frame after a gap longer than the idle
+// timeout starts a new record (the table ends the old one as Expired),
+// whether or not a tick has noticed the gap yet.
 func (s *shard) count(k steer.FlowKey, flowid uint32, ht hash.HashType, ts time.Time, length int) {
 	if ts.After(s.clock) {
 		s.clock = ts
 	}
-	r := s.flows[k]
-	if r != nil && ts.Sub(r.Last) > s.idle {
-		// A gap longer than the timeout: the old record ended, whether or
-		// not a tick has noticed yet.
-		s.end(k, r)
-		r = nil
-	}
-	if r == nil {
-		r = &record{Key: k, FlowID: flowid, HashType: ht, First: ts}
-		s.flows[k] = r
+	r, isNew := s.flows.Lookup(flowid, k, ts)
+	if isNew {
+		*r = record{Key: k, FlowID: flowid, HashType: ht, First: ts}
 	}
 	r.Packets++
 	r.Bytes += uint64(length)
 	r.Last = ts
-}
-
-func (s *shard) end(k steer.FlowKey, r *record) {
-	r.Idle, r.Worker = true, s.index
-	s.ended = append(s.ended, r)
-	delete(s.flows, k)
 }
 
 // Tick implements steer.Ticker: it ends the flows idle for longer than the
@@ -197,13 +214,7 @@ func (s *shard) end(k steer.FlowKey, r *record) {
 func (s *shard) Tick(time.Time) { s.expire() }
 
 func (s *shard) expire() {
-	n := len(s.ended)
-	for k, r := range s.flows {
-		if s.clock.Sub(r.Last) > s.idle {
-			s.end(k, r)
-		}
-	}
-	if len(s.ended) > n {
+	if s.flows.Expire(s.clock) > 0 {
 		s.ticks++
 	}
 }
@@ -211,34 +222,48 @@ func (s *shard) expire() {
 // MoveOut implements steer.Mover. It runs in the old worker after its last
 // frame of the moved flows and hands over their records.
 func (s *shard) MoveOut(mv steer.Move) any {
-	var out []*record
-	for k, r := range s.flows {
-		if r.HashType.IsHash() && mv.Contains(r.FlowID) {
-			out = append(out, r)
-			delete(s.flows, k)
+	var out []record
+	s.flows.DeleteFunc(func(f flowtable.Flow[steer.FlowKey], r *record) bool {
+		if r.HashType.IsHash() && mv.Contains(f.ID) {
+			out = append(out, *r)
+			return true
 		}
-	}
+		return false
+	})
 	return out
 }
 
 // MoveIn implements steer.Mover. It runs in the new worker before its first
 // frame of the moved flows.
 func (s *shard) MoveIn(_ steer.Move, carried any) {
-	recs, _ := carried.([]*record)
+	recs, _ := carried.([]record)
 	for _, r := range recs {
-		if old := s.flows[r.Key]; old != nil {
+		v, isNew := s.flows.Lookup(r.FlowID, r.Key, r.Last)
+		if !isNew {
 			// Cannot happen while the dispatcher keeps its promise (the flow
 			// had no frame here), but merging loses nothing if it did.
-			old.Packets += r.Packets
-			old.Bytes += r.Bytes
-			if r.First.Before(old.First) {
-				old.First = r.First
+			v.Packets += r.Packets
+			v.Bytes += r.Bytes
+			if r.First.Before(v.First) {
+				v.First = r.First
 			}
 			continue
 		}
-		s.flows[r.Key] = r
+		*v = r
 		s.movedIn++
 	}
+}
+
+// open returns the records still open, as ended at the capture's end.
+func (s *shard) open(end time.Time) []*record {
+	var out []*record
+	for _, v := range s.flows.All() {
+		r := *v
+		r.Worker = s.index
+		r.Idle = end.Sub(r.Last) > s.idle
+		out = append(out, &r)
+	}
+	return out
 }
 
 // result is what a run measured.
@@ -249,6 +274,7 @@ type result struct {
 	Moves      uint64    // bucket moves (with -rotate)
 	MovedIn    int       // records handed over between workers
 	TickExpiry int       // ticks that expired flows (depends on timing)
+	Evicted    int       // records ended because a worker's table was full
 	Workers    int
 	Stats      steer.Stats
 }
@@ -275,7 +301,13 @@ func run(ctx context.Context, o options) (*result, error) {
 	defer src.Close()
 
 	d, shards, err := steer.NewPerWorker(cfg,
-		func(w *steer.Worker) *shard { return newShard(w.Index(), o.idle) },
+		func(w *steer.Worker) *shard {
+			s, err := newShard(w.Index(), o.idle, o.capacity)
+			if err != nil {
+				panic(err) // check validated the capacity, the table's only setting that can fail
+			}
+			return s
+		},
 		(*shard).handle)
 	if err != nil {
 		return nil, err
@@ -299,12 +331,9 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	for _, s := range shards {
 		res.Records = append(res.Records, s.ended...)
-		for _, r := range s.flows {
-			r.Worker = s.index
-			r.Idle = res.End.Sub(r.Last) > o.idle
-			res.Records = append(res.Records, r)
-		}
+		res.Records = append(res.Records, s.open(res.End)...)
 		res.MovedIn += s.movedIn
+		res.Evicted += s.evicted
 		res.TickExpiry += s.ticks
 	}
 	slices.SortFunc(res.Records, func(a, b *record) int {
@@ -408,6 +437,9 @@ func (r *result) write(out io.Writer, top int) error {
 	}
 	if r.Moves > 0 {
 		fmt.Fprintf(out, "%d bucket moves handed %d flow records to their new worker\n", r.Moves, r.MovedIn)
+	}
+	if r.Evicted > 0 {
+		fmt.Fprintf(out, "%d flow records ended early: a worker's table (-capacity) was full\n", r.Evicted)
 	}
 	if r.Frames != pk {
 		fmt.Fprintf(out, "warning: the dispatcher took in %d frames, the records hold %d\n", r.Frames, pk)

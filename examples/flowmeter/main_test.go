@@ -82,6 +82,9 @@ func runMeter(t *testing.T, o options) *result {
 	if o.tick == 0 {
 		o.tick = time.Second
 	}
+	if o.capacity == 0 {
+		o.capacity = 1 << 16
+	}
 	res, err := run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +211,10 @@ func TestExpiry(t *testing.T) {
 
 // TestShardExpire checks the tick's expiry directly, without timing.
 func TestShardExpire(t *testing.T) {
-	s := newShard(0, time.Second)
+	s, err := newShard(0, time.Second, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	k1 := steer.FlowKey{Proto: 6, SrcPort: 1}
 	k2 := steer.FlowKey{Proto: 6, SrcPort: 2}
@@ -221,7 +227,7 @@ func TestShardExpire(t *testing.T) {
 	if len(s.ended) != 1 || s.ended[0].Key != k1 || s.ended[0].Packets != 1 || !s.ended[0].Idle {
 		t.Fatalf("after the gap: ended %v; want k1's first record (1 packet, idle)", s.ended)
 	}
-	if r := s.flows[k1]; r == nil || r.Packets != 2 || r.Bytes != 200 || !r.First.Equal(t0.Add(1100*time.Millisecond)) {
+	if r := s.flows.Get(0, k1); r == nil || r.Packets != 2 || r.Bytes != 200 || !r.First.Equal(t0.Add(1100*time.Millisecond)) {
 		t.Fatalf("k1's second record: %+v", r)
 	}
 	// The clock is now 1.5 s; with k2 at 1.5 s and k1 last at 1.2 s, nothing
@@ -233,8 +239,34 @@ func TestShardExpire(t *testing.T) {
 	// A frame of k2 at 2.3 s moves the clock: k1 (1.2 s) is idle, k2 is not.
 	s.count(k2, 0, hash.None, t0.Add(2300*time.Millisecond), 60)
 	s.Tick(time.Now())
-	if len(s.ended) != 2 || s.ended[1].Key != k1 || s.flows[k2] == nil || s.flows[k1] != nil || s.ticks != 1 {
-		t.Fatalf("ended %v, open %v, %d ticks; want k1 ended and k2 open", s.ended, s.flows, s.ticks)
+	if len(s.ended) != 2 || s.ended[1].Key != k1 || s.flows.Get(0, k2) == nil || s.flows.Get(0, k1) != nil || s.ticks != 1 {
+		t.Fatalf("ended %v, %d open, %d ticks; want k1 ended and k2 open", s.ended, s.flows.Len(), s.ticks)
+	}
+}
+
+// TestFlood: a flood of distinct flows beyond -capacity keeps each
+// worker's table at its capacity; the records past it end early, evicted,
+// and every frame is still counted in exactly one record.
+func TestFlood(t *testing.T) {
+	const capacity, flows = 64, 5000
+	s, err := newShard(0, time.Hour, capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := range flows {
+		k := steer.FlowKey{Proto: 17, SrcPort: uint16(i), DstPort: uint16(i >> 16)}
+		s.count(k, uint32(i)*2654435761, hash.RSSIPv4, t0.Add(time.Duration(i)), 60)
+		if s.flows.Len() > capacity {
+			t.Fatalf("after %d flows the table holds %d, more than its capacity %d", i+1, s.flows.Len(), capacity)
+		}
+	}
+	if s.evicted != flows-capacity || len(s.ended) != flows-capacity || s.flows.Len() != capacity {
+		t.Errorf("%d evicted, %d ended, %d open; want %d, %d, %d", s.evicted, len(s.ended), s.flows.Len(),
+			flows-capacity, flows-capacity, capacity)
+	}
+	if _, err := run(context.Background(), options{idle: time.Second, key: "random", tick: time.Second}); !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("-capacity 0: %v, want a usage error", err)
 	}
 }
 
@@ -253,17 +285,18 @@ func TestOutput(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	for _, o := range []options{
-		{idle: 0, key: "random", tick: time.Second},
-		{idle: time.Second, key: "nope", tick: time.Second},
-		{idle: time.Second, key: "random", tick: time.Second, rotate: -1},
-		{idle: time.Second, key: "random", tick: time.Second, workers: -1},
-		{idle: time.Second, key: "random", tick: 0},
+		{idle: 0, key: "random", tick: time.Second, capacity: 16},
+		{idle: time.Second, key: "nope", tick: time.Second, capacity: 16},
+		{idle: time.Second, key: "random", tick: time.Second, rotate: -1, capacity: 16},
+		{idle: time.Second, key: "random", tick: time.Second, workers: -1, capacity: 16},
+		{idle: time.Second, key: "random", tick: 0, capacity: 16},
+		{idle: time.Second, key: "random", tick: time.Second, capacity: -1},
 	} {
 		if _, err := run(context.Background(), o); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("run(%+v): %v; want a usage error", o, err)
 		}
 	}
-	o := options{idle: time.Second, key: "random", tick: time.Second, file: "/nonexistent/trace.pcap"}
+	o := options{idle: time.Second, key: "random", tick: time.Second, capacity: 16, file: "/nonexistent/trace.pcap"}
 	if _, err := run(context.Background(), o); err == nil || errors.Is(err, cli.ErrUsage) {
 		t.Errorf("run(%+v): %v; want an error that is not a usage error", o, err)
 	}
