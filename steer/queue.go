@@ -123,6 +123,12 @@ func putBatch(b *pbatch) {
 	batchPool.Put(b)
 }
 
+// maxQueuedBatches bounds the batches a queue holds, whatever its limit in
+// frames: a batch has room for BatchSize packets, so a queue of batches of
+// one frame each (an input fed a frame per call, a re-dispatch) would
+// otherwise hold limit times a batch's memory.
+const maxQueuedBatches = DefaultQLimit
+
 // enqueueControl queues a move hook's control item, and reports false
 // when the worker has exited or Close has given up waiting, so that no item
 // waits where nothing will run it.
@@ -151,7 +157,7 @@ func (w *Worker) enqueueControl(c *control) bool {
 func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (base uint64, n int) {
 	n = b.n
 	w.mu.Lock()
-	for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
+	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
 		w.waiters++
 		if unlock != nil {
 			unlock.Unlock()
@@ -173,6 +179,9 @@ func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (b
 		if n > room {
 			n = max(room, 0)
 		}
+	}
+	if w.rcount >= maxQueuedBatches && !wait {
+		n = 0 // the queue's memory is full of small batches
 	}
 	base = w.tail.Load()
 	if w.d.abort.Load() {

@@ -1,0 +1,57 @@
+package steer
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestQueueBoundsSmallBatches: an input fed one frame per call hands over
+// batches of one frame, each with room for BatchSize packets. The queue
+// holds at most maxQueuedBatches of them, whatever its limit in frames, so
+// that its memory stays bounded: a waiting input is held back, a dropping
+// one (a re-dispatch) drops.
+func TestQueueBoundsSmallBatches(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, over := range []Overflow{OverflowWait, OverflowDrop} {
+		t.Run(over.String(), func(t *testing.T) {
+			gate := make(chan struct{})
+			d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: 4096, Overflow: over}}, func(*Packet) { <-gate })
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames := dtTraffic(rand.New(rand.NewPCG(1, 2)), 10, 2000)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				in := d.NewInput()
+				for i := range frames {
+					in.Dispatch(frames[i:i+1], nil)
+				}
+				in.Close()
+			}()
+			if over == OverflowDrop {
+				<-done // every frame handed in: what did not fit was dropped
+			}
+			close(gate)
+			<-done
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := checkAccounting(t, d, uint64(len(frames)))
+			ws := st.Workstreams[0]
+			// The worker holds one batch while it runs the handler.
+			if ws.WMark > DefaultQLimit+1 {
+				t.Errorf("WMark %d frames of one-frame batches, want at most %d", ws.WMark, DefaultQLimit+1)
+			}
+			if over == OverflowWait && st.Dropped() != 0 {
+				t.Errorf("a waiting input lost %d frames", st.Dropped())
+			}
+			if over == OverflowDrop && ws.QDrops == 0 {
+				t.Error("no frame dropped past the batch bound")
+			}
+		})
+	}
+}
