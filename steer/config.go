@@ -20,9 +20,10 @@ const (
 	// a full queue (net.isr.defaultqlimit): a live source's latency bound.
 	DefaultQLimit = 256
 	// DefaultWaitQLimit is the queue limit for inputs that wait on a full
-	// queue: a deeper queue costs a file or a slice no latency and keeps
-	// the workers busy while the input is held back.
-	DefaultWaitQLimit = 4096
+	// queue: twice netisr's, since a deeper queue costs a file or a slice no
+	// latency and keeps the workers busy while the input is held back. A
+	// held-back input is woken once the queue is down to half its limit.
+	DefaultWaitQLimit = 512
 	// MaxQLimit is the largest queue limit (net.isr.maxqlimit).
 	MaxQLimit = 10240
 	// DefaultBuckets is the indirection table's default size: a NIC's usual

@@ -356,7 +356,7 @@ func ExampleStats_WriteReport() {
 	// Configuration:
 	//                  Setting    Current  Limit
 	//             Thread count          2      2
-	//  Queue limit (drop/wait)   256/4096  10240
+	//  Queue limit (drop/wait)    256/512  10240
 	//           Queue overflow       wait    n/a
 	//          Dispatch policy     direct    n/a
 	//          Steering policy        rss    n/a

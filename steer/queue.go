@@ -159,6 +159,7 @@ func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (b
 	w.mu.Lock()
 	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
 		w.waiters++
+		w.wakeAt = max(w.wakeAt, limit/2)
 		if unlock != nil {
 			unlock.Unlock()
 		}
@@ -171,6 +172,9 @@ func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (b
 			w.mu.Lock()
 		}
 		w.waiters--
+		if w.waiters == 0 {
+			w.wakeAt = 0
+		}
 	}
 	if room := limit - w.qlen; n > room {
 		if wait && w.qlen == 0 {

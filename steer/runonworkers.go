@@ -90,7 +90,7 @@ func (w *Worker) drainQueue() {
 		}
 		w.mu.Lock()
 		w.qlen -= n
-		if w.waiters > 0 {
+		if w.waiters > 0 && w.qlen <= w.wakeAt {
 			w.space.Broadcast()
 		}
 		w.mu.Unlock()

@@ -22,6 +22,7 @@ type Worker struct {
 	mu      sync.Mutex
 	space   sync.Cond // signalled when frames leave the queue (blocking mode)
 	waiters int       // producers waiting for space
+	wakeAt  int       // wake them once qlen is down to this (half their limit)
 	ring    []*pbatch
 	rhead   int
 	rcount  int
@@ -104,7 +105,7 @@ func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 	for {
 		w.mu.Lock()
 		w.qlen -= done
-		if done > 0 && w.waiters > 0 {
+		if done > 0 && w.waiters > 0 && w.qlen <= w.wakeAt {
 			w.space.Broadcast()
 		}
 		done = 0
