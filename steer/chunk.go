@@ -54,7 +54,7 @@ func (p *producer) classify(f *Frame, c *Classification) {
 		p.d.cls.Classify(f.Data, c)
 	}
 	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
-		c.FlowID, c.HashType = f.Hash, f.HashType
+		c.FlowID, c.HashType = f.FlowID, f.HashType
 	}
 }
 

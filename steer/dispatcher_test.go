@@ -174,7 +174,7 @@ func TestSelectionMatchesPolicy(t *testing.T) {
 			case PolicyFlow:
 				want = int(c.FlowID % workers)
 			case PolicySource:
-				want = (p.Source + p.IfIndex) % workers
+				want = (p.InputID + p.IfIndex) % workers
 			}
 			mu.Lock()
 			seen++
@@ -412,8 +412,8 @@ func TestRedispatch(t *testing.T) {
 				}
 				// An inner frame keeps its outer frame's source, whichever
 				// goroutine re-dispatched it.
-				if p.Source != 0 {
-					t.Errorf("%s: inner frame from source %d, want the input's 0", mode, p.Source)
+				if p.InputID != 0 {
+					t.Errorf("%s: inner frame from source %d, want the input's 0", mode, p.InputID)
 				}
 				inner.Add(1)
 			})
@@ -522,7 +522,7 @@ func TestSeveralInputsConcurrently(t *testing.T) {
 	last := map[key]uint32{}
 	var bad atomic.Int64
 	d, err := New(Config{Workers: 3, Queue: QueueConfig{Overflow: OverflowWait}}, func(p *Packet) {
-		k := key{p.Source, p.Key().Flow()}
+		k := key{p.InputID, p.Key().Flow()}
 		mu.Lock()
 		if dtSeq(p) != last[k]+1 {
 			bad.Add(1)

@@ -166,7 +166,7 @@ func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth 
 	pkt.Timestamp = f.Timestamp
 	pkt.Length = f.WireLen()
 	pkt.IfIndex = f.IfIndex
-	pkt.Source = p.source
+	pkt.InputID = p.source
 	pkt.Worker = w
 	pkt.ref = ref
 	pkt.prod = p.d.workers[w].prod

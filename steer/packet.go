@@ -24,7 +24,7 @@ type Packet struct {
 	Timestamp time.Time // capture time, from the source
 	Length    int       // length on the wire (>= len(Data))
 	IfIndex   int       // ingress interface index
-	Source    int       // the source id of the input that dispatched it
+	InputID   int       // the id of the input that dispatched it (Input.ID)
 
 	FlowID   uint32        // m_pkthdr.flowid: the Toeplitz hash, or the source's
 	HashType hash.HashType // M_HASHTYPE_* of FlowID
@@ -172,5 +172,5 @@ func (p *Packet) Redispatch(data []byte) error {
 		p.ref.n.Add(1)
 	}
 	f := Frame{Data: data, Timestamp: p.Timestamp, IfIndex: p.IfIndex}
-	return p.prod.redispatch(&f, p.ref, p.depth+1, ws[p.Worker], p.Source)
+	return p.prod.redispatch(&f, p.ref, p.depth+1, ws[p.Worker], p.InputID)
 }

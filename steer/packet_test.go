@@ -55,7 +55,7 @@ func TestPacketKey(t *testing.T) {
 			if tagged {
 				f.HasVLAN, f.VLAN = true, uint16(100+i%7)
 			}
-			f.Hash, f.HashType = uint32(i)*2654435761, hash.RSSTCPIPv4
+			f.FlowID, f.HashType = uint32(i)*2654435761, hash.RSSTCPIPv4
 			frames = append(frames, f)
 		}
 	}
@@ -81,7 +81,7 @@ func checkPacketKeys(t *testing.T, frames []steer.Frame, symmetric, udp4 bool) {
 			cls.Classify(f.Data, &want[i])
 		}
 		if f.HashType != hash.None {
-			want[i].FlowID, want[i].HashType = f.Hash, f.HashType
+			want[i].FlowID, want[i].HashType = f.FlowID, f.HashType
 		}
 		if len(f.Data) > 0 {
 			byData[&f.Data[0]] = i

@@ -563,14 +563,14 @@ func TestRFSNeverReorders(t *testing.T) {
 			}, func(p *Packet) {
 				handled.Add(1)
 				f, s := synthFlow(p), synthSeq(p)
-				l := &last[p.Source][f]
+				l := &last[p.InputID][f]
 				ok := s == *l+1
 				if !tc.block {
 					ok = s > *l
 				}
 				if !ok {
 					if bad.Add(1) == 1 {
-						firstBad.Store(fmt.Sprintf("input %d flow %d: frame %d after %d on worker %d", p.Source, f, s, *l, p.Worker))
+						firstBad.Store(fmt.Sprintf("input %d flow %d: frame %d after %d on worker %d", p.InputID, f, s, *l, p.Worker))
 					}
 				}
 				*l = s

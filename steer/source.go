@@ -28,10 +28,10 @@ type Frame struct {
 	// it into tp_vlan_tci); valid when HasVLAN is set.
 	VLAN    uint16
 	HasVLAN bool
-	// Hash and HashType carry a hash the source already computed, as a NIC
+	// FlowID and HashType carry a hash the source already computed, as a NIC
 	// or a kernel program would (m->m_pkthdr.flowid and M_HASHTYPE_*). With
 	// HashType NONE the dispatcher computes the software hash.
-	Hash     uint32
+	FlowID   uint32
 	HashType hash.HashType
 }
 

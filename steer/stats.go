@@ -64,10 +64,10 @@ type Stats struct {
 	// Config is the dispatcher's configuration with defaults filled in.
 	// Its key and functions are left out of JSON.
 	Config Config
-	// Key names the Toeplitz key without showing it: "microsoft" for the
+	// KeyFingerprint names the Toeplitz key without showing it: "microsoft" for the
 	// public key, else 8 hex digits of its SHA-256, after "random " when
 	// the dispatcher made it.
-	Key string
+	KeyFingerprint string
 
 	// Frames is every frame handed to the dispatcher (re-dispatches
 	// included). Once it is closed, Frames == Handled() + Dropped() +
@@ -125,7 +125,7 @@ func (s *Stats) Dropped() uint64 {
 // flows; after Close they are exact and Frames == Handled() + Dropped() +
 // Panicked().
 func (d *Dispatcher) Stats() Stats {
-	s := Stats{Config: d.Config(), Key: d.keyName, Table: d.table.snapshot()}
+	s := Stats{Config: d.Config(), KeyFingerprint: d.keyName, Table: d.table.snapshot()}
 	d.mu.Lock()
 	srcs := append([]SourceStatser(nil), d.sources...)
 	d.mu.Unlock()
@@ -209,7 +209,7 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	fmt.Fprintf(tw, "Steering policy\t %s\t n/a\t\n", c.Policy)
 	fmt.Fprintf(tw, "Threads bound to CPUs\t %s\t n/a\t\n", onOff(len(c.CPUs) > 0))
 	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", c.Buckets, maxBuckets)
-	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.Key)
+	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.KeyFingerprint)
 	fmt.Fprintf(tw, "Symmetric hash\t %s\t n/a\t\n", onOff(c.Hash.Symmetric))
 	fmt.Fprintf(tw, "UDP 4-tuple hash\t %s\t n/a\t\n", onOff(c.Hash.UDP4Tuple))
 	fmt.Fprintf(tw, "RFS\t %s\t n/a\t\n", onOff(c.RFS.Enabled))

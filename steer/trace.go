@@ -11,10 +11,10 @@ import (
 // one per frame, in the dispatching goroutine, before the hand-off; the
 // pointers are valid only during the call.
 type Decision struct {
-	Frame  *Frame
-	Class  *Classification
-	Source int    // the input's source id
-	Key    string // the key's fingerprint (Stats.Key)
+	Frame          *Frame
+	Class          *Classification
+	InputID        int    // the id of the input that dispatched it
+	KeyFingerprint string // the Toeplitz key's fingerprint (Stats.KeyFingerprint)
 
 	Policy      Policy
 	Bucket      uint32 // flowid & (buckets-1)
@@ -45,7 +45,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	var b strings.Builder
 	c := dc.Class
 	k := &c.Key
-	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.WireLen(), dc.Source, dc.Frame.IfIndex)
+	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.WireLen(), dc.InputID, dc.Frame.IfIndex)
 	vl := "none"
 	if k.NVLAN > 0 {
 		vl = fmt.Sprint(k.VLANs[:k.NVLAN])
@@ -56,14 +56,14 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	}
 	fmt.Fprintf(&b, ", reason %s\n", c.Reason)
 	if t := c.Tuple(); len(t) > 0 {
-		fmt.Fprintf(&b, "  toeplitz input (%d bytes): %x\n  key: %s\n", len(t), t, dc.Key)
+		fmt.Fprintf(&b, "  toeplitz input (%d bytes): %x\n  key: %s\n", len(t), t, dc.KeyFingerprint)
 	} else if c.HashType.IsHash() {
 		fmt.Fprintf(&b, "  hash supplied by the source\n")
 	}
 	fmt.Fprintf(&b, "  flowid 0x%08x, hash type %s\n", c.FlowID, c.HashType)
 	switch {
 	case dc.Fallback:
-		fmt.Fprintf(&b, "  netisr_select_cpuid: no hash, SOURCE policy (source %d + ifindex %d) %% workers\n", dc.Source, dc.Frame.IfIndex)
+		fmt.Fprintf(&b, "  netisr_select_cpuid: no hash, SOURCE policy (source %d + ifindex %d) %% workers\n", dc.InputID, dc.Frame.IfIndex)
 	case dc.Policy == PolicyRSS:
 		fmt.Fprintf(&b, "  netisr_select_cpuid: policy rss (rss_m2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
 			c.FlowID, dc.Mask, dc.Bucket, dc.Bucket, dc.TableWorker)
@@ -110,7 +110,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 // traceSelect starts the record of a frame at step 3.
 func (p *producer) traceSelect(f *Frame, c *Classification, bucket uint32) {
 	d := p.d
-	*p.tr = Decision{Frame: f, Class: c, Source: p.source, Key: d.keyName, Policy: d.cfg.Policy,
+	*p.tr = Decision{Frame: f, Class: c, InputID: p.source, KeyFingerprint: d.keyName, Policy: d.cfg.Policy,
 		Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
 		Fallback: !c.HashType.IsHash()}
 }

@@ -149,7 +149,7 @@ func openPort(name string, cfg afpacket.Config, receive bool) (*port, error) {
 func (w *workerState) handle(p *steer.Packet) {
 	f := w.f
 	w.sink += f.sp.spin()
-	out := f.outByID[p.Source]
+	out := f.outByID[p.InputID]
 	port := f.ports[out]
 	if p.Length > len(p.Data) || len(p.Data) > port.mtu+14 || len(p.Data) < 14 {
 		w.oversize++

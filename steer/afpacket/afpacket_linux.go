@@ -386,7 +386,7 @@ func (s *Source) fill(b *steer.Batch) {
 			f.HasVLAN = true
 		}
 		if s.cfg.FillRxHash && h.Hv1.Rxhash != 0 {
-			f.Hash = h.Hv1.Rxhash
+			f.FlowID = h.Hv1.Rxhash
 			f.HashType = hash.OpaqueHash
 		}
 		if cb != nil {

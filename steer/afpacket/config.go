@@ -89,7 +89,7 @@ type Config struct {
 	// for long. Without it frames are views into the ring (zero copy).
 	Copy bool
 	// FillRxHash asks the kernel for the skb's flow hash
-	// (TP_FT_REQ_FILL_RXHASH); frames then carry it as Frame.Hash with
+	// (TP_FT_REQ_FILL_RXHASH); frames then carry it as Frame.FlowID with
 	// HashType OPAQUE_HASH (a consistent per-flow value, not Toeplitz).
 	FillRxHash bool
 }
