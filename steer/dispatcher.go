@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,13 +73,20 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 // NewPerWorker starts a dispatcher whose workers each have a state of
 // their own: newState runs in each worker's goroutine before its first
 // frame, and h receives that worker's state with every packet, so the
-// state needs no locks. The returned slice holds the states, states[i]
+// state needs no locks. S is a pointer, a map or another reference type: a
+// struct or array state, which each call would copy, is an error. The
+// returned slice holds the states, states[i]
 // being worker i's; read them from other goroutines only after Close. A
 // state may implement [Ticker], [Mover] and io.Closer (Close runs in the
 // worker before it exits; its errors are joined into Close's).
 func NewPerWorker[S any](cfg Config, newState func(w *Worker) S, h func(state S, p *Packet)) (*Dispatcher, []S, error) {
 	if newState == nil || h == nil {
 		return nil, nil, fmt.Errorf("steer: NewPerWorker needs a state constructor and a handler: %w", ErrConfig)
+	}
+	if k := reflect.TypeFor[S]().Kind(); k == reflect.Struct || k == reflect.Array {
+		// The handler would get a copy each time, and lose what it changed.
+		return nil, nil, fmt.Errorf("steer: NewPerWorker with state type %v, passed by value: make the state a pointer (*%v): %w",
+			reflect.TypeFor[S](), reflect.TypeFor[S](), ErrConfig)
 	}
 	var states []S
 	d, err := start(cfg, func(w *Worker) (Handler, any) {

@@ -2,7 +2,9 @@ package steer
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -53,5 +55,28 @@ func TestQueueBoundsSmallBatches(t *testing.T) {
 				t.Error("no frame dropped past the batch bound")
 			}
 		})
+	}
+}
+
+// TestNewPerWorkerRefusesValueState: a struct state would be copied into
+// every handler call, which would lose whatever the handler changed.
+func TestNewPerWorkerRefusesValueState(t *testing.T) {
+	type counter struct{ n int }
+	_, _, err := NewPerWorker(Config{Workers: 1}, func(*Worker) counter { return counter{} }, func(c counter, _ *Packet) { c.n++ })
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "make the state a pointer") {
+		t.Errorf("struct state: err %v, want ErrConfig saying to use a pointer", err)
+	}
+	d, states, err := NewPerWorker(Config{Workers: 1}, func(*Worker) *counter { return &counter{} }, func(c *counter, _ *Packet) { c.n++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.NewInput()
+	in.Dispatch(dtTraffic(rand.New(rand.NewPCG(3, 3)), 4, 100), nil)
+	in.Close()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if states[0].n != 100 {
+		t.Errorf("pointer state counted %d frames, want 100", states[0].n)
 	}
 }
