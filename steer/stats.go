@@ -42,6 +42,11 @@ type SourceStats struct {
 	Received    uint64 // frames the kernel passed to the socket, drops included (tp_packets)
 	Dropped     uint64 // frames the kernel dropped for lack of ring space (tp_drops)
 	FreezeQueue uint64 // times the queue was frozen (tp_freeze_q_cnt)
+	// Filtered counts the frames a capture filter run in user space
+	// rejected (package steer/filter): they never reach the dispatcher, so
+	// they are neither handled nor dropped. A filter run in the kernel is
+	// not counted: its frames never reach the socket, nor tp_packets.
+	Filtered uint64
 }
 
 // SourceStatser is implemented by sources that keep counters of their own.
@@ -243,8 +248,12 @@ func (s *Stats) WriteReport(out io.Writer) error {
 		}
 	}
 	for _, src := range s.Sources {
-		fmt.Fprintf(&b, "\nSource %s: kernel received %d, kernel dropped %d, queue freezes %d\n",
+		fmt.Fprintf(&b, "\nSource %s: kernel received %d, kernel dropped %d, queue freezes %d",
 			src.Name, src.Received, src.Dropped, src.FreezeQueue)
+		if src.Filtered > 0 {
+			fmt.Fprintf(&b, ", filtered %d", src.Filtered)
+		}
+		b.WriteString("\n")
 	}
 	if len(s.TopFlows) > 0 {
 		fmt.Fprintln(&b, "\nTop flows:")
