@@ -231,6 +231,9 @@ func TestNewCollectorErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "metrics: ") {
 				t.Fatalf("NewCollector = %v, %v; want an error containing %q", c, err, tc.want)
 			}
+			if h, err := metrics.Handler(tc.d, tc.opts...); err == nil {
+				t.Fatalf("Handler = %v, nil; want the error", h)
+			}
 		})
 	}
 }

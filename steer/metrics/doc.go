@@ -1,9 +1,19 @@
 // Package metrics publishes a [steer.Dispatcher]'s statistics to
 // Prometheus: a [prometheus.Collector] over [steer.Dispatcher.Stats],
 // including the counters live sources keep of their own (an AF_PACKET
-// ring's PACKET_STATISTICS).
-// It is a package of its own so that package steer does not import the
-// Prometheus client: only a program that imports metrics gets it.
+// ring's PACKET_STATISTICS), and an HTTP handler and server for /metrics.
+// It is a package of its own so that package steer imports neither net/http
+// nor the Prometheus client: only a program that imports metrics gets them.
+//
+// # Serving
+//
+//	ln, err := net.Listen("tcp", addr) // "127.0.0.1:0" picks a free port: see ln.Addr()
+//	if err != nil { ... }
+//	go metrics.Serve(ctx, ln, d) // /metrics until ctx ends
+//
+// [Handler] is the same endpoint for a program's own mux, and
+// [NewCollector] the collector alone, for a registry the program keeps
+// (reg.MustRegister(c)). Neither touches the default registry.
 //
 // # Metrics
 //
