@@ -54,5 +54,8 @@
 // keeps its last totals, so that a sum never goes down.
 //
 // [WithConstLabels] adds fixed labels to every metric, to tell the
-// dispatchers of one process apart.
+// dispatchers of one process apart; Prometheus wants one set of label
+// names per metric name, so in one registry either every collector of a
+// namespace has the same constant label names, or each has a namespace of
+// its own.
 package metrics
