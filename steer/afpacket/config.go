@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/filter"
 )
 
 // Sentinel errors, for errors.Is.
@@ -81,8 +82,12 @@ type Config struct {
 	// IgnoreOutgoing skips the frames the host sends (PACKET_IGNORE_OUTGOING;
 	// in a fanout group, PACKET_FANOUT_FLAG_IGNORE_OUTGOING as well).
 	IgnoreOutgoing bool
-	// Filter is a classic BPF program attached with SO_ATTACH_FILTER. Its
-	// return value is the number of bytes to keep, 0 drops the frame.
+	// Filter is a classic BPF program attached with SO_ATTACH_FILTER, run
+	// by the kernel on every frame before it reaches the ring: its return
+	// value is the number of bytes to keep (clamped to SnapLen), 0 drops
+	// the frame, which is then counted nowhere (not in tp_packets). In a
+	// fanout group every socket carries it once the group is complete (see
+	// OpenGroup). CompileFilter makes one from tcpdump's syntax.
 	Filter []SockFilter
 	// Copy makes ReadBatch copy the frames into a pooled buffer and give the
 	// ring block back at once, for handlers that keep frames or hold batches
@@ -92,6 +97,33 @@ type Config struct {
 	// (TP_FT_REQ_FILL_RXHASH); frames then carry it as Frame.FlowID with
 	// HashType OPAQUE_HASH (a consistent per-flow value, not Toeplitz).
 	FillRxHash bool
+}
+
+// CompileFilter returns the program for a filter in tcpdump's syntax
+// ("tcp port 80", or its words as separate arguments), or for a program text
+// as `tcpdump -dd` prints it, for Config.Filter on the interface named
+// ifname: an expression is compiled by tcpdump as `tcpdump -i ifname` would
+// attach it, which on Linux also matches the 802.1Q tag the kernel has
+// taken out of the frame (see package steer/filter). Call it where Open
+// will be called, in the interface's network namespace. Its errors are
+// steer/filter's: ErrExpression for an expression tcpdump rejects,
+// ErrNoCompiler without tcpdump.
+func CompileFilter(ifname string, expr ...string) ([]SockFilter, error) {
+	p, err := filter.Compile(filter.Options{Interface: ifname}, expr...)
+	if err != nil {
+		return nil, err
+	}
+	return SockFilters(p), nil
+}
+
+// SockFilters returns p's instructions as Config.Filter takes them.
+func SockFilters(p *filter.Program) []SockFilter {
+	raw := p.Instructions()
+	out := make([]SockFilter, len(raw))
+	for i, ins := range raw {
+		out[i] = SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	return out
 }
 
 // withDefaults returns c with the zero fields set and checks it.

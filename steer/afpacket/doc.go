@@ -38,6 +38,22 @@
 // is not in Data: the kernel strips it before the packet taps run and the
 // source reports it as Frame.VLAN (the 12-bit id) with HasVLAN.
 //
+// # Filters
+//
+// Config.Filter is a classic BPF program the kernel runs on each frame
+// before the ring (SO_ATTACH_FILTER): frames it rejects never reach user
+// space and are not counted by the socket (tp_packets counts the frames
+// that passed), and the frames it accepts are cut to its return value,
+// clamped to Config.SnapLen. CompileFilter makes the program from tcpdump's
+// syntax through package steer/filter, in the form libpcap gives a live
+// Linux capture: since the kernel has taken the outer 802.1Q tag out of
+// the frame before any filter runs, `vlan 100` is matched against the tag
+// the socket sees out of band. In a fanout group every socket carries the
+// filter once the group is complete (until then each drops everything, see
+// Fanout); with FanoutEBPF the group's program picks the socket first and
+// that socket's filter then decides, so the filter applies whichever
+// socket a flow is steered to.
+//
 // # Counters
 //
 // The kernel's PACKET_STATISTICS counters are reset by every read, so
