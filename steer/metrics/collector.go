@@ -70,6 +70,7 @@ type Collector struct {
 	handled, queued, inline, dropped             *prometheus.Desc
 	panicked, hookPanics, qlen, wmark, info      *prometheus.Desc
 	sourceReceived, sourceDropped, sourceFreezes *prometheus.Desc
+	sourceFiltered                               *prometheus.Desc
 	descs                                        []*prometheus.Desc
 
 	// mu guards sources: for each source name, the highest totals reported
@@ -142,6 +143,9 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 		"Frames the kernel dropped for lack of ring space (tp_drops).", labelSource)
 	c.sourceFreezes = desc("source_freezes_total",
 		"Times the kernel froze the source's ring queue (tp_freeze_q_cnt).", labelSource)
+	c.sourceFiltered = desc("source_filtered_total",
+		"Frames a capture filter run in user space rejected before the dispatcher (neither handled nor dropped).",
+		labelSource)
 	return c, nil
 }
 
@@ -199,6 +203,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.sourceReceived, src.Received, src.Name)
 		counter(c.sourceDropped, src.Dropped, src.Name)
 		counter(c.sourceFreezes, src.FreezeQueue, src.Name)
+		counter(c.sourceFiltered, src.Filtered, src.Name)
 	}
 }
 
@@ -220,6 +225,7 @@ func (c *Collector) collectSources(now []steer.SourceStats) []steer.SourceStats 
 		sum.Received += s.Received
 		sum.Dropped += s.Dropped
 		sum.FreezeQueue += s.FreezeQueue
+		sum.Filtered += s.Filtered
 		sums[s.Name] = sum
 	}
 	c.mu.Lock()
@@ -229,6 +235,7 @@ func (c *Collector) collectSources(now []steer.SourceStats) []steer.SourceStats 
 		high.Received = max(high.Received, sum.Received)
 		high.Dropped = max(high.Dropped, sum.Dropped)
 		high.FreezeQueue = max(high.FreezeQueue, sum.FreezeQueue)
+		high.Filtered = max(high.Filtered, sum.Filtered)
 		c.sources[name] = high
 	}
 	rows := make([]steer.SourceStats, 0, len(c.sources))

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 			runSample(t, d, "ring:a", steer.SourceStats{Received: 10, Dropped: 2, FreezeQueue: 1})
 			moveBuckets(t, d)
 			runSample(t, d, "ring:a", steer.SourceStats{Received: 5, Dropped: 1})
-			runSample(t, d, "ring:b", steer.SourceStats{Received: 7, Dropped: 0, FreezeQueue: 3})
+			runSample(t, d, "ring:b", steer.SourceStats{Received: 7, Dropped: 0, FreezeQueue: 3, Filtered: 4})
 			closeDispatcher(t, d)
 			c := newCollector(t, d)
 
@@ -110,7 +111,7 @@ func TestCollectAndCompare(t *testing.T) {
 	arp[12], arp[13] = 0x08, 0x06
 	frames := []steer.Frame{{Data: arp}, {Data: arp}, {Data: arp}, {Data: make([]byte, 5)}, {Data: make([]byte, 9)}}
 	src := &countedSource{Source: &steer.SliceSource{Frames: frames},
-		st: steer.SourceStats{Name: "afpacket:veth0", Received: 6, Dropped: 1}}
+		st: steer.SourceStats{Name: "afpacket:veth0", Received: 6, Dropped: 1, Filtered: 2}}
 	if err := d.Run(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +125,9 @@ rps_frames_total{dispatcher="test"} 5
 # HELP rps_source_dropped_total Frames the kernel dropped for lack of ring space (tp_drops).
 # TYPE rps_source_dropped_total counter
 rps_source_dropped_total{dispatcher="test",source="afpacket:veth0"} 1
+# HELP rps_source_filtered_total Frames a capture filter run in user space rejected before the dispatcher (neither handled nor dropped).
+# TYPE rps_source_filtered_total counter
+rps_source_filtered_total{dispatcher="test",source="afpacket:veth0"} 2
 # HELP rps_source_freezes_total Times the kernel froze the source's ring queue (tp_freeze_q_cnt).
 # TYPE rps_source_freezes_total counter
 rps_source_freezes_total{dispatcher="test",source="afpacket:veth0"} 0
@@ -161,14 +165,14 @@ rps_worker_queued_total{dispatcher="test",worker="0"} 5
 	}
 	// The watermark depends on how far the worker fell behind; the other
 	// tests check it against Stats.
-	names := []string{"rps_classified_total", "rps_frames_total", "rps_source_dropped_total", "rps_source_freezes_total",
+	names := []string{"rps_classified_total", "rps_frames_total", "rps_source_dropped_total", "rps_source_filtered_total", "rps_source_freezes_total",
 		"rps_source_received_total", "rps_worker_dropped_total", "rps_worker_handled_total",
 		"rps_worker_inline_dispatched_total", "rps_worker_info", "rps_worker_queue_length", "rps_worker_queued_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if n, want := testutil.CollectAndCount(c), 19+steer.NumReasons; n != want {
-		t.Errorf("%d series, want %d (frames, 13 for the worker, 2 moves, 3 for the source and the reasons)", n, want)
+	if n, want := testutil.CollectAndCount(c), 20+steer.NumReasons; n != want {
+		t.Errorf("%d series, want %d (frames, 13 for the worker, 2 moves, 4 for the source and the reasons)", n, want)
 	}
 }
 
@@ -242,32 +246,27 @@ func TestNewCollectorErrors(t *testing.T) {
 // be read at one scrape, and is therefore missing from that Stats, keeps
 // its last totals rather than lowering its name's sum or vanishing.
 func TestSourceCountersNeverGoDown(t *testing.T) {
+	const name = "afpacket:eth0"
 	d := newDispatcher(t, steer.Config{Workers: 1}, func(*steer.Packet) {})
-	a := runSample(t, d, "afpacket:eth0", steer.SourceStats{Received: 100, Dropped: 10, FreezeQueue: 1})
-	b := runSample(t, d, "afpacket:eth0", steer.SourceStats{Received: 50, Dropped: 5, FreezeQueue: 2})
+	a := runSample(t, d, name, steer.SourceStats{Received: 100, Dropped: 10, FreezeQueue: 1, Filtered: 4})
+	b := runSample(t, d, name, steer.SourceStats{Received: 50, Dropped: 5, FreezeQueue: 2, Filtered: 1})
 	c := newCollector(t, d)
-	values := func() (received, dropped, freezes float64) {
+	check := func(when string, want steer.SourceStats) {
 		t.Helper()
 		got := series(gather(t, c), "rps_source_")
-		if len(got) != 3 {
-			t.Fatalf("source series: %v, want three for afpacket:eth0", got)
-		}
-		return got[`rps_source_received_total{source="afpacket:eth0"}`], got[`rps_source_dropped_total{source="afpacket:eth0"}`],
-			got[`rps_source_freezes_total{source="afpacket:eth0"}`]
-	}
-	check := func(when string, r, dr, f float64) {
-		t.Helper()
-		gr, gd, gf := values()
-		if gr != r || gd != dr || gf != f {
-			t.Errorf("%s: received, dropped, freezes = %v, %v, %v; want %v, %v, %v", when, gr, gd, gf, r, dr, f)
+		all := expected(steer.Stats{Sources: []steer.SourceStats{want}}, "rps", nil)
+		maps.DeleteFunc(all, func(k string, _ float64) bool { return !strings.HasPrefix(k, "rps_source_") })
+		compare(t, got, all)
+		if t.Failed() {
+			t.Fatalf("%s: the source's series are not %+v", when, want)
 		}
 	}
-	check("both read", 150, 15, 3)
-	b.set(steer.SourceStats{Name: "afpacket:eth0", Received: 60, Dropped: 5, FreezeQueue: 2}, true)
-	check("one unreadable", 150, 15, 3)
-	a.set(steer.SourceStats{Name: "afpacket:eth0", Received: 100, Dropped: 10, FreezeQueue: 1}, true)
-	check("both unreadable", 150, 15, 3)
-	a.set(steer.SourceStats{Name: "afpacket:eth0", Received: 120, Dropped: 10, FreezeQueue: 1}, false)
-	b.set(steer.SourceStats{Name: "afpacket:eth0", Received: 60, Dropped: 7, FreezeQueue: 2}, false)
-	check("both read again", 180, 17, 3)
+	check("both read", steer.SourceStats{Name: name, Received: 150, Dropped: 15, FreezeQueue: 3, Filtered: 5})
+	b.set(steer.SourceStats{Name: name, Received: 60, Dropped: 5, FreezeQueue: 2, Filtered: 1}, true)
+	check("one unreadable", steer.SourceStats{Name: name, Received: 150, Dropped: 15, FreezeQueue: 3, Filtered: 5})
+	a.set(steer.SourceStats{Name: name, Received: 100, Dropped: 10, FreezeQueue: 1, Filtered: 4}, true)
+	check("both unreadable", steer.SourceStats{Name: name, Received: 150, Dropped: 15, FreezeQueue: 3, Filtered: 5})
+	a.set(steer.SourceStats{Name: name, Received: 120, Dropped: 10, FreezeQueue: 1, Filtered: 4}, false)
+	b.set(steer.SourceStats{Name: name, Received: 60, Dropped: 7, FreezeQueue: 2, Filtered: 3}, false)
+	check("both read again", steer.SourceStats{Name: name, Received: 180, Dropped: 17, FreezeQueue: 3, Filtered: 7})
 }

@@ -40,6 +40,7 @@
 //	rps_source_received_total{source}                 counter  SourceStats.Received (tp_packets)
 //	rps_source_dropped_total{source}                  counter  SourceStats.Dropped (tp_drops)
 //	rps_source_freezes_total{source}                  counter  SourceStats.FreezeQueue (tp_freeze_q_cnt)
+//	rps_source_filtered_total{source}                 counter  SourceStats.Filtered (a capture filter in user space)
 //
 // worker is the workstream id (netstat -Q's WSID), one series per worker
 // rather than one metric per worker, so that sum by (reason)

@@ -171,12 +171,14 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 		sum.Received += s.Received
 		sum.Dropped += s.Dropped
 		sum.FreezeQueue += s.FreezeQueue
+		sum.Filtered += s.Filtered
 		sums[s.Name] = sum
 	}
 	for name, s := range sums {
 		put("source_received_total", float64(s.Received), "source", name)
 		put("source_dropped_total", float64(s.Dropped), "source", name)
 		put("source_freezes_total", float64(s.FreezeQueue), "source", name)
+		put("source_filtered_total", float64(s.Filtered), "source", name)
 	}
 	return out
 }
