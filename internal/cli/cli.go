@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // ErrUsage marks errors in the command line (exit status 2).
@@ -48,6 +49,38 @@ func NewFlagSet(name, synopsis, summary string, out io.Writer) *flag.FlagSet {
 // flag.ErrHelp after printing the usage for -h, and an error wrapping
 // ErrUsage (printing nothing) for any other problem.
 func Parse(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// ParseWithArgs is Parse for a command that takes positional arguments
+// after its flags, as tcpdump takes a filter expression: it returns them.
+// As package flag does, it stops at the first argument that is not a flag,
+// so a flag after the positional arguments is a usage error that says the
+// flags go first (after "--", nothing is taken for a flag).
+func ParseWithArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	rest := fs.Args()
+	if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+		return rest, nil // "--" ends the flags: what follows is taken as it is
+	}
+	for _, a := range rest {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name != "" && fs.Lookup(name) != nil {
+			return nil, Usagef("flag %s after the arguments %q: flags go first", a, strings.Join(rest, " "))
+		}
+	}
+	return rest, nil
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
 	out, usage := fs.Output(), fs.Usage
 	// Silence the flag set while it parses: it would print its error and
 	// the whole usage for every mistake. Exit prints the error once.
@@ -62,8 +95,6 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return flag.ErrHelp
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrUsage, err)
-	case fs.NArg() > 0:
-		return Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
 }

@@ -50,6 +50,46 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseWithArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		rest  []string
+		wantN int
+		usage bool
+	}{
+		{args: nil, wantN: 1},
+		{args: []string{"-n", "3", "tcp", "port", "80"}, rest: []string{"tcp", "port", "80"}, wantN: 3},
+		{args: []string{"--", "-n"}, rest: []string{"-n"}, wantN: 1},
+		{args: []string{"tcp", "-n", "3"}, usage: true},
+		{args: []string{"tcp", "--n=3"}, usage: true},
+		{args: []string{"-x"}, usage: true},
+	} {
+		var out bytes.Buffer
+		fs, n := newTestFlags(&out)
+		rest, err := ParseWithArgs(fs, tc.args)
+		switch {
+		case tc.usage:
+			if !errors.Is(err, ErrUsage) {
+				t.Errorf("%q: %v, want a usage error", tc.args, err)
+			}
+		case err != nil || *n != tc.wantN || strings.Join(rest, " ") != strings.Join(tc.rest, " "):
+			t.Errorf("%q: n %d, rest %q, %v; want %d, %q", tc.args, *n, rest, err, tc.wantN, tc.rest)
+		}
+		if out.Len() > 0 {
+			t.Errorf("%q: printed %q", tc.args, out.String())
+		}
+	}
+	var out bytes.Buffer
+	fs, _ := newTestFlags(&out)
+	if _, err := ParseWithArgs(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) || out.Len() == 0 {
+		t.Errorf("-h: %v, printed %q", err, out.String())
+	}
+	fs, _ = newTestFlags(&out)
+	if _, err := ParseWithArgs(fs, []string{"port", "-n", "2"}); err == nil || !strings.Contains(err.Error(), "flags go first") {
+		t.Errorf("a flag after the arguments: %v", err)
+	}
+}
+
 func TestReport(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
