@@ -117,18 +117,28 @@ func RunGroup(ctx context.Context, d *steer.Dispatcher, g *Group) error {
 }
 
 // Run reads every socket of the group in its worker until ctx ends or the
-// dispatcher closes (steer.Dispatcher.RunOnWorkers). It does not close the
-// group.
+// dispatcher closes (steer.Dispatcher.RunOnWorkers over Sources). It does
+// not close the group.
 func (st *Steering) Run(ctx context.Context) error {
-	srcs := make([]steer.Source, len(st.srcs))
-	for i, s := range st.srcs {
-		srcs[i] = s
-	}
-	err := st.d.RunOnWorkers(ctx, srcs)
+	err := st.d.RunOnWorkers(ctx, st.Sources())
 	if errors.Is(err, ErrClosed) || errors.Is(err, steer.ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// Sources returns the group's sockets as their workers read them: worker i
+// reads Sources()[i], which also holds frames back during SetTable. Run
+// passes them to steer.Dispatcher.RunOnWorkers; a caller that wraps each
+// (to stop after a count of frames, to tap them) calls RunOnWorkers with
+// the wrapped ones itself; unlike Run, RunOnWorkers then returns the
+// sockets' ErrClosed when the group is closed under it.
+func (st *Steering) Sources() []steer.Source {
+	srcs := make([]steer.Source, len(st.srcs))
+	for i, s := range st.srcs {
+		srcs[i] = s
+	}
+	return srcs
 }
 
 // Group returns the fanout group.

@@ -22,6 +22,9 @@ func RunGroup(ctx context.Context, d *steer.Dispatcher, g *Group) error { return
 // Run returns ErrNotSupported.
 func (st *Steering) Run(ctx context.Context) error { return ErrNotSupported }
 
+// Sources returns nil.
+func (st *Steering) Sources() []steer.Source { return nil }
+
 // Group returns nil.
 func (st *Steering) Group() *Group { return nil }
 
