@@ -127,7 +127,7 @@ type Stats struct {
 type Source struct {
 	cfg  config
 	link pcapfile.LinkType
-	read func() ([]byte, gopacket.CaptureInfo, error)
+	src  gopacket.ZeroCopyPacketDataSource // a plain source behind copying
 
 	closed atomic.Bool
 	eof    bool  // the packet source said io.EOF: it is not read again
@@ -161,9 +161,9 @@ func New(src gopacket.PacketDataSource, link pcapfile.LinkType, opt ...Option) (
 		return nil, errors.New("gopacketsrc: nil packet data source")
 	}
 	if zc, ok := src.(gopacket.ZeroCopyPacketDataSource); ok {
-		return newSource(zc.ZeroCopyReadPacketData, link, opt)
+		return newSource(zc, link, opt)
 	}
-	return newSource(src.ReadPacketData, link, opt)
+	return newSource(copying{src}, link, opt)
 }
 
 // NewZeroCopy returns a Source reading src with ZeroCopyReadPacketData, for
@@ -172,10 +172,21 @@ func NewZeroCopy(src gopacket.ZeroCopyPacketDataSource, link pcapfile.LinkType, 
 	if src == nil {
 		return nil, errors.New("gopacketsrc: nil packet data source")
 	}
-	return newSource(src.ZeroCopyReadPacketData, link, opt)
+	return newSource(src, link, opt)
 }
 
-func newSource(read func() ([]byte, gopacket.CaptureInfo, error), link pcapfile.LinkType, opt []Option) (*Source, error) {
+// copying reads a PacketDataSource that has no zero-copy read: its buffers
+// are fresh, so reading them as if they were reused is correct.
+type copying struct{ gopacket.PacketDataSource }
+
+func (c copying) ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error) {
+	return c.ReadPacketData()
+}
+
+// newSource makes the Source. The packet source is called through its
+// interface rather than a method value, which would add a wrapper that
+// copies the large result once more per packet.
+func newSource(src gopacket.ZeroCopyPacketDataSource, link pcapfile.LinkType, opt []Option) (*Source, error) {
 	cfg := config{batchSize: DefaultBatchSize, isTimeout: isTimeout}
 	for _, o := range opt {
 		if err := o(&cfg); err != nil {
@@ -188,7 +199,7 @@ func newSource(read func() ([]byte, gopacket.CaptureInfo, error), link pcapfile.
 	return &Source{
 		cfg:       cfg,
 		link:      link,
-		read:      read,
+		src:       src,
 		free:      make(chan *arena, maxFreeArenas),
 		arenaSize: max(cfg.batchSize*arenaPerFrame, minArenaSize),
 	}, nil
@@ -267,39 +278,46 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 	case s.eof && !s.pending:
 		return io.EOF
 	}
+	if cap(b.Frames) < s.cfg.batchSize {
+		b.Frames = make([]steer.Frame, 0, s.cfg.batchSize)
+	}
+	clear(b.Frames[:s.cfg.batchSize])
 	a := s.getArena()
 	var nbytes uint64
 	if s.pending {
 		s.pending = false
-		f := s.pendF
-		if !a.fits(len(f.Data)) {
-			a.grow(len(f.Data), s.arenaSize)
+		if !a.fits(len(s.pendF.Data)) {
+			a.grow(len(s.pendF.Data), s.arenaSize)
 		}
+		b.Frames = append(b.Frames, s.pendF)
+		f := &b.Frames[0]
 		f.Data = a.place(f.Data)
-		b.Frames = append(b.Frames, f)
 		nbytes += uint64(len(f.Data))
 	}
 	done := ctx.Done()
-	for !s.eof && len(b.Frames) < s.cfg.batchSize {
-		if len(b.Frames) > 0 && s.interrupted(done) {
+	for n := len(b.Frames); !s.eof && n < s.cfg.batchSize; n++ {
+		if n > 0 && s.interrupted(done) {
 			break
 		}
-		data, ci, err := s.read()
+		data, ci, err := s.src.ZeroCopyReadPacketData()
 		if err != nil {
 			s.readErr(err)
 			break
 		}
 		s.npkt++
-		f := s.frame(data, &ci)
+		// The frame is filled in its slot, which saves copying it around.
+		b.Frames = b.Frames[:n+1]
+		f := &b.Frames[n]
+		s.fill(f, data, &ci)
 		if !a.fits(len(f.Data)) {
-			if len(b.Frames) > 0 {
+			if n > 0 {
 				s.keep(f) // the packet starts the next batch
+				b.Frames = b.Frames[:n]
 				break
 			}
 			a.grow(len(f.Data), s.arenaSize)
 		}
 		f.Data = a.place(f.Data)
-		b.Frames = append(b.Frames, f)
 		nbytes += uint64(len(f.Data))
 	}
 	if len(b.Frames) == 0 {
@@ -345,20 +363,20 @@ func (s *Source) readErr(err error) {
 	}
 }
 
-// frame maps a packet's capture info to a frame whose Data is still the
-// packet source's buffer.
-func (s *Source) frame(data []byte, ci *gopacket.CaptureInfo) steer.Frame {
-	f := steer.Frame{
-		Data:      data,
-		Timestamp: ci.Timestamp,
-		// Length is the wire length; a source that does not know it (zero)
-		// or says less than it captured gets the captured length.
-		Length:  max(ci.Length, len(data)),
-		IfIndex: max(ci.InterfaceIndex, 0),
-	}
+// fill maps a packet's capture info to frame f, whose Data is then still
+// the packet source's buffer.
+func (s *Source) fill(f *steer.Frame, data []byte, ci *gopacket.CaptureInfo) {
+	// f is zero (ReadBatch clears the batch's slots): storing the fields
+	// one by one costs less than storing a whole Frame literal.
+	f.Data = data
+	f.Timestamp = ci.Timestamp
 	if !f.Timestamp.IsZero() {
 		f.Timestamp = f.Timestamp.UTC()
 	}
+	// Length is the wire length; a source that does not know it (zero) or
+	// says less than it captured gets the captured length.
+	f.Length = max(ci.Length, len(data))
+	f.IfIndex = max(ci.InterfaceIndex, 0)
 	if s.cfg.ifIndex > 0 {
 		f.IfIndex = s.cfg.ifIndex
 	}
@@ -373,15 +391,15 @@ func (s *Source) frame(data []byte, ci *gopacket.CaptureInfo) steer.Frame {
 			s.stats.badVLAN.Add(1)
 		}
 	}
-	return f
 }
 
 // keep copies a frame that starts the next batch out of the packet
 // source's buffer.
-func (s *Source) keep(f steer.Frame) {
+func (s *Source) keep(f *steer.Frame) {
 	s.spill = append(s.spill[:0], f.Data...)
-	f.Data = s.spill
-	s.pendF, s.pending = f, true
+	s.pendF = *f
+	s.pendF.Data = s.spill
+	s.pending = true
 }
 
 // arena holds the bytes of one batch's frames; its release callback is the

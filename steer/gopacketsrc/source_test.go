@@ -557,3 +557,29 @@ func TestLiveAndSourceStats(t *testing.T) {
 		t.Errorf("SourceStats error %v", err)
 	}
 }
+
+// TestReusedBatch checks that a batch reused from call to call carries
+// nothing over from the frames it held before.
+func TestReusedBatch(t *testing.T) {
+	src, err := gopacketsrc.NewZeroCopy(&loop{data: numbered(1, 100)}, pcapfile.LinkTypeEthernet, gopacketsrc.WithBatchSize(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b steer.Batch
+	for call := range 4 {
+		if err := src.ReadBatch(context.Background(), &b); err != nil || len(b.Frames) != 5 {
+			t.Fatalf("%d frames, %v", len(b.Frames), err)
+		}
+		for i, f := range b.Frames {
+			// loop tags every other packet, counting from 1.
+			tagged := (call*5+i+1)%2 == 0
+			if f.HasVLAN != tagged || (tagged && f.VLAN != 7) || f.FlowID != 0 || f.HashType != 0 {
+				t.Errorf("call %d frame %d: vlan %v %d, flowid %d, hash type %v", call, i, f.HasVLAN, f.VLAN, f.FlowID, f.HashType)
+			}
+		}
+		for i := range b.Frames {
+			b.Frames[i].FlowID, b.Frames[i].HashType, b.Frames[i].VLAN, b.Frames[i].HasVLAN = 99, 3, 5, true
+		}
+		b.Release()
+	}
+}
