@@ -35,8 +35,9 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestCommandLine: -h prints the usage and runs no demo; a flag or an
-// argument is a usage error (exit status 2).
+// TestCommandLine: -h prints the usage (with no Flags section: rfs has
+// none) and runs no demo; a flag or an argument is a usage error (exit
+// status 2).
 func TestCommandLine(t *testing.T) {
 	for _, tc := range []struct {
 		args   string
@@ -59,7 +60,8 @@ func TestCommandLine(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if status != tc.status || !strings.HasPrefix(stderr.String(), tc.stderr) || stdout.Len() != 0 {
+		if status != tc.status || !strings.HasPrefix(stderr.String(), tc.stderr) || stdout.Len() != 0 ||
+			strings.Contains(stderr.String(), "Flags:") {
 			t.Errorf("rfs %q: status %d, stdout %q, stderr %q; want %d, nothing, %q...", tc.args, status,
 				stdout.String(), stderr.String(), tc.status, tc.stderr)
 		}

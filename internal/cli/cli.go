@@ -19,6 +19,24 @@ func Usagef(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
+// UsageError returns err marked as a usage error (exit status 2), its
+// message kept: for a value the command passes on unchecked and a library
+// rejects, such as a configuration error of package steer. A command tests
+// for the library's sentinel itself, so that this package imports no
+// library:
+//
+//	if errors.Is(err, steer.ErrConfig) {
+//		err = cli.UsageError(err)
+//	}
+//
+// UsageError(nil) is nil.
+func UsageError(err error) error {
+	if err == nil || errors.Is(err, ErrUsage) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUsage, err)
+}
+
 // NewFlagSet returns a flag set for the command name whose usage reads
 // (without the synopsis when it is empty)
 //
@@ -29,8 +47,9 @@ func Usagef(format string, args ...any) error {
 //	Flags:
 //	  -flag ...
 //
-// and is written to out. Its errors are returned by Parse, never acted on
-// by the flag set itself.
+// (without the Flags section when the command has no flags) and is written
+// to out. Its errors are returned by Parse, never acted on by the flag set
+// itself.
 func NewFlagSet(name, synopsis, summary string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -39,8 +58,13 @@ func NewFlagSet(name, synopsis, summary string, out io.Writer) *flag.FlagSet {
 		line += " " + synopsis
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s\n\n%s\n\nFlags:\n", line, summary)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\n%s\n", line, summary)
+		flags := 0
+		fs.VisitAll(func(*flag.Flag) { flags++ })
+		if flags > 0 {
+			fmt.Fprintf(fs.Output(), "\nFlags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

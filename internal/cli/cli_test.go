@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -144,5 +145,40 @@ func TestExit(t *testing.T) {
 		if code != want.code || stderr.String() != want.stderr {
 			t.Errorf("Exit for %s: status %d, stderr %q; want %d, %q", arg, code, stderr.String(), want.code, want.stderr)
 		}
+	}
+}
+
+// TestUsageWithoutFlags: the usage of a command with no flags has no empty
+// Flags section.
+func TestUsageWithoutFlags(t *testing.T) {
+	var out bytes.Buffer
+	fs := NewFlagSet("demo", "", "Takes no flags.", &out)
+	if err := Parse(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	if want := "Usage: demo\n\nTakes no flags.\n"; out.String() != want {
+		t.Errorf("usage %q, want %q", out.String(), want)
+	}
+}
+
+// TestUsageError: an error a library returned for a flag's value becomes a
+// usage error (exit status 2) that still wraps the library's sentinel.
+func TestUsageError(t *testing.T) {
+	if UsageError(nil) != nil {
+		t.Error("UsageError(nil) is not nil")
+	}
+	errLib := errors.New("invalid configuration")
+	err := UsageError(fmt.Errorf("starting: 3 buckets: %w", errLib))
+	if !errors.Is(err, ErrUsage) || !errors.Is(err, errLib) {
+		t.Errorf("%v: wraps ErrUsage %v, the library's error %v; want both", err,
+			errors.Is(err, ErrUsage), errors.Is(err, errLib))
+	}
+	var b bytes.Buffer
+	want := "demo: usage error: starting: 3 buckets: invalid configuration\nRun 'demo -h' for usage.\n"
+	if code := report(&b, "demo", err); code != 2 || b.String() != want {
+		t.Errorf("report = %d, %q; want 2, %q", code, b.String(), want)
+	}
+	if u := Usagef("-n 0"); UsageError(u) != u {
+		t.Errorf("UsageError(%v) = %v; want it unchanged", u, UsageError(u))
 	}
 }

@@ -3,7 +3,8 @@
 //
 //   - -h (or -help) prints the usage on standard error and exits with
 //     status 0, running nothing.
-//   - A usage error (an unknown flag, a bad flag value, a stray argument)
+//   - A usage error (an unknown flag, a bad flag value, a stray argument,
+//     a value the command passes on and a library rejects: see UsageError)
 //     prints "name: message" and a pointer to -h on standard error and
 //     exits with status 2, as package flag does.
 //   - Any other error prints "name: message" on standard error and exits
