@@ -1,0 +1,14 @@
+// Package capture holds the habits the capture commands (examples/pcapsteer
+// and examples/livesteer) take from tcpdump, so that both behave alike:
+//
+//   - the capture filter, as trailing arguments, -f EXPR or -F FILE
+//     (FilterFlags; compiled by package steer/filter);
+//   - -c N, stop after N frames (Limit, a source wrapper shared by every
+//     source of a run);
+//   - -w FILE, write what was steered as pcap, into one file or one file per
+//     worker with a pattern such as out-%d.pcap (Dump, written from each
+//     worker's own state);
+//   - -version (Version);
+//   - -json, the report as one JSON document with stable field names
+//     (Report, built from steer.Stats).
+package capture

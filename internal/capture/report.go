@@ -1,0 +1,223 @@
+package capture
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/rpsgo/rps/steer"
+)
+
+// SchemaVersion names the layout of Report, its "schema" field. It changes
+// only when a field is renamed, changes meaning or goes away; fields may be
+// added without a change.
+const SchemaVersion = "rps-report/1"
+
+// Report is the document -json prints on standard output: a run's final
+// steer.Stats with stable, snake_case field names, and the command's own
+// counters. Every field is always present (zero, false, empty list or
+// empty object when it does not apply) unless marked omitted when empty.
+// Enumerations (policy, dispatch, overflow, reason names) are their text
+// names, as the steer types' MarshalText gives them, and read back with
+// UnmarshalText.
+type Report struct {
+	// Schema is SchemaVersion.
+	Schema string `json:"schema"`
+	// Command and Version name the program ("pcapsteer", "livesteer") and
+	// its build, as -version prints it.
+	Command string `json:"command"`
+	Version string `json:"version"`
+	// Input is what was read: a capture file's name, "standard input",
+	// the embedded sample, or the live interface.
+	Input string `json:"input"`
+	// Filter is the capture filter's text, empty without one.
+	Filter string `json:"filter"`
+	// Interrupted is true when the run was stopped (Ctrl-C, SIGTERM) before
+	// its input ended; the counts then cover what was read until then.
+	Interrupted bool `json:"interrupted"`
+	// ElapsedSeconds is the time from the first read to the end of the
+	// drain.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+
+	Config  Config   `json:"config"`
+	Totals  Totals   `json:"totals"`
+	Workers []Worker `json:"workers"`
+	// Reasons counts the steered frames by classification reason, every
+	// reason present, by name ("ok", "non-ip", "short-ipv4", ...).
+	Reasons map[steer.Reason]uint64 `json:"reasons"`
+	// BucketFrames counts hashed frames per indirection-table bucket, and
+	// Table is the table at the end: entry b is bucket b's worker.
+	BucketFrames []uint64 `json:"bucket_frames"`
+	Table        []int    `json:"table"`
+	// Sources are the sources' own counters, one per socket for a fanout
+	// group.
+	Sources []Source `json:"sources"`
+	// TopFlows are the flows with most packets, when RFS kept a table.
+	TopFlows []Flow `json:"top_flows"`
+	// Live holds what only a live capture has; omitted for files.
+	Live *Live `json:"live,omitempty"`
+}
+
+// Config is the dispatcher's configuration, defaults filled in.
+type Config struct {
+	Workers  int                `json:"workers"`
+	CPUs     []int              `json:"cpus"` // empty: unpinned
+	Policy   steer.Policy       `json:"policy"`
+	Dispatch steer.DispatchMode `json:"dispatch"`
+	Buckets  int                `json:"buckets"`
+	// Key is the Toeplitz key's fingerprint ("microsoft", "random
+	// 1a2b3c4d"), never the key.
+	Key       string `json:"key"`
+	Symmetric bool   `json:"symmetric"`
+	UDP4Tuple bool   `json:"udp_4tuple"`
+	// QueueLimit is the per-worker queue limit in frames; zero means the
+	// library's defaults (steer.DefaultQLimit for a live source,
+	// steer.DefaultWaitQLimit for a file).
+	QueueLimit int            `json:"queue_limit"`
+	Overflow   steer.Overflow `json:"overflow"`
+	FlowLimit  bool           `json:"flow_limit"`
+	RFS        bool           `json:"rfs"`
+	// RebalanceSeconds is the rebalancer's interval, zero when off.
+	RebalanceSeconds float64 `json:"rebalance_seconds"`
+}
+
+// Totals are the counts that add up. For a file: read == filtered +
+// after_count + steered; for a live capture: kernel_received == steered +
+// kernel_dropped + after_count (a kernel filter's rejects are counted
+// nowhere). In both, steered == handled + dropped + panicked.
+type Totals struct {
+	// Read is the frames the source delivered: the records read from a
+	// file, the frames read from the rings.
+	Read uint64 `json:"read"`
+	// Filtered is the frames a user-space capture filter rejected.
+	Filtered uint64 `json:"filtered"`
+	// AfterCount is the frames read past -c N and not steered.
+	AfterCount uint64 `json:"after_count"`
+	// Steered is every frame handed to the dispatcher (steer.Stats.Frames).
+	Steered  uint64 `json:"steered"`
+	Handled  uint64 `json:"handled"`
+	Dropped  uint64 `json:"dropped"`
+	Panicked uint64 `json:"panicked"`
+	// KernelReceived and KernelDropped sum the sockets' counters
+	// (tp_packets, tp_drops); zero for files.
+	KernelReceived uint64 `json:"kernel_received"`
+	KernelDropped  uint64 `json:"kernel_dropped"`
+	BucketMoves    uint64 `json:"bucket_moves"`
+	FlowMoves      uint64 `json:"flow_moves"` // RFS flow moves
+	// Written is the frames written with -w.
+	Written uint64 `json:"written"`
+	// Balanced says whether the sums above hold.
+	Balanced bool `json:"balanced"`
+}
+
+// Worker is one workstream, netstat -Q's row and the other drops.
+type Worker struct {
+	ID               int    `json:"id"`
+	CPU              int    `json:"cpu"` // -1: unpinned
+	QueueLen         int    `json:"queue_len"`
+	Watermark        int    `json:"watermark"`
+	Dispatched       uint64 `json:"dispatched"`        // handled inline (DIRECT)
+	HybridDispatched uint64 `json:"hybrid_dispatched"` // handled inline (HYBRID)
+	Queued           uint64 `json:"queued"`
+	Handled          uint64 `json:"handled"`
+	QueueDrops       uint64 `json:"queue_drops"`
+	FlowLimitDrops   uint64 `json:"flow_limit_drops"`
+	RedispatchDrops  uint64 `json:"redispatch_drops"`
+	CloseDrops       uint64 `json:"close_drops"`
+	Panics           uint64 `json:"panics"`
+	HookPanics       uint64 `json:"hook_panics"`
+}
+
+// Source is a source's own counters.
+type Source struct {
+	Name           string `json:"name"`
+	KernelReceived uint64 `json:"kernel_received"`
+	KernelDropped  uint64 `json:"kernel_dropped"`
+	QueueFreezes   uint64 `json:"queue_freezes"`
+	Filtered       uint64 `json:"filtered"`
+}
+
+// Flow is one of the top flows.
+type Flow struct {
+	FlowID  uint32 `json:"flowid"`
+	Worker  int    `json:"worker"`
+	Desired int    `json:"desired"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// Live is what a live capture adds.
+type Live struct {
+	Interface string `json:"interface"`
+	// Fanout is "none" (one socket) or the fanout mode's name.
+	Fanout string `json:"fanout"`
+	// KeepsFlows says whether the mode keeps a flow on one worker.
+	KeepsFlows bool `json:"keeps_flows"`
+	// WorkerChanges counts how often a flow's frame was handled by another
+	// worker than its previous frame, over HashedFrames.
+	WorkerChanges uint64 `json:"worker_changes"`
+	HashedFrames  uint64 `json:"hashed_frames"`
+	SnapLen       int    `json:"snaplen"`
+	Promiscuous   bool   `json:"promiscuous"`
+}
+
+// NewReport fills a report from a closed dispatcher's stats; the command
+// fills in the rest (Input, Filter, Totals.Read, ...).
+func NewReport(command string, st *steer.Stats) *Report {
+	c := &st.Config
+	r := &Report{
+		Schema:  SchemaVersion,
+		Command: command,
+		Version: Version(),
+		Config: Config{
+			Workers: c.Workers, CPUs: append([]int{}, c.CPUs...), Policy: c.Policy, Dispatch: c.Dispatch,
+			Buckets: c.Buckets, Key: st.KeyFingerprint, Symmetric: c.Hash.Symmetric, UDP4Tuple: c.Hash.UDP4Tuple,
+			QueueLimit: c.Queue.Limit, Overflow: c.Queue.Overflow, FlowLimit: c.Queue.FlowLimit,
+			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(),
+		},
+		Totals: Totals{
+			Steered: st.Frames, Handled: st.Handled(), Dropped: st.Dropped(), Panicked: st.Panicked(),
+			BucketMoves: st.BucketMoves, FlowMoves: st.FlowMoves,
+		},
+		Workers:      []Worker{},
+		Reasons:      map[steer.Reason]uint64{},
+		BucketFrames: append([]uint64{}, st.BucketFrames...),
+		Table:        append([]int{}, st.Table...),
+		Sources:      []Source{},
+		TopFlows:     []Flow{},
+	}
+	for _, w := range st.Workstreams {
+		r.Workers = append(r.Workers, Worker{
+			ID: w.WSID, CPU: w.CPU, QueueLen: w.Len, Watermark: w.WMark,
+			Dispatched: w.Dispatched, HybridDispatched: w.HybridDispatched, Queued: w.Queued, Handled: w.Handled,
+			QueueDrops: w.QDrops, FlowLimitDrops: w.FlowLimitDrops, RedispatchDrops: w.RedispatchDrops,
+			CloseDrops: w.CloseDrops, Panics: w.Panics, HookPanics: w.HookPanics,
+		})
+	}
+	for i, n := range st.Reasons {
+		r.Reasons[steer.Reason(i)] = n
+	}
+	for _, s := range st.Sources {
+		r.Sources = append(r.Sources, Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped,
+			QueueFreezes: s.FreezeQueue, Filtered: s.Filtered})
+		r.Totals.KernelReceived += s.Received
+		r.Totals.KernelDropped += s.Dropped
+		r.Totals.Filtered += s.Filtered
+	}
+	for _, f := range st.TopFlows {
+		r.TopFlows = append(r.TopFlows, Flow{FlowID: f.FlowID, Worker: f.Worker, Desired: f.Desired, Packets: f.Packets, Bytes: f.Bytes})
+	}
+	return r
+}
+
+// Write writes the report as one JSON document and a newline.
+func (r *Report) Write(w io.Writer) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("capture: encoding the report: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("capture: writing the report: %w", err)
+	}
+	return nil
+}
