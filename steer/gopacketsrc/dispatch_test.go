@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/rpsgo/rps/internal/sample"
@@ -117,5 +119,48 @@ func TestDispatcher(t *testing.T) {
 				t.Errorf("stats: %d frames, %d handled, %d dropped", st.Frames, st.Handled(), st.Dropped())
 			}
 		})
+	}
+}
+
+// TestDecodeNoAllocs checks the example's claim: a worker's
+// DecodingLayerParser decodes the sample's well-formed IPv4 frames in place,
+// allocating nothing. (gopacket allocates for its errors, and for IPv6
+// packets with a hop-by-hop header, which IPv6 decodes itself.)
+func TestDecodeNoAllocs(t *testing.T) {
+	ref, err := pcapfile.NewReader(sample.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, _, err := readAll(t, ref)
+	if err != io.EOF {
+		t.Fatal(err)
+	}
+	dec := newDecoder(nil)
+	var p steer.Packet
+	var good []steer.Frame
+	for _, f := range frames {
+		p.Data = f.Data
+		failed := dec.failed
+		dec.decode(&p)
+		if dec.failed == failed && slices.Contains(dec.decoded, layers.LayerTypeIPv4) &&
+			!slices.Contains(dec.decoded, layers.LayerTypeIPv6) {
+			good = append(good, f)
+		}
+	}
+	if len(good) < len(frames)*4/5 {
+		t.Fatalf("only %d of %d frames decode", len(good), len(frames))
+	}
+	// One run over every good frame: the count is their total.
+	allocs := testing.AllocsPerRun(1, func() {
+		for _, f := range good {
+			p.Data = f.Data
+			dec.decode(&p)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.0f allocations decoding %d frames", allocs, len(good))
+	}
+	if dec.tcp4 == 0 || dec.tcp6 == 0 || dec.udps == 0 {
+		t.Errorf("decoded %d TCP/IPv4, %d TCP/IPv6, %d UDP", dec.tcp4, dec.tcp6, dec.udps)
 	}
 }

@@ -133,7 +133,8 @@
 //
 // The other direction needs no adapter: a worker's [steer.Packet].Data is
 // a frame, which a gopacket.DecodingLayerParser decodes in place, with no
-// copy and no allocation. A parser is not safe for concurrent use, so each
-// worker keeps its own, as per-worker state from [steer.NewPerWorker]; see
-// the example.
+// copy (and, for most frames, no allocation: gopacket allocates for its
+// errors and for some options). A parser is not safe for concurrent use,
+// so each worker keeps its own, as per-worker state from
+// [steer.NewPerWorker]; see the example.
 package gopacketsrc
