@@ -36,6 +36,12 @@ func (fc *fastChunk) run(cls *Classifier, chunk []Frame) (slow uint64) {
 		slow |= 1 << i
 	}
 	fc.n = n
+	if cls.h == nil { // SipHash: one call per tuple, of its own length
+		for k := range fc.tuples[:n] {
+			fc.sums[k] = cls.sumIPv4(&fc.tuples[k], fc.types[k])
+		}
+		return slow
+	}
 	cls.h.SumIPv4Tuples(fc.sums[:n], fc.tuples[:n])
 	return slow
 }

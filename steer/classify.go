@@ -20,8 +20,19 @@ import (
 //     legacy QinQ TPID 0x9100 are walked, up to [MaxVLANDepth] tags,
 //     counting a tag delivered out of band (ClassifyVLAN). The
 //     VLAN IDs are recorded in the key and never hashed. An EtherType below
-//     0x0600 (an 802.3 length) or anything but IPv4 and IPv6 is
-//     [ReasonNonIP].
+//     0x0600 (an 802.3 length) or anything but IPv4, IPv6 and the shims
+//     below is [ReasonNonIP].
+//   - Shims, always walked (shim.go): PPPoE sessions and MPLS label stacks,
+//     with an MPLS pseudowire's Ethernet frame walked as a frame. Their
+//     labels and session IDs are recorded in the key's Encaps, never
+//     hashed.
+//   - Tunnels, opened with TunnelsInner (tunnel.go): after the transport
+//     step below, a UDP packet to a VXLAN, GENEVE or GTP-U port, GRE, or
+//     IP in IP (protocols 4 and 41) is decapsulated and its inner packet
+//     classified by these same rules; the tuple hashed is the innermost.
+//     A fragment is never decapsulated. If the inside cannot be hashed
+//     (a tunnel header cut short, an inner frame that is not IP), the
+//     frame is hashed by the tunnel's own IP header, with the reason.
 //   - IPv4: the version must be 4, IHL at least 5 and the header within the
 //     frame, the total length at least the header length. The packet ends at
 //     the smaller of the total length and the frame (Ethernet padding is cut
@@ -43,11 +54,13 @@ import (
 //     snap length leaves it, still hashes with its flow). Fewer than four
 //     bytes give [ReasonShortTransport] and a 2-tuple hash. Other protocols
 //     (ICMP, GRE, ESP, ...) hash over their addresses, ports zero.
-//   - Hash type: TCP gets RSS_TCP_IPV4/6 (4-tuple). UDP gets RSS_IPV4/6
-//     (2-tuple, ports still recorded in the key) unless UDP4Tuple is set,
-//     then RSS_UDP_IPV4/6 (4-tuple). SCTP is hashed like UDP; with UDP4Tuple
-//     its 4-tuple hash is typed OPAQUE_HASH, because FreeBSD defines no SCTP
-//     RSS hash type. Everything else IP gets RSS_IPV4/6.
+//   - Hash type, from the configured set (HashConfig.Types): TCP gets
+//     RSS_TCP_IPV4/6 (4-tuple) when its type is in the set, else RSS_IPV4/6
+//     (2-tuple, ports still recorded in the key). UDP likewise with
+//     RSS_UDP_IPV4/6, which the default set leaves out. SCTP is hashed like
+//     UDP; its 4-tuple hash is typed OPAQUE_HASH, because FreeBSD defines no
+//     SCTP RSS hash type. Everything else IP gets RSS_IPV4/6.
+//   - Hash function: Toeplitz, or SipHash-2-4 over the same tuple.
 //
 // A frame whose link or IP header is unusable gets HashType NONE, FlowID 0
 // and the reason; the classifier records what it could read before that
@@ -75,10 +88,13 @@ const (
 	ipv6FragOffMMask   = 0xfff9 // fragment offset and M flag (reserved bits ignored)
 	ipv6FragHeaderLen  = 8
 	protoHopByHop      = 0
+	protoIPIP          = 4 // IPv4 inside IP
 	protoTCP           = 6
 	protoUDP           = 17
+	protoIPv6          = 41 // IPv6 inside IP
 	protoRouting       = 43
 	protoFragment      = 44
+	protoGRE           = 47
 	protoAH            = 51
 	protoDstOpts       = 60
 	protoSCTP          = 132
@@ -89,9 +105,21 @@ const (
 // Classifier turns raw frames into flow keys and flowids. It is immutable and
 // safe for concurrent use.
 type Classifier struct {
-	h         *hash.Toeplitz
+	h   *hash.Toeplitz // the Toeplitz hasher; nil with SipHash and for keyOnly
+	sip *hash.SipHash  // the SipHash hasher; nil with Toeplitz and for keyOnly
+	// tunnels holds the UDP ports that name a tunnel with TunnelsInner;
+	// nil when tunnels are not opened, which is all the fast paths check.
+	tunnels   *portSet
 	symmetric bool
-	udp4      bool
+	// l4 is, per family (0 IPv4, 1 IPv6), which hash TCP, UDP and SCTP get
+	// under the configured hash types: an l4* outcome.
+	l4 [2]struct{ tcp, udp, sctp uint8 }
+	// fast4 is the IPv4 fast path's hash type and tuple length for TCP
+	// (fast4[0]) and UDP (fast4[1]).
+	fast4 [2]struct {
+		ht hash.HashType
+		n  uint8
+	}
 }
 
 // NewClassifier returns a classifier that hashes as a dispatcher with
@@ -101,11 +129,36 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	h, err := hash.NewToeplitz(cfg.Key)
+	c := &Classifier{symmetric: cfg.Symmetric}
+	var err error
+	if cfg.Algorithm == hash.AlgorithmSipHash {
+		c.sip, err = hash.NewSipHash(cfg.Key)
+	} else {
+		c.h, err = hash.NewToeplitz(cfg.Key)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("steer: new classifier: %w", err)
 	}
-	return &Classifier{h: h, symmetric: cfg.Symmetric, udp4: cfg.UDP4Tuple}, nil
+	for f, types := range [2][2]hash.Types{{hash.TypeTCPIPv4, hash.TypeUDPIPv4}, {hash.TypeTCPIPv6, hash.TypeUDPIPv6}} {
+		l := &c.l4[f]
+		l.tcp, l.udp, l.sctp = l4TwoTuple, l4TwoTuple, l4TwoTuple
+		if cfg.Types.Has(types[0]) {
+			l.tcp = l4TCP
+		}
+		if cfg.Types.Has(types[1]) {
+			l.udp, l.sctp = l4UDP, l4Opaque
+		}
+	}
+	for i, o := range [2]uint8{c.l4[0].tcp, c.l4[0].udp} {
+		c.fast4[i].ht, c.fast4[i].n = ipv4HashTypes[o], hash.IPv4Tuple4Len
+		if o == l4TwoTuple {
+			c.fast4[i].n = hash.IPv4Tuple2Len
+		}
+	}
+	if cfg.Tunnels == TunnelsInner {
+		c.tunnels = newPortSet(cfg.VXLANPorts)
+	}
+	return c, nil
 }
 
 // Classify classifies frame, which starts with its Ethernet header, and
@@ -115,7 +168,7 @@ func (c *Classifier) Classify(frame []byte, out *Classification) {
 	*out = Classification{}
 	// Fast path: an untagged simple IPv4 packet (see simpleIPv4).
 	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
-		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
+		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); c.plainIPv4(ip) {
 			out.EtherType = etherTypeIPv4
 			c.simpleIPv4(ip, out)
 			return
@@ -135,6 +188,13 @@ const simpleIPv4Len = ipv4MinHeaderLen + transportPortBytes
 func isSimpleIPv4(ip *[simpleIPv4Len]byte) bool {
 	return ip[0] == 0x45 && binary.BigEndian.Uint16(ip[6:8])&ipv4FragMask == 0 &&
 		binary.BigEndian.Uint16(ip[2:4]) >= simpleIPv4Len && (ip[9] == protoTCP || ip[9] == protoUDP)
+}
+
+// plainIPv4 reports whether ip starts a packet the IPv4 fast path covers:
+// a simple one (isSimpleIPv4) that is not UDP to a tunnel port when
+// tunnels are opened.
+func (c *Classifier) plainIPv4(ip *[simpleIPv4Len]byte) bool {
+	return isSimpleIPv4(ip) && (c.tunnels == nil || ip[9] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[22:24])))
 }
 
 // simpleIPv4 classifies a packet for which isSimpleIPv4 holds. Its tuple
@@ -166,13 +226,11 @@ func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
 // ipv4Type is the hash type of a TCP or UDP packet over IPv4 and the
 // length of its tuple.
 func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
-	switch {
-	case proto != protoUDP:
-		return hash.RSSTCPIPv4, hash.IPv4Tuple4Len
-	case c.udp4:
-		return hash.RSSUDPIPv4, hash.IPv4Tuple4Len
+	t := &c.fast4[0]
+	if proto == protoUDP {
+		t = &c.fast4[1]
 	}
-	return hash.RSSIPv4, hash.IPv4Tuple2Len
+	return t.ht, int(t.n)
 }
 
 // flowOnly is Classify for the dispatcher, where the handler's goroutine
@@ -184,7 +242,7 @@ func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 	var t [hash.IPv4Tuple4Len]byte
 	if ht, ok := c.ipv4Tuple(frame, &t); ok {
 		out.EtherType, out.Reason, out.HashType, out.keyless = etherTypeIPv4, ReasonOK, ht, true
-		out.FlowID = c.sum(t[:])
+		out.FlowID = c.sumIPv4(&t, ht)
 		return
 	}
 	c.Classify(frame, out)
@@ -192,16 +250,17 @@ func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 
 // ipv4Tuple is flowOnly's fast path short of the hash, for the
 // dispatcher's batches (see producer.fastChunk): if frame is an untagged
-// simple IPv4 packet it writes the packet's hash input to t and returns
-// its hash type. A 2-tuple gets zero ports: zero bytes add nothing to a
-// Toeplitz hash, so every input is 12 bytes, [hash.Toeplitz.SumIPv4Tuples]'s
-// size.
+// simple IPv4 packet (and not UDP to a tunnel port when tunnels are
+// opened) it writes the packet's hash input to t and returns its hash
+// type. A 2-tuple gets zero ports: zero bytes add nothing to a Toeplitz
+// hash, so every input is 12 bytes, [hash.Toeplitz.SumIPv4Tuples]'s size
+// (sumIPv4 hashes the 8 that count for SipHash).
 func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
 	if len(frame) < ethHeaderLen+simpleIPv4Len || binary.BigEndian.Uint16(frame[12:14]) != etherTypeIPv4 {
 		return hash.None, false
 	}
 	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
-	if !isSimpleIPv4(ip) {
+	if !c.plainIPv4(ip) {
 		return hash.None, false
 	}
 	ht, n := c.ipv4Type(ip[9])
@@ -219,16 +278,32 @@ func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.
 // stays zero): what a worker needs to derive a frame's key again.
 func (c *Classifier) keyOnly() *Classifier {
 	k := *c
-	k.h = nil
+	k.h, k.sip = nil, nil
 	return &k
 }
 
 // sum hashes a tuple, or gives 0 for a key-only classifier.
 func (c *Classifier) sum(tuple []byte) uint32 {
-	if c.h == nil {
-		return 0
+	if c.h != nil {
+		return c.h.Sum(tuple)
 	}
-	return c.h.Sum(tuple)
+	if c.sip != nil {
+		return c.sip.Sum(tuple)
+	}
+	return 0
+}
+
+// sumIPv4 hashes an IPv4 tuple as ipv4Tuple writes it, of hash type ht: 12
+// bytes for Toeplitz, where the zero ports of a 2-tuple add nothing, and
+// the 8 or 12 bytes of the tuple for SipHash.
+func (c *Classifier) sumIPv4(t *[hash.IPv4Tuple4Len]byte, ht hash.HashType) uint32 {
+	if c.h != nil {
+		return c.h.Sum(t[:])
+	}
+	if ht == hash.RSSIPv4 {
+		return c.sum(t[:hash.IPv4Tuple2Len])
+	}
+	return c.sum(t[:])
 }
 
 // simpleIPv6Len is what the IPv6 fast path reads: the header and ports.
@@ -242,18 +317,24 @@ func isSimpleIPv6(ip *[simpleIPv6Len]byte) bool {
 	return ip[0]>>4 == 6 && (ip[6] == protoTCP || ip[6] == protoUDP) && (pl == 0 || pl >= transportPortBytes)
 }
 
+// plainIPv6 is plainIPv4 for IPv6: a simple packet that is not UDP to a
+// tunnel port when tunnels are opened.
+func (c *Classifier) plainIPv6(ip *[simpleIPv6Len]byte) bool {
+	return isSimpleIPv6(ip) && (c.tunnels == nil || ip[6] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[42:44])))
+}
+
 // simpleIPv6 classifies a packet for which isSimpleIPv6 holds, exactly as
 // the general path would. Its tuple is the 36 bytes from the source address
 // to the destination port, as they are in the packet.
 func (c *Classifier) simpleIPv6(ip *[simpleIPv6Len]byte, out *Classification) {
 	proto := ip[6]
-	ht, n := hash.RSSTCPIPv6, hash.IPv6Tuple4Len
+	o := c.l4[1].tcp
 	if proto == protoUDP {
-		if c.udp4 {
-			ht = hash.RSSUDPIPv6
-		} else {
-			ht, n = hash.RSSIPv6, hash.IPv6Tuple2Len
-		}
+		o = c.l4[1].udp
+	}
+	ht, n := ipv6HashTypes[o], hash.IPv6Tuple4Len
+	if o == l4TwoTuple {
+		n = hash.IPv6Tuple2Len
 	}
 	out.Key.Src = netip.AddrFrom16([16]byte(ip[8:24]))
 	out.Key.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
@@ -306,37 +387,66 @@ func (c *Classifier) ClassifyVLAN(frame []byte, vlan uint16, out *Classification
 // classify is the general path. out is zeroed except for VLANs recorded
 // out of band.
 func (c *Classifier) classify(frame []byte, out *Classification) {
+	c.ethernet(frame, out, false)
+}
+
+// isVLAN reports whether et is a VLAN tag's TPID.
+func isVLAN(et uint16) bool {
+	return et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQOld
+}
+
+// ethernet classifies an Ethernet frame: the frame itself (inner false),
+// whose VLAN IDs go to Key.VLANs, or one inside a tunnel or pseudowire
+// (inner true), whose VLAN IDs go to Key.Encaps.
+func (c *Classifier) ethernet(frame []byte, out *Classification, inner bool) {
 	if len(frame) < ethHeaderLen {
 		out.Reason = ReasonShortEthernet
 		return
 	}
 	et := binary.BigEndian.Uint16(frame[12:14])
 	p := frame[ethHeaderLen:]
-	nv := int(out.Key.NVLAN)
-	for et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQOld {
-		if len(p) < vlanTagLen {
+	nv := 0
+	if !inner {
+		nv = int(out.Key.NVLAN)
+	}
+	for isVLAN(et) {
+		if len(p) < vlanTagLen || nv >= MaxVLANDepth {
 			out.EtherType = et
 			out.Reason = ReasonShortVLAN
-			out.Key.NVLAN = uint8(nv)
+			if len(p) >= vlanTagLen {
+				out.Reason = ReasonTooManyVLANs
+			}
+			if !inner {
+				out.Key.NVLAN = uint8(nv)
+			}
 			return
 		}
-		if nv >= len(out.Key.VLANs) {
-			out.EtherType = et
-			out.Reason = ReasonTooManyVLANs
-			out.Key.NVLAN = uint8(nv)
-			return
+		id := binary.BigEndian.Uint16(p[0:2]) & vlanIDMask
+		if inner {
+			if !c.push(out, EncapVLAN, true, uint32(id)) {
+				return
+			}
+		} else {
+			out.Key.VLANs[nv] = id
 		}
-		out.Key.VLANs[nv] = binary.BigEndian.Uint16(p[0:2]) & vlanIDMask
 		nv++
 		et = binary.BigEndian.Uint16(p[2:4])
 		p = p[vlanTagLen:]
 	}
-	out.Key.NVLAN = uint8(nv)
+	if !inner {
+		out.Key.NVLAN = uint8(nv)
+	}
+	c.ether(et, p, out)
+}
+
+// ether classifies the payload p of EtherType et: an IP packet, a shim
+// that hides one, or a non-IP frame.
+func (c *Classifier) ether(et uint16, p []byte, out *Classification) {
 	out.EtherType = et
 	switch et {
 	case etherTypeIPv4:
 		if len(p) >= simpleIPv4Len {
-			if ip := (*[simpleIPv4Len]byte)(p); isSimpleIPv4(ip) {
+			if ip := (*[simpleIPv4Len]byte)(p); c.plainIPv4(ip) {
 				c.simpleIPv4(ip, out)
 				return
 			}
@@ -344,15 +454,32 @@ func (c *Classifier) classify(frame []byte, out *Classification) {
 		c.ipv4(p, out)
 	case etherTypeIPv6:
 		if len(p) >= simpleIPv6Len {
-			if ip := (*[simpleIPv6Len]byte)(p); isSimpleIPv6(ip) {
+			if ip := (*[simpleIPv6Len]byte)(p); c.plainIPv6(ip) {
 				c.simpleIPv6(ip, out)
 				return
 			}
 		}
 		c.ipv6(p, out)
+	case etherTypePPPoESession:
+		c.pppoe(p, out)
+	case etherTypeMPLS, etherTypeMPLSMulticast:
+		c.mpls(p, out)
 	default:
 		out.Reason = ReasonNonIP
 	}
+}
+
+// push records a shim or tunnel header in the key, or sets ReasonTooDeep
+// and reports false when Encaps is full.
+func (c *Classifier) push(out *Classification, kind EncapKind, hasID bool, id uint32) bool {
+	n := out.Key.NEncap
+	if int(n) >= MaxEncaps {
+		out.Reason = ReasonTooDeep
+		return false
+	}
+	out.Key.Encaps[n] = Encap{Kind: kind, HasID: hasID, ID: id}
+	out.Key.NEncap = n + 1
+	return true
 }
 
 // ipv4 classifies an IPv4 packet p (from its header to the frame's end).
@@ -390,7 +517,19 @@ func (c *Classifier) ipv4(p []byte, out *Classification) {
 	if tl < len(p) {
 		p = p[:tl]
 	}
-	ht := c.transport(p[hl:], proto, out)
+	ht := c.transport(p[hl:], proto, 0, out)
+	if c.tunnels != nil && c.tunnel(p[hl:], proto, out) {
+		if out.HashType != hash.None {
+			return // the inner packet was hashed
+		}
+		// The inside could not be hashed: this header is the deepest read
+		// whole. Its key fields come back; the reason stays.
+		out.Key.Src = netip.AddrFrom4([4]byte(h[12:16]))
+		out.Key.Dst = netip.AddrFrom4([4]byte(h[16:20]))
+		out.Key.Proto, out.Key.Fragment, out.EtherType = proto, false, etherTypeIPv4
+		out.Key.SrcPort, out.Key.DstPort = 0, 0
+		ht = c.transport(p[hl:], proto, 0, out)
+	}
 	if ht == l4TwoTuple {
 		c.hashIPv4(out, hash.RSSIPv4, s, d, 0, 0)
 		return
@@ -458,7 +597,17 @@ upper:
 		c.hashIPv6(out, hash.RSSIPv6, &src, &dst, 0, 0)
 		return
 	}
-	ht := c.transport(p[off:], nh, out)
+	ht := c.transport(p[off:], nh, 1, out)
+	if c.tunnels != nil && c.tunnel(p[off:], nh, out) {
+		if out.HashType != hash.None {
+			return
+		}
+		out.Key.Src = netip.AddrFrom16(src)
+		out.Key.Dst = netip.AddrFrom16(dst)
+		out.Key.Proto, out.Key.Fragment, out.EtherType = nh, false, etherTypeIPv6
+		out.Key.SrcPort, out.Key.DstPort = 0, 0
+		ht = c.transport(p[off:], nh, 1, out)
+	}
 	if ht == l4TwoTuple {
 		c.hashIPv6(out, hash.RSSIPv6, &src, &dst, 0, 0)
 		return
@@ -469,9 +618,9 @@ upper:
 // Transport outcomes: which hash a packet gets, independent of the family.
 const (
 	l4TwoTuple = iota // addresses only
-	l4TCP             // TCP 4-tuple
-	l4UDP             // UDP 4-tuple (UDP4Tuple set)
-	l4Opaque          // SCTP 4-tuple (UDP4Tuple set)
+	l4TCP             // TCP 4-tuple (TCP's type in the set)
+	l4UDP             // UDP 4-tuple (UDP's type in the set)
+	l4Opaque          // SCTP 4-tuple (UDP's type in the set)
 )
 
 var (
@@ -480,10 +629,18 @@ var (
 )
 
 // transport reads the ports of a TCP, UDP or SCTP header l4 into out.Key and
-// says what the packet is hashed over.
-func (c *Classifier) transport(l4 []byte, proto uint8, out *Classification) int {
+// says what the packet is hashed over; family is 0 for IPv4, 1 for IPv6.
+// The ports are read (and the reason set) whatever the hash type: a
+// tunnel is told by its port.
+func (c *Classifier) transport(l4 []byte, proto uint8, family int, out *Classification) int {
+	var o uint8
 	switch proto {
-	case protoTCP, protoUDP, protoSCTP:
+	case protoTCP:
+		o = c.l4[family].tcp
+	case protoUDP:
+		o = c.l4[family].udp
+	case protoSCTP:
+		o = c.l4[family].sctp
 	default:
 		return l4TwoTuple
 	}
@@ -493,15 +650,7 @@ func (c *Classifier) transport(l4 []byte, proto uint8, out *Classification) int 
 	}
 	out.Key.SrcPort = binary.BigEndian.Uint16(l4[0:2])
 	out.Key.DstPort = binary.BigEndian.Uint16(l4[2:4])
-	switch {
-	case proto == protoTCP:
-		return l4TCP
-	case !c.udp4:
-		return l4TwoTuple
-	case proto == protoUDP:
-		return l4UDP
-	}
-	return l4Opaque
+	return int(o)
 }
 
 // hashIPv4 builds the IPv4 tuple (a 2-tuple when ht is RSS_IPV4) and

@@ -263,6 +263,7 @@ type classifyCase struct {
 	frame     []byte
 	vlan      int // > 0: classify with ClassifyVLAN(vlan)
 	udp4      bool
+	tunnels   bool // classify with TunnelsInner
 	reason    Reason
 	ht        hash.HashType
 	etherType uint16
@@ -295,7 +296,7 @@ func ip6frame(nh uint8, payload []byte, tags ...vlanTag) []byte {
 func classifyCases() []classifyCase {
 	tcp := tcpHdr(sport, dport, 'x')
 	icmp := []byte{8, 0, 0, 0, 0, 1, 0, 1}
-	return []classifyCase{
+	cases := []classifyCase{
 		// IPv4 transports.
 		{name: "tcp4", frame: tcp4(0), ht: hash.RSSTCPIPv4, etherType: etherTypeIPv4, key: key4(protoTCP, sport, dport)},
 		{name: "udp4 2-tuple, ports recorded", frame: ethFrame(etherTypeIPv4, ipv4Packet(a4, b4, protoUDP, 0, udpHdr(sport, 53, 1, 2))),
@@ -424,6 +425,14 @@ func classifyCases() []classifyCase {
 		{name: "ipv6 version 4", frame: edit(ip6frame(protoTCP, tcp), func(b []byte) { b[ethHeaderLen] = 0x45 }), reason: ReasonBadIPVersion, etherType: etherTypeIPv6},
 		{name: "ipv4 in ipv6 ethertype", frame: ethFrame(etherTypeIPv6, cat(ipv4Packet(a4, b4, protoTCP, 0, tcp), rep(20, 0))), reason: ReasonBadIPVersion, etherType: etherTypeIPv6},
 	}
+	return append(cases, encapCases()...)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // nestOpts returns n destination options headers chained in front of rest,
@@ -442,12 +451,18 @@ func TestClassify(t *testing.T) {
 	h := msHasher(t)
 	seen := make(map[Reason]bool)
 	for _, symmetric := range []bool{false, true} {
-		classifiers := [2]*Classifier{newTestClassifier(t, h, symmetric, false), newTestClassifier(t, h, symmetric, true)}
-		for _, tc := range classifyCases() {
-			c := classifiers[0]
-			if tc.udp4 {
-				c = classifiers[1]
+		var classifiers [2][2]*Classifier // [udp4][tunnels]
+		for i, udp4 := range []bool{false, true} {
+			for j, m := range []TunnelMode{TunnelsOuter, TunnelsInner} {
+				var err error
+				classifiers[i][j], err = NewClassifier(HashConfig{Key: h.Key(), Symmetric: symmetric, UDP4Tuple: udp4, Tunnels: m})
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
+		}
+		for _, tc := range classifyCases() {
+			c := classifiers[b2i(tc.udp4)][b2i(tc.tunnels)]
 			name := tc.name
 			if symmetric {
 				name = "symmetric/" + name

@@ -95,22 +95,51 @@ type Config struct {
 	Trace func(*Decision) `json:"-"`
 }
 
-// HashConfig configures the flowid: the Toeplitz key and which tuple is
-// hashed (FreeBSD's rss_config.c).
+// HashConfig configures the flowid: the hash function and its key, which
+// tuple is hashed (FreeBSD's rss_config.c), and whether tunnels are opened
+// to hash the flow inside them.
 type HashConfig struct {
-	// Key is the Toeplitz key (rss_key), MinKeyLen to hash.MaxKeyLen bytes.
-	// Nil means a fresh random 40-byte key: a known key such as
+	// Algorithm is the hash function. Default hash.AlgorithmToeplitz, the
+	// flowid a NIC's RSS and FreeBSD compute; hash.AlgorithmSipHash resists
+	// an attacker who can observe collisions (see package hash).
+	Algorithm hash.Algorithm
+	// Key is the hash key: for Toeplitz (rss_key) MinKeyLen to
+	// hash.MaxKeyLen bytes, for SipHash hash.SipHashKeyLen bytes. Nil means
+	// a fresh random key of the default length: a known key such as
 	// hash.MicrosoftKey lets anyone aim every flow at one worker.
 	Key []byte `json:"-"`
 	// Symmetric puts the endpoints in canonical order before hashing, so
 	// that both directions of a connection get one flowid (for stream
 	// reassembly).
 	Symmetric bool
-	// UDP4Tuple hashes UDP (and SCTP) over addresses and ports. Off by
-	// default, as in FreeBSD: the fragments of a large datagram carry no
-	// ports and hash over addresses only, so with a 4-tuple they may reach
-	// another worker than the datagram's unfragmented siblings.
+	// Types is the set of RSS hash types in use (rss_gethashconfig): TCP
+	// and UDP get their 4-tuple when their type is in the set, their
+	// 2-tuple otherwise; SCTP follows UDP. Zero means hash.DefaultTypes
+	// (TCP 4-tuples, everything else 2-tuples, as FreeBSD). The set must
+	// hold hash.TypeIPv4 and hash.TypeIPv6: fragments and other protocols
+	// hash by their addresses. hash.TypeIPv4|hash.TypeIPv6 hashes by IP
+	// pair only.
+	Types hash.Types
+	// UDP4Tuple is the one-flag way to add hash.TypeUDPIPv4 and
+	// hash.TypeUDPIPv6 to Types: UDP (and SCTP) hashed over addresses and
+	// ports. Off by default, as in FreeBSD: the fragments of a large
+	// datagram carry no ports and hash over addresses only, so with a
+	// 4-tuple they may reach another worker than the datagram's
+	// unfragmented siblings. Normalized, it says whether both UDP types
+	// are in Types.
 	UDP4Tuple bool
+	// Tunnels says whether tunnels are decapsulated. Default TunnelsOuter:
+	// a tunnelled frame is hashed by its outer header, as FreeBSD's RSS and
+	// a NIC do. TunnelsInner opens VXLAN, GENEVE, GRE (with ERSPAN and
+	// transparent Ethernet), GTP-U and IP in IP, up to MaxTunnelDepth deep,
+	// and hashes the innermost IP header. MPLS and PPPoE are walked either
+	// way.
+	Tunnels TunnelMode
+	// VXLANPorts are the UDP destination ports taken for VXLAN with
+	// TunnelsInner. Nil means VXLANPort (4789, IANA's); Linux's legacy
+	// default is 8472. GENEVEPort and GTPUPort are fixed and may not be
+	// listed.
+	VXLANPorts []uint16
 }
 
 // QueueConfig configures the workers' queues (netisr's workstreams).
@@ -266,8 +295,61 @@ func ceilPow2(n int) int {
 	return p
 }
 
-// normalize checks the key, or makes a random one.
+// normalize checks the hash function, its key (or makes a random one),
+// the hash types and the tunnel options.
 func (h *HashConfig) normalize() error {
+	if err := h.normalizeKey(); err != nil {
+		return err
+	}
+	if h.Types == 0 {
+		h.Types = hash.DefaultTypes
+	}
+	if h.UDP4Tuple {
+		h.Types |= hash.TypeUDPIPv4 | hash.TypeUDPIPv6
+	}
+	if h.Types&^hash.AllTypes != 0 || !h.Types.Has(hash.TypeIPv4|hash.TypeIPv6) {
+		return fmt.Errorf("steer: hash types %v: want a set of %v that holds ipv4 and ipv6 (fragments and other protocols hash by their addresses): %w",
+			h.Types, hash.AllTypes, ErrConfig)
+	}
+	h.UDP4Tuple = h.Types.Has(hash.TypeUDPIPv4 | hash.TypeUDPIPv6)
+	if h.Tunnels > TunnelsInner {
+		return fmt.Errorf("steer: unknown tunnel mode %d: %w", h.Tunnels, ErrConfig)
+	}
+	if h.VXLANPorts == nil {
+		h.VXLANPorts = []uint16{VXLANPort}
+		return nil
+	}
+	for _, p := range h.VXLANPorts {
+		if p == 0 || p == GENEVEPort || p == GTPUPort {
+			return fmt.Errorf("steer: VXLAN port %d: want a port other than 0, %d (GENEVE) and %d (GTP-U): %w", p, GENEVEPort, GTPUPort, ErrConfig)
+		}
+	}
+	h.VXLANPorts = append([]uint16(nil), h.VXLANPorts...)
+	return nil
+}
+
+// normalizeKey checks the algorithm and its key, or makes a random key.
+func (h *HashConfig) normalizeKey() error {
+	switch h.Algorithm {
+	case hash.AlgorithmToeplitz:
+	case hash.AlgorithmSipHash:
+		switch {
+		case h.Key == nil:
+			k, err := hash.RandomKey(hash.SipHashKeyLen)
+			if err != nil {
+				return fmt.Errorf("steer: %w", err)
+			}
+			h.Key = k
+		case len(h.Key) != hash.SipHashKeyLen:
+			return fmt.Errorf("steer: SipHash key of %d bytes: want %d, or nil for a random key: %w: %w",
+				len(h.Key), hash.SipHashKeyLen, hash.ErrSipHashKeyLength, ErrConfig)
+		default:
+			h.Key = append([]byte(nil), h.Key...)
+		}
+		return nil
+	default:
+		return fmt.Errorf("steer: unknown hash algorithm %d: %w", h.Algorithm, ErrConfig)
+	}
 	if h.Key == nil {
 		k, err := hash.RandomKey(hash.DefaultKeyLen)
 		if err != nil {

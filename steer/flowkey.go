@@ -2,44 +2,181 @@ package steer
 
 import (
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/rpsgo/rps/hash"
 )
 
 // MaxVLANDepth is how many stacked 802.1Q/802.1ad tags the classifier walks
-// (FreeBSD and Linux walk two in hardware; QinQinQ exists in the wild). A
-// frame with more gets [ReasonTooManyVLANs].
+// in one Ethernet header (FreeBSD and Linux walk two in hardware; QinQinQ
+// exists in the wild). A frame with more gets [ReasonTooManyVLANs].
 const MaxVLANDepth = 4
+
+// MaxEncaps is how many shim and tunnel headers a flow key records
+// ([FlowKey.Encaps]): MPLS labels, PPPoE sessions, pseudowires, the VLAN
+// tags of inner Ethernet frames and tunnel headers, counted together. A
+// frame with more gets [ReasonTooDeep].
+const MaxEncaps = 8
+
+// MaxTunnelDepth is how many tunnels the classifier decapsulates, one
+// inside another, when [HashConfig.Tunnels] is TunnelsInner. A tunnel
+// deeper than that is not opened: the frame is hashed by the deepest IP
+// header reached, with [ReasonTooDeep].
+const MaxTunnelDepth = 4
 
 // FlowKey is what the classifier extracts from a frame: the fields RSS hashes
 // and the context around them. It is a fixed-size comparable value, usable as
 // a map key; building it allocates nothing.
+//
+// The tuple (addresses, ports, protocol) is the one that was hashed: the
+// innermost IP header's when the classifier decapsulated tunnels. The
+// context beside it, VLAN IDs, MPLS labels, PPPoE sessions and the tunnels'
+// identities (VNI, GRE key, ERSPAN session, TEID), is recorded and never
+// hashed, as RSS does with VLAN IDs: two copies of one flow that differ only
+// in their encapsulation hash alike but have different keys.
 type FlowKey struct {
 	Src, Dst         netip.Addr // network addresses; invalid for non-IP frames
 	SrcPort, DstPort uint16     // transport ports; zero when not read
 	Proto            uint8      // IP protocol number (6 TCP, 17 UDP, ...)
 	Fragment         bool       // an IPv4 or IPv6 fragment (ports not read)
 	NVLAN            uint8      // number of VLAN tags recorded in VLANs
-	// VLANs are the VLAN IDs, outermost first. They are recorded, never
-	// hashed: a tagged and an untagged copy of one flow hash alike, as in RSS.
+	// VLANs are the VLAN IDs of the outermost Ethernet header (the link the
+	// frame arrived on), outermost first. The tags of an Ethernet frame
+	// inside a tunnel or a pseudowire are in Encaps.
 	VLANs [MaxVLANDepth]uint16
+	// Depth is how many tunnels the tuple is inside: the number of IP
+	// headers the classifier decapsulated to reach it.
+	Depth uint8
+	// NEncap is the number of headers recorded in Encaps.
+	NEncap uint8
+	// Encaps are the shim and tunnel headers walked after the outer VLAN
+	// tags, outermost first, each read whole. The first Depth tunnels of
+	// the list enclose the tuple; a tunnel after them is one the classifier
+	// entered but could not hash the inside of (the Reason says why), and
+	// the tuple is the IP header just outside it.
+	Encaps [MaxEncaps]Encap
 }
 
-// Flow returns the key without its VLAN IDs: the unit a flow meter counts.
+// Flow returns the key without its outer VLAN IDs: the unit a flow meter
+// counts. The encapsulations are kept: a VNI or a label names the network
+// the flow belongs to.
 func (k FlowKey) Flow() FlowKey {
 	k.NVLAN = 0
 	k.VLANs = [MaxVLANDepth]uint16{}
 	return k
 }
 
+// Encapsulation names the encapsulations walked, outermost first, joined
+// by "+": the outer VLAN tags, then each of Encaps (see [Encap.String]),
+// such as "vlan:7+vxlan:42", "mpls:1600" or "gre:key=9+ipip". It is empty
+// for a plain frame.
+func (k *FlowKey) Encapsulation() string {
+	var b strings.Builder
+	for _, id := range k.VLANs[:min(k.NVLAN, MaxVLANDepth)] {
+		e := Encap{Kind: EncapVLAN, HasID: true, ID: uint32(id)}
+		b.WriteString(e.String())
+		b.WriteByte('+')
+	}
+	for _, e := range k.Encaps[:min(k.NEncap, MaxEncaps)] {
+		b.WriteString(e.String())
+		b.WriteByte('+')
+	}
+	return strings.TrimSuffix(b.String(), "+")
+}
+
+// Encap is one shim or tunnel header the classifier walked.
+type Encap struct {
+	Kind EncapKind
+	// HasID says the header carries an identifier: every kind but
+	// EncapPseudowire, EncapIPIP and EncapERSPAN1, and EncapGRE when the
+	// key field is present.
+	HasID bool
+	// ID is the header's identifier: the VLAN ID, the MPLS label, the
+	// PPPoE session ID, the VXLAN or GENEVE VNI, the GRE key, the ERSPAN
+	// session ID or the GTP-U TEID.
+	ID uint32
+}
+
+// String is the kind's name and, when the header has one, its identifier:
+// "vlan:7", "mpls:1600", "pppoe:17", "pw", "vxlan:42", "geneve:42", "gre",
+// "gre:key=9", "erspan2:5", "gtpu:1234", "ipip".
+func (e Encap) String() string {
+	s := e.Kind.String()
+	switch {
+	case !e.HasID:
+		return s
+	case e.Kind == EncapGRE:
+		return s + ":key=" + strconv.FormatUint(uint64(e.ID), 10)
+	}
+	return s + ":" + strconv.FormatUint(uint64(e.ID), 10)
+}
+
+// EncapKind names a shim or tunnel header. Shims (VLAN tags of inner
+// frames, MPLS, PPPoE, pseudowires) are always walked; tunnels (VXLAN,
+// GENEVE, GRE and ERSPAN, GTP-U, IP in IP) only with TunnelsInner.
+type EncapKind uint8
+
+// The kinds of encapsulation.
+const (
+	EncapNone       EncapKind = iota // an unused entry
+	EncapVLAN                        // an 802.1Q or 802.1ad tag of an inner Ethernet frame (ID: the VLAN ID)
+	EncapMPLS                        // an MPLS label stack entry, EtherType 0x8847 or 0x8848 (ID: the label)
+	EncapPseudowire                  // an MPLS pseudowire control word, before an Ethernet frame
+	EncapPPPoE                       // a PPPoE session header, EtherType 0x8864 (ID: the session ID)
+	EncapVXLAN                       // VXLAN, RFC 7348 (ID: the VNI)
+	EncapGENEVE                      // GENEVE, RFC 8926 (ID: the VNI)
+	EncapGRE                         // GRE version 0, RFC 2784 and 2890 (ID: the key, when present)
+	EncapERSPAN1                     // ERSPAN type I: GRE protocol 0x88be without a sequence number, no header of its own
+	EncapERSPAN2                     // ERSPAN type II, GRE protocol 0x88be (ID: the session ID)
+	EncapERSPAN3                     // ERSPAN type III, GRE protocol 0x22eb (ID: the session ID)
+	EncapGTPU                        // a GTP-U G-PDU, 3GPP TS 29.281 (ID: the TEID)
+	EncapIPIP                        // IPv4 or IPv6 inside IPv4 or IPv6, IP protocol 4 or 41
+	numEncapKinds
+)
+
+var encapNames = [...]string{
+	EncapNone: "none", EncapVLAN: "vlan", EncapMPLS: "mpls", EncapPseudowire: "pw", EncapPPPoE: "pppoe",
+	EncapVXLAN: "vxlan", EncapGENEVE: "geneve", EncapGRE: "gre", EncapERSPAN1: "erspan1",
+	EncapERSPAN2: "erspan2", EncapERSPAN3: "erspan3", EncapGTPU: "gtpu", EncapIPIP: "ipip",
+}
+
+// String returns the kind's short name: "vlan", "mpls", "pw", "pppoe",
+// "vxlan", "geneve", "gre", "erspan1", "erspan2", "erspan3", "gtpu",
+// "ipip" (or "none").
+func (k EncapKind) String() string {
+	if int(k) < len(encapNames) {
+		return encapNames[k]
+	}
+	return "unknown"
+}
+
+// MarshalText encodes the kind by name.
+func (k EncapKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText parses a kind's name, in any case.
+func (k *EncapKind) UnmarshalText(b []byte) error {
+	v, err := parseName(encapNames[:], "encapsulation", string(b))
+	*k = EncapKind(v)
+	return err
+}
+
+// Tunnel reports whether the kind is a tunnel, which the classifier opens
+// only with TunnelsInner, rather than a shim, which it always walks.
+func (k EncapKind) Tunnel() bool { return k >= EncapVXLAN && k < numEncapKinds }
+
 // Classification is the result of classifying one frame (the ether_demux
 // step): the flow key, what kind of hash it gets, the hash itself, and why
 // the frame could not be classified fully, if it could not.
 type Classification struct {
-	Key       FlowKey
-	EtherType uint16        // the innermost EtherType (0x0800, 0x86dd, 0x0806, ...)
+	Key FlowKey
+	// EtherType is the EtherType of the packet the key describes: 0x0800 or
+	// 0x86dd for an IP packet (also one inside PPPoE, MPLS or a tunnel), or
+	// the EtherType of the last header read for a non-IP frame (0x0806,
+	// 0x8863, 0x8864, 0x8847, ...).
+	EtherType uint16
 	HashType  hash.HashType // NONE for non-IP and unusable frames
-	FlowID    uint32        // the Toeplitz hash; zero with HashType NONE
+	FlowID    uint32        // the hash (Toeplitz or SipHash); zero with HashType NONE
 	Reason    Reason        // ReasonOK, or why the classification stopped short
 
 	tuple    [hash.MaxTupleLen]byte // the bytes fed to the hash, for tracing

@@ -5,21 +5,27 @@ package steer
 // malformed frames). Reasons are counted per dispatcher and shown in the
 // report.
 //
-// Two kinds of outcome follow a reason:
-//   - the link or IP header is unusable: the frame gets HashType NONE and no
-//     flowid, and the SOURCE policy places it;
+// Three kinds of outcome follow a reason:
+//   - a link, shim or IP header is unusable, or the frame is not IP: the
+//     frame gets HashType NONE and no flowid, and the SOURCE policy places
+//     it;
+//   - but inside a tunnel (HashConfig.Tunnels is TunnelsInner) the same
+//     failure, or a tunnel header cut short or malformed, leaves the frame
+//     on the hash of the deepest IP header read whole, the one outside the
+//     tunnel: a tunnel never costs a frame its flow;
 //   - the IP header is sound but what follows is not: the frame gets a
 //     2-tuple hash of its addresses.
 type Reason uint8
 
-// The reasons. ReasonOK and ReasonNonIP are normal outcomes; the rest mark
-// malformed or truncated frames.
+// The reasons. ReasonOK and the non-IP reasons (ReasonNonIP,
+// ReasonPPPNonIP, ReasonMPLSNonIP, ReasonTunnelNonIP) are normal outcomes;
+// the rest mark malformed or truncated frames ([Reason.Malformed]).
 const (
 	ReasonOK             Reason = iota // fully classified
-	ReasonNonIP                        // not IPv4 or IPv6 (ARP, LLDP, ...): HashType NONE
+	ReasonNonIP                        // not IPv4 or IPv6 (ARP, LLDP, PPPoE discovery, ...): HashType NONE
 	ReasonShortEthernet                // shorter than an Ethernet header: NONE
 	ReasonShortVLAN                    // a VLAN tag runs past the frame: NONE
-	ReasonTooManyVLANs                 // more than MaxVLANDepth stacked tags: NONE
+	ReasonTooManyVLANs                 // more than MaxVLANDepth stacked tags in one Ethernet header: NONE
 	ReasonShortIPv4                    // fewer than 20 bytes of IPv4 header: NONE
 	ReasonBadIPVersion                 // the IP version field disagrees with the EtherType: NONE
 	ReasonBadIHL                       // IHL below 5, or the header runs past the frame: NONE
@@ -27,6 +33,17 @@ const (
 	ReasonShortIPv6                    // fewer than 40 bytes of IPv6 header: NONE
 	ReasonBadExtHeader                 // an IPv6 extension header runs past the packet, or the chain is too long: NONE
 	ReasonShortTransport               // the TCP/UDP/SCTP header is truncated: 2-tuple hash
+	ReasonBadPPPoE                     // a PPPoE session header cut short, or not version 1 type 1 code 0: NONE
+	ReasonPPPNonIP                     // a PPPoE session carries PPP other than IPv4 (0x0021) or IPv6 (0x0057), such as LCP: NONE
+	ReasonBadMPLS                      // an MPLS label stack or pseudowire control word cut short, or no payload after it: NONE
+	ReasonMPLSNonIP                    // the payload under an MPLS label stack starts with neither 4, 6 nor a control word's 0: NONE
+	ReasonTooDeep                      // more than MaxEncaps shims and tunnel headers, or tunnels nested deeper than MaxTunnelDepth
+	ReasonTunnelNonIP                  // a tunnel carries no IP packet (ARP in VXLAN, a GTP-U echo): the outer hash
+	ReasonBadVXLAN                     // a VXLAN header cut short, or its I flag clear: the outer hash
+	ReasonBadGENEVE                    // a GENEVE header or its options cut short, or a version other than 0: the outer hash
+	ReasonBadGRE                       // a GRE header cut short, or a version other than 0, or the routing bit set: the outer hash
+	ReasonBadERSPAN                    // an ERSPAN header or its platform sub-header cut short, or the wrong version: the outer hash
+	ReasonBadGTPU                      // a GTP-U header or its extension headers cut short or malformed, or not version 1: the outer hash
 	numReasons
 )
 
@@ -46,6 +63,17 @@ var reasonNames = [...]string{
 	ReasonShortIPv6:      "short-ipv6",
 	ReasonBadExtHeader:   "bad-ext-header",
 	ReasonShortTransport: "short-transport",
+	ReasonBadPPPoE:       "bad-pppoe",
+	ReasonPPPNonIP:       "ppp-non-ip",
+	ReasonBadMPLS:        "bad-mpls",
+	ReasonMPLSNonIP:      "mpls-non-ip",
+	ReasonTooDeep:        "too-deep",
+	ReasonTunnelNonIP:    "tunnel-non-ip",
+	ReasonBadVXLAN:       "bad-vxlan",
+	ReasonBadGENEVE:      "bad-geneve",
+	ReasonBadGRE:         "bad-gre",
+	ReasonBadERSPAN:      "bad-erspan",
+	ReasonBadGTPU:        "bad-gtpu",
 }
 
 // String returns the reason's short name, as the report prints it.
@@ -56,6 +84,12 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
-// Malformed reports whether the reason marks a malformed or truncated frame
-// (every reason except ReasonOK and ReasonNonIP).
-func (r Reason) Malformed() bool { return r > ReasonNonIP && r < numReasons }
+// Malformed reports whether the reason marks a malformed or truncated frame:
+// every reason except ReasonOK and the non-IP ones.
+func (r Reason) Malformed() bool {
+	switch r {
+	case ReasonOK, ReasonNonIP, ReasonPPPNonIP, ReasonMPLSNonIP, ReasonTunnelNonIP:
+		return false
+	}
+	return r < numReasons
+}

@@ -1,0 +1,359 @@
+package steer
+
+import (
+	"encoding/binary"
+
+	"github.com/rpsgo/rps/hash"
+)
+
+// Tunnels, opened when HashConfig.Tunnels is TunnelsInner. Each is told
+// from the IP header before it: IP protocol 4 or 41 (IP in IP), 47 (GRE),
+// or UDP to a tunnel's destination port (VXLAN, GENEVE, GTP-U). A fragment
+// is never opened: every fragment of an outer datagram follows the outer
+// 2-tuple, as its first fragment does. The rules, per tunnel:
+//
+//   - VXLAN (RFC 7348), UDP to one of HashConfig.VXLANPorts: 8 bytes, the
+//     I flag (0x08 in the first byte) set, the VNI in bytes 4-6; then an
+//     Ethernet frame, walked as a frame (VLAN tags, shims, IP).
+//   - GENEVE (RFC 8926), UDP to 6081: 8 bytes, version 0, then the options
+//     (their total length in 4-byte units in the first byte), skipped; the
+//     protocol type is an EtherType: 0x6558 an Ethernet frame, else the
+//     payload is classified by that EtherType (IPv4, IPv6, MPLS, ...).
+//   - GRE version 0 (RFC 2784, 2890): the routing bit must be clear; the
+//     checksum, key and sequence fields are skipped by their flags, and the
+//     key is recorded. The protocol type is an EtherType: 0x6558
+//     (transparent Ethernet, NVGRE) an Ethernet frame; 0x88be ERSPAN type
+//     II (8 bytes, version 1) or, without a sequence number, type I (no
+//     header), then an Ethernet frame; 0x22eb ERSPAN type III (12 bytes,
+//     version 2, and the 8-byte platform sub-header when its O bit is set),
+//     then an Ethernet frame when its frame type is 0; anything else is
+//     classified by that EtherType.
+//   - GTP-U (3GPP TS 29.281), UDP to 2152: version 1, protocol type 1, 8
+//     bytes, and 4 more (sequence number, N-PDU number, next extension
+//     header type) when any of the E, S and PN flags is set; extension
+//     headers are skipped by their length (in 4-byte units, at most
+//     maxGTPUExtHeaders). Only a G-PDU (message type 255) carries a user
+//     packet, IPv4 or IPv6 by its first nibble; the header's length field
+//     bounds it.
+//   - IP in IP: the payload of protocol 4 is an IPv4 packet, of 41 an IPv6
+//     one.
+//
+// A tunnel header cut short or malformed gives its Bad reason
+// (ReasonBadVXLAN, ...); a tunnel that carries no IP packet gives
+// ReasonTunnelNonIP; either way the frame is hashed by the tunnel's own IP
+// header, and the key records the headers read whole.
+
+// TunnelMode says whether the classifier opens tunnels ([HashConfig]).
+type TunnelMode uint8
+
+// The tunnel modes.
+const (
+	// TunnelsOuter hashes a tunnelled frame by its outer header, as
+	// FreeBSD's RSS and a NIC do, and keeps the flowid equal to theirs.
+	TunnelsOuter TunnelMode = iota
+	// TunnelsInner decapsulates VXLAN, GENEVE, GRE, ERSPAN, GTP-U and IP
+	// in IP and hashes the innermost IP header, so that the flows inside a
+	// few tunnel endpoints spread over the workers.
+	TunnelsInner
+)
+
+var tunnelModeNames = []string{TunnelsOuter: "outer", TunnelsInner: "inner"}
+
+// String returns "outer" or "inner".
+func (m TunnelMode) String() string { return name(tunnelModeNames, "TunnelMode", uint8(m)) }
+
+// MarshalText encodes the mode by name.
+func (m TunnelMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText parses "outer" or "inner", in any case.
+func (m *TunnelMode) UnmarshalText(b []byte) error {
+	v, err := parseName(tunnelModeNames, "tunnel mode", string(b))
+	if err == nil {
+		*m = TunnelMode(v)
+	}
+	return err
+}
+
+// The UDP destination ports of the UDP tunnels.
+const (
+	VXLANPort  = 4789 // IANA's VXLAN port, the default of HashConfig.VXLANPorts
+	GENEVEPort = 6081 // IANA's GENEVE port
+	GTPUPort   = 2152 // IANA's GTP-U port
+)
+
+// Tunnel header constants.
+const (
+	udpHeaderLen       = 8
+	vxlanHeaderLen     = 8
+	vxlanFlagI         = 0x08
+	geneveHeaderLen    = 8
+	greHeaderLen       = 4
+	greFlagChecksum    = 0x8000
+	greFlagRouting     = 0x4000
+	greFlagKey         = 0x2000
+	greFlagSeq         = 0x1000
+	greVersionMask     = 0x0007
+	erspan2HeaderLen   = 8
+	erspan3HeaderLen   = 12
+	erspan3PlatformLen = 8
+	gtpuHeaderLen      = 8
+	gtpuOptLen         = 4 // sequence number, N-PDU number, next extension type
+	gtpuGPDU           = 0xff
+	maxGTPUExtHeaders  = 8
+
+	etherTypeTEB     = 0x6558 // transparent Ethernet bridging
+	etherTypeERSPAN2 = 0x88be // ERSPAN types I and II
+	etherTypeERSPAN3 = 0x22eb
+)
+
+// portSet is a set of UDP ports, one bit each.
+type portSet [1 << 16 / 64]uint64
+
+func newPortSet(vxlan []uint16) *portSet {
+	s := new(portSet)
+	for _, p := range append([]uint16{GENEVEPort, GTPUPort}, vxlan...) {
+		s[p>>6] |= 1 << (p & 63)
+	}
+	return s
+}
+
+func (s *portSet) has(p uint16) bool { return s[p>>6]&(1<<(p&63)) != 0 }
+
+// tunnel opens the tunnel that an IP packet of protocol proto with
+// transport header l4 (whose ports are in out.Key) is, if it is one, and
+// reports whether it was: the caller then finds the inner packet hashed,
+// or no hash and the reason why not. It returns false for a packet that
+// is no tunnel, and for one nested too deep (with ReasonTooDeep).
+func (c *Classifier) tunnel(l4 []byte, proto uint8, out *Classification) bool {
+	switch proto {
+	case protoIPIP, protoIPv6, protoGRE:
+	case protoUDP:
+		if len(l4) < transportPortBytes || !c.tunnels.has(out.Key.DstPort) {
+			return false
+		}
+	default:
+		return false
+	}
+	if out.Key.Depth >= MaxTunnelDepth {
+		out.Reason = ReasonTooDeep
+		return false
+	}
+	out.Key.Depth++
+	port := out.Key.DstPort
+	out.Key.SrcPort, out.Key.DstPort = 0, 0 // the inner packet's, if it has any
+	switch proto {
+	case protoIPIP:
+		if c.push(out, EncapIPIP, false, 0) {
+			c.ether(etherTypeIPv4, l4, out)
+		}
+	case protoIPv6:
+		if c.push(out, EncapIPIP, false, 0) {
+			c.ether(etherTypeIPv6, l4, out)
+		}
+	case protoGRE:
+		c.gre(l4, out)
+	default:
+		c.udpTunnel(l4, port, out)
+	}
+	if out.HashType == hash.None {
+		out.Key.Depth--
+		if out.Reason == ReasonNonIP {
+			out.Reason = ReasonTunnelNonIP
+		}
+	}
+	return true
+}
+
+// udpTunnel opens the UDP tunnel named by the destination port: u is the
+// UDP header and what follows.
+func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
+	bad := ReasonBadVXLAN
+	switch port {
+	case GENEVEPort:
+		bad = ReasonBadGENEVE
+	case GTPUPort:
+		bad = ReasonBadGTPU
+	}
+	if len(u) < udpHeaderLen {
+		out.Reason = bad
+		return
+	}
+	if l := int(binary.BigEndian.Uint16(u[4:6])); l >= udpHeaderLen && l < len(u) {
+		u = u[:l]
+	}
+	t := u[udpHeaderLen:]
+	switch port {
+	case GENEVEPort:
+		c.geneve(t, out)
+	case GTPUPort:
+		c.gtpu(t, out)
+	default:
+		c.vxlan(t, out)
+	}
+}
+
+// vxlan opens a VXLAN header v.
+func (c *Classifier) vxlan(v []byte, out *Classification) {
+	if len(v) < vxlanHeaderLen || v[0]&vxlanFlagI == 0 {
+		out.Reason = ReasonBadVXLAN
+		return
+	}
+	if c.push(out, EncapVXLAN, true, binary.BigEndian.Uint32(v[4:8])>>8) {
+		c.ethernet(v[vxlanHeaderLen:], out, true)
+	}
+}
+
+// geneve opens a GENEVE header g.
+func (c *Classifier) geneve(g []byte, out *Classification) {
+	if len(g) < geneveHeaderLen || g[0]>>6 != 0 {
+		out.Reason = ReasonBadGENEVE
+		return
+	}
+	hl := geneveHeaderLen + int(g[0]&0x3f)<<2
+	if len(g) < hl {
+		out.Reason = ReasonBadGENEVE
+		return
+	}
+	if c.push(out, EncapGENEVE, true, binary.BigEndian.Uint32(g[4:8])>>8) {
+		c.payload(binary.BigEndian.Uint16(g[2:4]), g[hl:], out)
+	}
+}
+
+// payload classifies a tunnel's payload p of protocol type et (an
+// EtherType): an Ethernet frame for 0x6558, else what the EtherType names.
+func (c *Classifier) payload(et uint16, p []byte, out *Classification) {
+	if et == etherTypeTEB {
+		c.ethernet(p, out, true)
+		return
+	}
+	c.ether(et, p, out)
+}
+
+// gre opens a GRE header g.
+func (c *Classifier) gre(g []byte, out *Classification) {
+	if len(g) < greHeaderLen {
+		out.Reason = ReasonBadGRE
+		return
+	}
+	flags := binary.BigEndian.Uint16(g[0:2])
+	et := binary.BigEndian.Uint16(g[2:4])
+	if flags&(greVersionMask|greFlagRouting) != 0 {
+		out.Reason = ReasonBadGRE
+		return
+	}
+	hl := greHeaderLen
+	if flags&greFlagChecksum != 0 {
+		hl += 4
+	}
+	keyAt := hl
+	if flags&greFlagKey != 0 {
+		hl += 4
+	}
+	if flags&greFlagSeq != 0 {
+		hl += 4
+	}
+	if len(g) < hl {
+		out.Reason = ReasonBadGRE
+		return
+	}
+	var key uint32
+	if flags&greFlagKey != 0 {
+		key = binary.BigEndian.Uint32(g[keyAt : keyAt+4])
+	}
+	if !c.push(out, EncapGRE, flags&greFlagKey != 0, key) {
+		return
+	}
+	p := g[hl:]
+	switch et {
+	case etherTypeERSPAN2:
+		if flags&greFlagSeq == 0 { // type I: the mirrored frame follows
+			if c.push(out, EncapERSPAN1, false, 0) {
+				c.ethernet(p, out, true)
+			}
+			return
+		}
+		if len(p) < erspan2HeaderLen || p[0]>>4 != 1 {
+			out.Reason = ReasonBadERSPAN
+			return
+		}
+		if c.push(out, EncapERSPAN2, true, uint32(binary.BigEndian.Uint16(p[2:4])&0x03ff)) {
+			c.ethernet(p[erspan2HeaderLen:], out, true)
+		}
+	case etherTypeERSPAN3:
+		c.erspan3(p, out)
+	default:
+		c.payload(et, p, out)
+	}
+}
+
+// erspan3 opens an ERSPAN type III header e.
+func (c *Classifier) erspan3(e []byte, out *Classification) {
+	if len(e) < erspan3HeaderLen || e[0]>>4 != 2 {
+		out.Reason = ReasonBadERSPAN
+		return
+	}
+	hl := erspan3HeaderLen
+	if e[11]&0x01 != 0 { // O: a platform-specific sub-header follows
+		hl += erspan3PlatformLen
+	}
+	if len(e) < hl {
+		out.Reason = ReasonBadERSPAN
+		return
+	}
+	if !c.push(out, EncapERSPAN3, true, uint32(binary.BigEndian.Uint16(e[2:4])&0x03ff)) {
+		return
+	}
+	if ft := e[10] >> 2 & 0x1f; ft != 0 { // frame type: 0 is Ethernet
+		out.Reason = ReasonTunnelNonIP
+		return
+	}
+	c.ethernet(e[hl:], out, true)
+}
+
+// gtpu opens a GTP-U header g.
+func (c *Classifier) gtpu(g []byte, out *Classification) {
+	if len(g) < gtpuHeaderLen || g[0]>>5 != 1 || g[0]&0x10 == 0 {
+		out.Reason = ReasonBadGTPU
+		return
+	}
+	end := gtpuHeaderLen + int(binary.BigEndian.Uint16(g[2:4]))
+	hl := gtpuHeaderLen
+	if g[0]&0x07 != 0 { // E, S or PN: the optional fields are present
+		hl += gtpuOptLen
+		if len(g) < hl {
+			out.Reason = ReasonBadGTPU
+			return
+		}
+		for n, next := 0, g[hl-1]; next != 0; n++ {
+			// An extension header: its length in 4-byte units (counting
+			// the length and next-type bytes), the next type last.
+			if n >= maxGTPUExtHeaders || len(g) <= hl || g[hl] == 0 || len(g) < hl+int(g[hl])<<2 {
+				out.Reason = ReasonBadGTPU
+				return
+			}
+			hl += int(g[hl]) << 2
+			next = g[hl-1]
+		}
+	}
+	if end < hl {
+		out.Reason = ReasonBadGTPU
+		return
+	}
+	if end < len(g) {
+		g = g[:end]
+	}
+	if !c.push(out, EncapGTPU, true, binary.BigEndian.Uint32(g[4:8])) {
+		return
+	}
+	p := g[hl:]
+	switch {
+	case g[1] != gtpuGPDU || len(p) == 0:
+		out.Reason = ReasonTunnelNonIP
+	case p[0]>>4 == 4:
+		c.ether(etherTypeIPv4, p, out)
+	case p[0]>>4 == 6:
+		c.ether(etherTypeIPv6, p, out)
+	default:
+		out.Reason = ReasonTunnelNonIP
+	}
+}

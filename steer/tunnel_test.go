@@ -1,0 +1,382 @@
+package steer
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/rpsgo/rps/hash"
+)
+
+// Builders for shims and tunnels, by hand like the others in
+// classify_test.go.
+
+var (
+	c4 = netip.MustParseAddr("10.0.0.1") // tunnel endpoints
+	d4 = netip.MustParseAddr("10.0.0.2")
+	c6 = netip.MustParseAddr("fd00::1")
+	d6 = netip.MustParseAddr("fd00::2")
+)
+
+const tunnelSport = 51000 // the UDP source port of the outer header (entropy)
+
+// outer4 wraps l4 of protocol proto in an Ethernet and IPv4 header between
+// the tunnel endpoints.
+func outer4(proto uint8, l4 []byte, tags ...vlanTag) []byte {
+	return ethFrame(etherTypeIPv4, ipv4Packet(c4, d4, proto, 0, l4), tags...)
+}
+
+// outer6 is outer4 over IPv6.
+func outer6(proto uint8, l4 []byte) []byte {
+	return ethFrame(etherTypeIPv6, ipv6Packet(c6, d6, proto, l4))
+}
+
+// inner4 is the inner frame: an Ethernet frame with a TCP/IPv4 packet.
+func inner4(tags ...vlanTag) []byte { return tcp4(0, tags...) }
+
+// innerIP4 is the inner TCP/IPv4 packet without a link header.
+func innerIP4() []byte { return ipv4Packet(a4, b4, protoTCP, 0, tcpHdr(sport, dport, 'h', 'i')) }
+
+// innerIP6 is the inner TCP/IPv6 packet without a link header.
+func innerIP6() []byte { return ipv6Packet(a6, b6, protoTCP, tcpHdr(sport, dport, 'h', 'i')) }
+
+func vxlanHdr(vni uint32, rest []byte) []byte {
+	b := []byte{vxlanFlagI, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[4:], vni<<8)
+	return append(b, rest...)
+}
+
+func vxlan4(vni uint32, inner []byte, tags ...vlanTag) []byte {
+	return outer4(protoUDP, udpHdr(tunnelSport, VXLANPort, vxlanHdr(vni, inner)...), tags...)
+}
+
+// geneveHdr returns a GENEVE header with optWords 4-byte words of options.
+func geneveHdr(vni uint32, proto uint16, optWords int, rest []byte) []byte {
+	b := make([]byte, geneveHeaderLen+4*optWords)
+	b[0] = byte(optWords)
+	binary.BigEndian.PutUint16(b[2:], proto)
+	binary.BigEndian.PutUint32(b[4:], vni<<8)
+	for i := 0; i < optWords; i++ {
+		o := b[geneveHeaderLen+4*i:]
+		binary.BigEndian.PutUint16(o, 0x0102) // option class
+		o[2], o[3] = 0x80, 0                  // type, length 0 words of data
+	}
+	return append(b, rest...)
+}
+
+// greHdr returns a GRE header; key and seq are written when their flag is
+// in flags, a zero checksum with greFlagChecksum.
+func greHdr(flags uint16, proto uint16, key, seq uint32, rest []byte) []byte {
+	b := binary.BigEndian.AppendUint16(nil, flags)
+	b = binary.BigEndian.AppendUint16(b, proto)
+	if flags&greFlagChecksum != 0 {
+		b = append(b, 0, 0, 0, 0)
+	}
+	if flags&greFlagKey != 0 {
+		b = binary.BigEndian.AppendUint32(b, key)
+	}
+	if flags&greFlagSeq != 0 {
+		b = binary.BigEndian.AppendUint32(b, seq)
+	}
+	return append(b, rest...)
+}
+
+func erspan2Hdr(session uint16, rest []byte) []byte {
+	b := []byte{0x10, 0x00, 0, 0, 0, 0, 0, 7} // version 1, index 7
+	binary.BigEndian.PutUint16(b[2:], session&0x3ff)
+	return append(b, rest...)
+}
+
+// erspan3Hdr returns an ERSPAN type III header, with the platform
+// sub-header when platform is set, of frame type ft.
+func erspan3Hdr(session uint16, platform bool, ft uint8, rest []byte) []byte {
+	b := make([]byte, erspan3HeaderLen)
+	b[0] = 0x20 // version 2
+	binary.BigEndian.PutUint16(b[2:], session&0x3ff)
+	binary.BigEndian.PutUint32(b[4:], 0x01020304) // timestamp
+	b[10] = ft << 2
+	if platform {
+		b[11] |= 1
+		b = append(b, 0x08, 0, 0, 0, 0, 0, 0, 1) // platform ID 1
+	}
+	return append(b, rest...)
+}
+
+// gtpuHdr returns a GTP-U header of message type mt; with opt the sequence
+// number, N-PDU number and next-type fields, followed by each extension
+// header (given whole, next-type byte last, which gtpuHdr chains).
+func gtpuHdr(mt uint8, teid uint32, opt bool, ext [][]byte, rest []byte) []byte {
+	b := []byte{0x30, mt, 0, 0}
+	b = binary.BigEndian.AppendUint32(b, teid)
+	if opt || len(ext) > 0 {
+		b[0] |= 0x02 // S
+		if len(ext) > 0 {
+			b[0] |= 0x04 // E
+		}
+		b = append(b, 0, 1, 0, 0) // sequence 1, N-PDU 0, next type
+		for _, e := range ext {
+			b[len(b)-1] = 0x85 // PDU session container
+			b = append(b, e...)
+		}
+	}
+	b = append(b, rest...)
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)-gtpuHeaderLen))
+	return b
+}
+
+// gtpuExt returns an extension header of n 4-byte units, the next type
+// zero (gtpuHdr sets it when another follows).
+func gtpuExt(n int) []byte {
+	b := make([]byte, 4*n)
+	b[0] = byte(n)
+	return b
+}
+
+func gtpu4(teid uint32, ip []byte) []byte {
+	return outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(gtpuGPDU, teid, false, nil, ip)...))
+}
+
+// mplsStack returns label stack entries for labels, bottom of stack on
+// the last.
+func mplsStack(rest []byte, labels ...uint32) []byte {
+	var b []byte
+	for i, l := range labels {
+		e := l<<12 | 64
+		if i == len(labels)-1 {
+			e |= mplsBottomOfStack
+		}
+		b = binary.BigEndian.AppendUint32(b, e)
+	}
+	return append(b, rest...)
+}
+
+func pppoeSession(session uint16, proto uint16, rest []byte) []byte {
+	b := []byte{pppoeVerType, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint16(b[2:], session)
+	binary.BigEndian.PutUint16(b[4:], uint16(2+len(rest)))
+	b = binary.BigEndian.AppendUint16(b, proto)
+	return append(b, rest...)
+}
+
+// Keys.
+
+func withEncaps(k FlowKey, depth int, es ...Encap) FlowKey {
+	k.Depth = uint8(depth)
+	k.NEncap = uint8(copy(k.Encaps[:], es))
+	return k
+}
+
+func enc(kind EncapKind, id uint32) Encap { return Encap{Kind: kind, HasID: true, ID: id} }
+
+func encNoID(kind EncapKind) Encap { return Encap{Kind: kind} }
+
+// outerKey is the outer header's key for a UDP tunnel to port dp.
+func outerKey(dp uint16) FlowKey {
+	return FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: tunnelSport, DstPort: dp}
+}
+
+var innerTCP4 = key4(protoTCP, sport, dport)
+
+// encapCases are classifyCase values for shims and tunnels; tunnels set
+// says to classify with TunnelsInner.
+func encapCases() []classifyCase {
+	ip4, ip6 := innerIP4(), innerIP6()
+	arp := ethFrame(0x0806, rep(28, 0))
+	inner6 := key6(protoTCP, sport, dport)
+	const v4, v6 = etherTypeIPv4, etherTypeIPv6
+	tcp4ht, tcp6ht := hash.RSSTCPIPv4, hash.RSSTCPIPv6
+	return []classifyCase{
+		// VXLAN.
+		{name: "vxlan tcp4", tunnels: true, frame: vxlan4(42, inner4()), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, enc(EncapVXLAN, 42))},
+		{name: "vxlan outer with tunnels off", frame: vxlan4(42, inner4()), ht: hash.RSSIPv4, etherType: v4, key: outerKey(VXLANPort)},
+		{name: "vxlan outer udp 4-tuple with tunnels off", udp4: true, frame: vxlan4(42, inner4()), ht: hash.RSSUDPIPv4, etherType: v4, key: outerKey(VXLANPort)},
+		{name: "vxlan vlans inside and outside", tunnels: true, frame: vxlan4(0xffffff, inner4(stag(10), tag(20)), tag(7)), ht: tcp4ht, etherType: v4,
+			key: withVLANs(withEncaps(innerTCP4, 1, enc(EncapVXLAN, 0xffffff), enc(EncapVLAN, 10), enc(EncapVLAN, 20)), 7)},
+		{name: "vxlan in ipv6", tunnels: true, frame: outer6(protoUDP, udpHdr(tunnelSport, VXLANPort, vxlanHdr(5, inner4())...)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, enc(EncapVXLAN, 5))},
+		{name: "vxlan tcp6 inside", tunnels: true, frame: vxlan4(9, ethFrame(v6, ip6)), ht: tcp6ht, etherType: v6,
+			key: withEncaps(inner6, 1, enc(EncapVXLAN, 9))},
+		{name: "vxlan I flag clear", tunnels: true, frame: edit(vxlan4(42, inner4()), func(b []byte) { b[ethHeaderLen+28] = 0 }),
+			reason: ReasonBadVXLAN, ht: hash.RSSIPv4, etherType: v4, key: outerKey(VXLANPort)},
+		{name: "vxlan header cut", tunnels: true, frame: vxlan4(42, nil)[:ethHeaderLen+28+7],
+			reason: ReasonBadVXLAN, ht: hash.RSSIPv4, etherType: v4, key: outerKey(VXLANPort)},
+		{name: "vxlan udp header cut", tunnels: true, frame: vxlan4(42, nil)[:ethHeaderLen+20+6],
+			reason: ReasonBadVXLAN, ht: hash.RSSIPv4, etherType: v4, key: outerKey(VXLANPort)},
+		{name: "vxlan arp inside", tunnels: true, frame: vxlan4(42, arp),
+			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(VXLANPort), 0, enc(EncapVXLAN, 42))},
+		{name: "vxlan inner ethernet cut", tunnels: true, frame: vxlan4(42, inner4()[:10]),
+			reason: ReasonShortEthernet, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(VXLANPort), 0, enc(EncapVXLAN, 42))},
+		{name: "vxlan inner ipv4 cut", tunnels: true, frame: vxlan4(42, inner4()[:ethHeaderLen+19]),
+			reason: ReasonShortIPv4, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(VXLANPort), 0, enc(EncapVXLAN, 42))},
+		{name: "vxlan inner tcp cut", tunnels: true, frame: vxlan4(42, inner4()[:ethHeaderLen+22]),
+			reason: ReasonShortTransport, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(key4(protoTCP, 0, 0), 1, enc(EncapVXLAN, 42))},
+		{name: "vxlan inner vlan cut", tunnels: true, frame: vxlan4(42, inner4(tag(3))[:ethHeaderLen+2]),
+			reason: ReasonShortVLAN, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(VXLANPort), 0, enc(EncapVXLAN, 42))},
+		{name: "vxlan inner 5 tags", tunnels: true, frame: vxlan4(42, inner4(tag(1), tag(2), tag(3), tag(4), tag(5))),
+			reason: ReasonTooManyVLANs, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(outerKey(VXLANPort), 0, enc(EncapVXLAN, 42), enc(EncapVLAN, 1), enc(EncapVLAN, 2), enc(EncapVLAN, 3), enc(EncapVLAN, 4))},
+		{name: "vxlan outer fragment not opened", tunnels: true, frame: edit(vxlan4(42, inner4()), func(b []byte) { b[ethHeaderLen+6] = 0x20 }),
+			ht: hash.RSSIPv4, etherType: v4, key: withFrag(FlowKey{Src: c4, Dst: d4, Proto: protoUDP})},
+		{name: "vxlan inner fragment", tunnels: true, frame: vxlan4(42, edit(inner4(), func(b []byte) { b[ethHeaderLen+6] = 0x20 })),
+			ht: hash.RSSIPv4, etherType: v4, key: withEncaps(withFrag(key4(protoTCP, 0, 0)), 1, enc(EncapVXLAN, 42))},
+
+		// GENEVE.
+		{name: "geneve ethernet with options", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, etherTypeTEB, 3, inner4())...)),
+			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, enc(EncapGENEVE, 77))},
+		{name: "geneve ipv6 payload", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, v6, 0, ip6)...)),
+			ht: tcp6ht, etherType: v6, key: withEncaps(inner6, 1, enc(EncapGENEVE, 77))},
+		{name: "geneve version 1", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, edit(geneveHdr(77, v4, 0, ip4), func(b []byte) { b[0] |= 0x40 })...)),
+			reason: ReasonBadGENEVE, ht: hash.RSSIPv4, etherType: v4, key: outerKey(GENEVEPort)},
+		{name: "geneve options cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, v4, 3, nil)[:16]...)),
+			reason: ReasonBadGENEVE, ht: hash.RSSIPv4, etherType: v4, key: outerKey(GENEVEPort)},
+
+		// GRE.
+		{name: "gre ipv4", tunnels: true, frame: outer4(protoGRE, greHdr(0, v4, 0, 0, ip4)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapGRE))},
+		{name: "gre ipv4 with tunnels off", frame: outer4(protoGRE, greHdr(0, v4, 0, 0, ip4)), ht: hash.RSSIPv4, etherType: v4,
+			key: FlowKey{Src: c4, Dst: d4, Proto: protoGRE}},
+		{name: "gre checksum key sequence, transparent ethernet", tunnels: true,
+			frame: outer4(protoGRE, greHdr(greFlagChecksum|greFlagKey|greFlagSeq, etherTypeTEB, 9, 1, inner4(tag(5)))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, enc(EncapGRE, 9), enc(EncapVLAN, 5))},
+		{name: "gre ipv6 over ipv6", tunnels: true, frame: outer6(protoGRE, greHdr(greFlagKey, v6, 0, 0, ip6)), ht: tcp6ht, etherType: v6,
+			key: withEncaps(inner6, 1, enc(EncapGRE, 0))},
+		{name: "gre version 1", tunnels: true, frame: outer4(protoGRE, greHdr(1, v4, 0, 0, ip4)),
+			reason: ReasonBadGRE, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoGRE}},
+		{name: "gre routing", tunnels: true, frame: outer4(protoGRE, greHdr(greFlagRouting, v4, 0, 0, ip4)),
+			reason: ReasonBadGRE, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoGRE}},
+		{name: "gre key cut", tunnels: true, frame: outer4(protoGRE, greHdr(greFlagKey, v4, 9, 0, nil)[:6]),
+			reason: ReasonBadGRE, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoGRE}},
+		{name: "gre ppp payload", tunnels: true, frame: outer4(protoGRE, greHdr(0, 0x880b, 0, 0, rep(8, 1))),
+			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE))},
+		{name: "gre mpls payload", tunnels: true, frame: outer4(protoGRE, greHdr(0, etherTypeMPLS, 0, 0, mplsStack(ip4, 16))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapGRE), enc(EncapMPLS, 16))},
+
+		// ERSPAN.
+		{name: "erspan type 2", tunnels: true, frame: outer4(protoGRE, greHdr(greFlagSeq, etherTypeERSPAN2, 0, 3, erspan2Hdr(5, inner4()))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapGRE), enc(EncapERSPAN2, 5))},
+		{name: "erspan type 1", tunnels: true, frame: outer4(protoGRE, greHdr(0, etherTypeERSPAN2, 0, 0, inner4())), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapGRE), encNoID(EncapERSPAN1))},
+		{name: "erspan type 3 with platform sub-header", tunnels: true,
+			frame: outer4(protoGRE, greHdr(greFlagSeq, etherTypeERSPAN3, 0, 3, erspan3Hdr(1023, true, 0, inner4()))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapGRE), enc(EncapERSPAN3, 1023))},
+		{name: "erspan type 3 ip frame type", tunnels: true,
+			frame:  outer4(protoGRE, greHdr(greFlagSeq, etherTypeERSPAN3, 0, 3, erspan3Hdr(4, false, 2, ip4))),
+			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE), enc(EncapERSPAN3, 4))},
+		{name: "erspan type 2 wrong version", tunnels: true, frame: outer4(protoGRE, greHdr(greFlagSeq, etherTypeERSPAN2, 0, 3, edit(erspan2Hdr(5, inner4()), func(b []byte) { b[0] = 0x20 }))),
+			reason: ReasonBadERSPAN, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE))},
+		{name: "erspan type 3 platform cut", tunnels: true, frame: outer4(protoGRE, greHdr(greFlagSeq, etherTypeERSPAN3, 0, 3, erspan3Hdr(4, true, 0, nil)[:15])),
+			reason: ReasonBadERSPAN, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE))},
+
+		// GTP-U.
+		{name: "gtpu ipv4", tunnels: true, frame: gtpu4(0x01020304, ip4), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, enc(EncapGTPU, 0x01020304))},
+		{name: "gtpu sequence and extension headers", tunnels: true,
+			frame: outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(gtpuGPDU, 7, true, [][]byte{gtpuExt(1), gtpuExt(2)}, ip6)...)), ht: tcp6ht, etherType: v6,
+			key: withEncaps(inner6, 1, enc(EncapGTPU, 7))},
+		{name: "gtpu echo request", tunnels: true, frame: outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(1, 0, true, nil, nil)...)),
+			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: GTPUPort, DstPort: GTPUPort}, 0, enc(EncapGTPU, 0))},
+		{name: "gtpu version 2", tunnels: true, frame: edit(gtpu4(7, ip4), func(b []byte) { b[ethHeaderLen+28] = 0x50 }),
+			reason: ReasonBadGTPU, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: GTPUPort, DstPort: GTPUPort}},
+		{name: "gtpu extension of length 0", tunnels: true,
+			frame:  outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(gtpuGPDU, 7, true, [][]byte{{0, 0, 0, 0}}, ip4)...)),
+			reason: ReasonBadGTPU, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: GTPUPort, DstPort: GTPUPort}},
+
+		// IP in IP.
+		{name: "ipip 4in4", tunnels: true, frame: outer4(protoIPIP, ip4), ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, encNoID(EncapIPIP))},
+		{name: "ipip 6in4", tunnels: true, frame: outer4(protoIPv6, ip6), ht: tcp6ht, etherType: v6, key: withEncaps(inner6, 1, encNoID(EncapIPIP))},
+		{name: "ipip 4in6", tunnels: true, frame: outer6(protoIPIP, ip4), ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, encNoID(EncapIPIP))},
+		{name: "ipip 6in6", tunnels: true, frame: outer6(protoIPv6, ip6), ht: tcp6ht, etherType: v6, key: withEncaps(inner6, 1, encNoID(EncapIPIP))},
+		{name: "ipip with tunnels off", frame: outer4(protoIPIP, ip4), ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoIPIP}},
+		{name: "ipip outer fragment not opened", tunnels: true, frame: edit(outer4(protoIPIP, ip4), func(b []byte) { b[ethHeaderLen+7] = 1 }),
+			ht: hash.RSSIPv4, etherType: v4, key: withFrag(FlowKey{Src: c4, Dst: d4, Proto: protoIPIP})},
+		{name: "ipip inner ipv4 wrong version", tunnels: true, frame: outer4(protoIPIP, edit(innerIP4(), func(b []byte) { b[0] = 0x65 })),
+			reason: ReasonBadIPVersion, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoIPIP}, 0, encNoID(EncapIPIP))},
+
+		// Nesting.
+		{name: "gre inside vxlan", tunnels: true, frame: vxlan4(42, ethFrame(v4, ipv4Packet(c4, d4, protoGRE, 0, greHdr(greFlagKey, v4, 9, 0, ip4)), tag(3))),
+			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 2, enc(EncapVXLAN, 42), enc(EncapVLAN, 3), enc(EncapGRE, 9))},
+		{name: "ipip inside gre inside vxlan inside ipip", tunnels: true,
+			frame: outer4(protoIPIP, ipv4Packet(c4, d4, protoUDP, 0, udpHdr(1, VXLANPort, vxlanHdr(1, ethFrame(v4, ipv4Packet(d4, c4, protoGRE, 0, greHdr(0, v4, 0, 0, ipv4Packet(c4, d4, protoIPIP, 0, ip4)))))...))),
+			ht:    tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 4, encNoID(EncapIPIP), enc(EncapVXLAN, 1), encNoID(EncapGRE), encNoID(EncapIPIP))},
+		{name: "five tunnels deep", tunnels: true,
+			frame:  outer4(protoIPIP, ipv4Packet(c4, d4, protoIPIP, 0, ipv4Packet(c4, d4, protoIPIP, 0, ipv4Packet(c4, d4, protoIPIP, 0, ipv4Packet(d4, c4, protoIPIP, 0, ip4))))),
+			reason: ReasonTooDeep, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(FlowKey{Src: d4, Dst: c4, Proto: protoIPIP}, 4, encNoID(EncapIPIP), encNoID(EncapIPIP), encNoID(EncapIPIP), encNoID(EncapIPIP))},
+		{name: "broken vxlan inside gre keeps the middle hash", tunnels: true,
+			frame:  outer4(protoGRE, greHdr(0, v4, 0, 0, ipv4Packet(d4, c4, protoUDP, 0, udpHdr(7, VXLANPort, 0, 0, 0)))),
+			reason: ReasonBadVXLAN, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(FlowKey{Src: d4, Dst: c4, Proto: protoUDP, SrcPort: 7, DstPort: VXLANPort}, 1, encNoID(EncapGRE))},
+
+		// PPPoE, walked whatever the tunnel mode.
+		{name: "pppoe ipv4", frame: ethFrame(etherTypePPPoESession, pppoeSession(0x1234, pppIPv4, ip4)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 0, enc(EncapPPPoE, 0x1234))},
+		{name: "pppoe ipv6 vlan", frame: ethFrame(etherTypePPPoESession, pppoeSession(1, pppIPv6, ip6), tag(8)), ht: tcp6ht, etherType: v6,
+			key: withVLANs(withEncaps(inner6, 0, enc(EncapPPPoE, 1)), 8)},
+		{name: "pppoe compressed protocol", frame: ethFrame(etherTypePPPoESession, edit(pppoeSession(2, 0, append([]byte{0x21}, ip4...)), func(b []byte) { b[5]--; copy(b[6:], b[7:]) })[:len(ip4)+7]),
+			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 0, enc(EncapPPPoE, 2))},
+		{name: "pppoe lcp", frame: ethFrame(etherTypePPPoESession, pppoeSession(3, 0xc021, rep(10, 1))), reason: ReasonPPPNonIP, etherType: etherTypePPPoESession,
+			key: withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 3))},
+		{name: "pppoe discovery", frame: ethFrame(0x8863, rep(20, 0)), reason: ReasonNonIP, etherType: 0x8863},
+		{name: "pppoe wrong version", frame: ethFrame(etherTypePPPoESession, edit(pppoeSession(3, pppIPv4, ip4), func(b []byte) { b[0] = 0x21 })),
+			reason: ReasonBadPPPoE, etherType: etherTypePPPoESession},
+		{name: "pppoe protocol cut", frame: ethFrame(etherTypePPPoESession, pppoeSession(3, pppIPv4, nil)[:7]),
+			reason: ReasonBadPPPoE, etherType: etherTypePPPoESession, key: withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 3))},
+		{name: "pppoe inside vxlan", tunnels: true, frame: vxlan4(6, ethFrame(etherTypePPPoESession, pppoeSession(4, pppIPv4, ip4))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, enc(EncapVXLAN, 6), enc(EncapPPPoE, 4))},
+
+		// MPLS, walked whatever the tunnel mode.
+		{name: "mpls ipv4", frame: ethFrame(etherTypeMPLS, mplsStack(ip4, 1600)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 0, enc(EncapMPLS, 1600))},
+		{name: "mpls two labels ipv6 multicast", frame: ethFrame(etherTypeMPLSMulticast, mplsStack(ip6, 16, 0xfffff)), ht: tcp6ht, etherType: v6,
+			key: withEncaps(inner6, 0, enc(EncapMPLS, 16), enc(EncapMPLS, 0xfffff))},
+		{name: "mpls pseudowire ethernet with vlan", frame: ethFrame(etherTypeMPLS, mplsStack(cat([]byte{0, 0, 0, 1}, inner4(tag(30))), 100, 200), tag(2)),
+			ht: tcp4ht, etherType: v4,
+			key: withVLANs(withEncaps(innerTCP4, 0, enc(EncapMPLS, 100), enc(EncapMPLS, 200), encNoID(EncapPseudowire), enc(EncapVLAN, 30)), 2)},
+		{name: "mpls g-ach", frame: ethFrame(etherTypeMPLS, mplsStack([]byte{0x10, 0, 0, 7, 1, 2}, 13)), reason: ReasonMPLSNonIP, etherType: etherTypeMPLS,
+			key: withEncaps(FlowKey{}, 0, enc(EncapMPLS, 13))},
+		{name: "mpls stack cut", frame: ethFrame(etherTypeMPLS, mplsStack(nil, 1, 2)[:6]), reason: ReasonBadMPLS, etherType: etherTypeMPLS,
+			key: withEncaps(FlowKey{}, 0, enc(EncapMPLS, 1))},
+		{name: "mpls no payload", frame: ethFrame(etherTypeMPLS, mplsStack(nil, 1)), reason: ReasonBadMPLS, etherType: etherTypeMPLS,
+			key: withEncaps(FlowKey{}, 0, enc(EncapMPLS, 1))},
+		{name: "mpls 9 labels", frame: ethFrame(etherTypeMPLS, mplsStack(ip4, 1, 2, 3, 4, 5, 6, 7, 8, 9)), reason: ReasonTooDeep, etherType: etherTypeMPLS,
+			key: withEncaps(FlowKey{}, 0, enc(EncapMPLS, 1), enc(EncapMPLS, 2), enc(EncapMPLS, 3), enc(EncapMPLS, 4), enc(EncapMPLS, 5), enc(EncapMPLS, 6), enc(EncapMPLS, 7), enc(EncapMPLS, 8))},
+		{name: "mpls in vxlan, 9 labels, keeps the outer hash", tunnels: true, frame: vxlan4(1, ethFrame(etherTypeMPLS, mplsStack(ip4, 1, 2, 3, 4, 5, 6, 7, 8))),
+			reason: ReasonTooDeep, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(outerKey(VXLANPort), 0, enc(EncapVXLAN, 1), enc(EncapMPLS, 1), enc(EncapMPLS, 2), enc(EncapMPLS, 3), enc(EncapMPLS, 4), enc(EncapMPLS, 5), enc(EncapMPLS, 6), enc(EncapMPLS, 7))},
+	}
+}
+
+// TestFlowKeyEncapsulation checks the names the encap column prints.
+func TestFlowKeyEncapsulation(t *testing.T) {
+	for _, tc := range []struct {
+		k    FlowKey
+		want string
+	}{
+		{FlowKey{}, ""},
+		{withVLANs(withEncaps(FlowKey{}, 1, enc(EncapVXLAN, 42)), 7), "vlan:7+vxlan:42"},
+		{withEncaps(FlowKey{}, 0, enc(EncapMPLS, 1600)), "mpls:1600"},
+		{withEncaps(FlowKey{}, 2, enc(EncapGRE, 9), encNoID(EncapIPIP)), "gre:key=9+ipip"},
+		{withEncaps(FlowKey{}, 1, encNoID(EncapGRE), enc(EncapERSPAN2, 5), enc(EncapVLAN, 3)), "gre+erspan2:5+vlan:3"},
+		{withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 17), encNoID(EncapPseudowire), enc(EncapGTPU, 1), enc(EncapGENEVE, 2)), "pppoe:17+pw+gtpu:1+geneve:2"},
+	} {
+		if got := tc.k.Encapsulation(); got != tc.want {
+			t.Errorf("Encapsulation() = %q, want %q", got, tc.want)
+		}
+	}
+	for k := EncapNone; k < numEncapKinds; k++ {
+		var back EncapKind
+		b, _ := k.MarshalText()
+		if err := back.UnmarshalText(b); err != nil || back != k {
+			t.Errorf("%v does not round-trip: %v %v", k, back, err)
+		}
+		if k.Tunnel() != (k >= EncapVXLAN) {
+			t.Errorf("%v.Tunnel() = %v", k, k.Tunnel())
+		}
+	}
+	if EncapKind(200).String() != "unknown" {
+		t.Error("an unknown kind has a name")
+	}
+}
