@@ -15,6 +15,17 @@
 //     standard error. When a command is asked to write machine-readable data
 //     to standard output (a "-" file name), its human-readable report moves
 //     to standard error, so that standard output stays parseable.
+//   - A command that reads its input to the end (a capture file, a pipe)
+//     stops reading at the first SIGINT (Ctrl-C) or SIGTERM
+//     (NotifyContext), even from a pipe that delivers nothing (Open),
+//     prints what it has for the input read until then, and exits with
+//     status 1, its error saying it was interrupted (ErrInterrupted); a
+//     second signal ends it at once. A command that runs until it is
+//     stopped (a live capture, a forwarder) ends on the first signal as it
+//     normally does.
+//   - When its input fails midway (a truncated capture file), a command
+//     prints what it has for the input read before the failure, then the
+//     error, and exits with status 1.
 //
 // A command builds its flags with NewFlagSet, parses them with Parse, does
 // its work in a function that returns an error, and ends with Exit.
