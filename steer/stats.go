@@ -248,10 +248,16 @@ func (s *Stats) WriteReport(out io.Writer) error {
 		}
 	}
 	for _, src := range s.Sources {
-		fmt.Fprintf(&b, "\nSource %s: kernel received %d, kernel dropped %d, queue freezes %d",
-			src.Name, src.Received, src.Dropped, src.FreezeQueue)
+		kernel := src.Received != 0 || src.Dropped != 0 || src.FreezeQueue != 0
+		fmt.Fprintf(&b, "\nSource %s: ", src.Name)
+		if kernel || src.Filtered == 0 {
+			fmt.Fprintf(&b, "kernel received %d, kernel dropped %d, queue freezes %d", src.Received, src.Dropped, src.FreezeQueue)
+		}
 		if src.Filtered > 0 {
-			fmt.Fprintf(&b, ", filtered %d", src.Filtered)
+			if kernel {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "filtered %d", src.Filtered)
 		}
 		b.WriteString("\n")
 	}
