@@ -25,7 +25,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}
 	if calledFromHandler() {
 		go d.Close(context.WithoutCancel(ctx))
-		return fmt.Errorf("steer: close: %w: intake is stopped; the workers drain and exit after the handler returns, not waited for", ErrCloseInHandler)
+		return fmt.Errorf("%w: intake is stopped; the workers drain and exit after the handler returns, not waited for", ErrCloseInHandler)
 	}
 	var ctxErr error
 	// Wait for dispatch calls in flight; a producer blocked on a full queue
@@ -78,17 +78,18 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		var busy []int
 		for _, w := range d.workers {
-			if w.tail.Load() != w.head.Load() {
+			if !w.exited.Load() {
 				busy = append(busy, w.index)
 			}
 		}
-		return fmt.Errorf("steer: close: %w: %d frames were left queued; workers %v are still running", ctx.Err(), left, busy)
+		return fmt.Errorf("steer: close: %w: %d frames were left queued or in a handler; workers %v have not exited (in a handler, a hook or a state's Close)", ctx.Err(), left, busy)
 	}
+	d.flushPanicLog()
 	d.mu.Lock()
 	closeErr := errors.Join(d.closeErrs...)
 	d.mu.Unlock()
 	if ctxErr != nil {
-		return errors.Join(fmt.Errorf("steer: close: %w: %d frames were left queued and dropped", ctxErr, left), closeErr)
+		return errors.Join(fmt.Errorf("steer: close: %w: %d frames were left queued or in a handler; the queued ones were dropped", ctxErr, left), closeErr)
 	}
 	return closeErr
 }
@@ -129,17 +130,23 @@ func (d *Dispatcher) drained() bool {
 }
 
 // handlerFrames are the functions through which the library runs user code
-// in a worker or inline: a goroutine with one of them on its stack is
-// inside a handler or a hook.
+// (a handler, a hook, a state's constructor, a batch's release, Trace,
+// CPUFunc, OnPanic or the Logger): a goroutine with one of them on its
+// stack is inside user code the dispatcher called.
 var handlerFrames = []string{
 	"steer.(*Worker).handleFrom",
 	"steer.(*Worker).call",
 	"steer.(*Worker).guard",
 	"steer.(*Worker).init",
+	"steer.(*batchRef).done",
+	"steer.(*producer).traceHandOff",
+	"steer.(*producer).policyWorker",
+	"steer.(*Dispatcher).reportPanic",
 }
 
-// calledFromHandler reports whether the calling goroutine is running a
-// handler or a hook. It walks the stack, so only Close calls it.
+// calledFromHandler reports whether the calling goroutine is running user
+// code the dispatcher called. It walks the stack, so only Close and an
+// input about to wait for room call it.
 func calledFromHandler() bool {
 	pcs := make([]uintptr, 256)
 	for {

@@ -130,7 +130,7 @@ func TestCloseFromHandler(t *testing.T) {
 // a second Close returns, and no goroutine is left.
 func TestMoveHookAfterCloseTimedOut(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	firstClosed := make(chan struct{})
+	firstClosed, tableSet := make(chan struct{}), make(chan struct{})
 	worker0Gone := make(chan struct{})
 	var d *Dispatcher
 	var movedOut, movedIn, redispatched atomic.Int64
@@ -152,13 +152,22 @@ func TestMoveHookAfterCloseTimedOut(t *testing.T) {
 		if len(p.Data) != 65 { // not the stalled frame
 			return
 		}
-		<-firstClosed
-		<-worker0Gone
-		// Move other's bucket from worker 0 (gone) to this worker, and
-		// re-dispatch a frame of it: the move's hooks are due now.
+		// A first re-dispatch (flow a, this worker's bucket) gives this
+		// worker's producer its view of the table, bucket 0 on worker 0.
+		if err := p.Redispatch(p.Data[:64]); err == nil {
+			redispatched.Add(1)
+		}
+		// Move other's bucket from worker 0 to this worker while the
+		// dispatcher is open (SetBucket refuses once Close has begun); the
+		// move is made, and its hooks are due, when this worker's producer
+		// next steers a frame of the bucket: the re-dispatch below, once
+		// Close has given up and worker 0 has exited.
 		if err := d.SetBucket(0, p.Worker); err != nil {
 			t.Error(err)
 		}
+		close(tableSet)
+		<-firstClosed
+		<-worker0Gone
 		if err := p.Redispatch(other); err == nil {
 			redispatched.Add(1)
 		}
@@ -179,6 +188,7 @@ func TestMoveHookAfterCloseTimedOut(t *testing.T) {
 	if err := d.NewInput().Dispatch([]Frame{{Data: append(dtFrame(a, 1), 0)}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	<-tableSet
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := d.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -195,8 +205,8 @@ func TestMoveHookAfterCloseTimedOut(t *testing.T) {
 	if movedOut.Load() != 0 || movedIn.Load() != 0 {
 		t.Errorf("MoveOut ran %d times, MoveIn %d, on a move after worker 0 exited; want neither", movedOut.Load(), movedIn.Load())
 	}
-	if redispatched.Load() != 1 || st.Handled() != 1 {
-		t.Errorf("%d re-dispatched, %d handled; want the re-dispatch counted and dropped", redispatched.Load(), st.Handled())
+	if redispatched.Load() != 2 || st.Handled() != 1 {
+		t.Errorf("%d re-dispatched, %d handled; want both re-dispatches counted and dropped", redispatched.Load(), st.Handled())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // Limits of the configuration, as FreeBSD's net.isr.defaultqlimit and
@@ -171,10 +172,6 @@ type RFSConfig struct {
 
 // defaultRFSTableSize is the default capacity of the RFS flow tables.
 const defaultRFSTableSize = 1 << 16
-
-// maxRFSTableSize bounds RFSConfig.TableSize: each input's table costs 72
-// bytes an entry.
-const maxRFSTableSize = 1 << 26
 
 // PanicInfo describes a recovered panic: a handler's (with the frame's
 // summary), or a hook's.
@@ -359,8 +356,16 @@ func (h *HashConfig) normalizeKey() error {
 		return nil
 	}
 	if len(h.Key) < MinKeyLen || len(h.Key) > hash.MaxKeyLen {
-		return fmt.Errorf("steer: Toeplitz key of %d bytes: want %d to %d (a key must be 4 bytes longer than the longest input it hashes, a 36-byte IPv6 4-tuple), or nil for a random key: %w: %w",
-			len(h.Key), MinKeyLen, hash.MaxKeyLen, hash.ErrKeyLength, ErrConfig)
+		// The error is also hash.ErrKeyLength, without its text, whose
+		// bounds are the hash package's, not the dispatcher's.
+		return &configError{
+			msg: fmt.Sprintf("steer: Toeplitz key of %d bytes: want %d to %d (a key must be 4 bytes longer than the longest input it hashes, a 36-byte IPv6 4-tuple), or nil for a random key: %v",
+				len(h.Key), MinKeyLen, hash.MaxKeyLen, ErrConfig),
+			errs: []error{hash.ErrKeyLength, ErrConfig},
+		}
+	}
+	if allZero(h.Key) {
+		return fmt.Errorf("steer: a Toeplitz key whose bytes are all zero hashes every flow to 0, so every frame would go to one worker: set another key, or nil for a random one: %w", ErrConfig)
 	}
 	h.Key = append([]byte(nil), h.Key...)
 	return nil
@@ -408,8 +413,9 @@ func (r *RFSConfig) normalize() error {
 	if r.TableSize == 0 {
 		r.TableSize = defaultRFSTableSize
 	}
-	if r.TableSize < 16 || r.TableSize > maxRFSTableSize || r.TableSize&(r.TableSize-1) != 0 {
-		return fmt.Errorf("steer: RFS table size %d: want a power of two from 16 to %d: %w", r.TableSize, maxRFSTableSize, ErrConfig)
+	if r.TableSize < rfstable.MinCapacity || r.TableSize > rfstable.MaxCapacity || r.TableSize&(r.TableSize-1) != 0 {
+		return fmt.Errorf("steer: RFS table size %d: want a power of two from %d to %d: %w",
+			r.TableSize, rfstable.MinCapacity, rfstable.MaxCapacity, ErrConfig)
 	}
 	return nil
 }
@@ -423,3 +429,23 @@ func keyFingerprint(key []byte) string {
 	sum := sha256.Sum256(key)
 	return hex.EncodeToString(sum[:4])
 }
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// configError is an error with its own message that wraps several
+// sentinels.
+type configError struct {
+	msg  string
+	errs []error
+}
+
+func (e *configError) Error() string   { return e.msg }
+func (e *configError) Unwrap() []error { return e.errs }

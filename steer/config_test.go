@@ -82,8 +82,8 @@ func TestConfigAccepted(t *testing.T) {
 		{Config{Workers: 4, Buckets: 4}, 4},
 		{Config{Workers: 4, Buckets: 1, Policy: PolicyFlow}, 1},            // the table is not used
 		{Config{Workers: 4, Buckets: 1, RFS: RFSConfig{Enabled: true}}, 1}, // RFS places the flows
-		{Config{Workers: 2, Hash: HashConfig{Key: make([]byte, MinKeyLen)}}, DefaultBuckets},
-		{Config{Workers: 2, Hash: HashConfig{Key: make([]byte, hash.MaxKeyLen)}}, DefaultBuckets},
+		{Config{Workers: 2, Hash: HashConfig{Key: hash.MicrosoftKey[:MinKeyLen]}}, DefaultBuckets},
+		{Config{Workers: 2, Hash: HashConfig{Key: append(hash.MicrosoftKey[:], hash.MicrosoftKey[:hash.MaxKeyLen-MinKeyLen]...)}}, DefaultBuckets},
 	}
 	for _, c := range cases {
 		d, err := New(c.cfg, func(*Packet) {})

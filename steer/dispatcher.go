@@ -197,7 +197,11 @@ func (d *Dispatcher) Workers() int { return len(d.workers) }
 // source's own counters ([SourceStatser]) with the stats. It does not close
 // src.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
+	if src == nil {
+		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
+	}
 	in := d.newInput(!isLive(src))
+	in.p.waitFixed = true // every call from this goroutine: mayWait asks once
 	defer in.Close()
 	if s, ok := src.(sourceStatser); ok {
 		d.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -245,6 +246,11 @@ func TestConfigErrors(t *testing.T) {
 		// One bucket for four workers sends every frame to worker 0.
 		{Config{Workers: 4, Buckets: 1}, "steer: 1 buckets for 4 workers: only 1 workers would get frames; use at least 4 buckets"},
 		{Config{Workers: -1}, "steer: -1 workers"},
+		// A key of zero bits hashes every flow to 0: one worker gets all.
+		{Config{Hash: HashConfig{Key: make([]byte, 40)}}, "a Toeplitz key whose bytes are all zero hashes every flow to 0"},
+		{Config{Rebalance: RebalanceConfig{Interval: time.Second, MaxMoves: -1}}, "rebalance max moves -1 is negative"},
+		{Config{Rebalance: RebalanceConfig{Interval: time.Second, Cooldown: -1}}, "rebalance cooldown -1 is negative"},
+		{Config{Rebalance: RebalanceConfig{Interval: time.Second, Threshold: math.NaN()}}, "rebalance threshold NaN"},
 		{Config{Policy: PolicyCPU}, "needs a CPUFunc"},
 		{Config{RFS: RFSConfig{Enabled: true, TableSize: 1000}}, "RFS table size 1000"},
 		// Sizes the RFS tables refuse: RFS would be reported on but do nothing.

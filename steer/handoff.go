@@ -2,7 +2,6 @@ package steer
 
 import (
 	"math"
-	"sync"
 	"unsafe"
 
 	"github.com/rpsgo/rps/internal/rfstable"
@@ -183,16 +182,30 @@ func (p *producer) flush(w int, wait bool) {
 		return
 	}
 	p.pending[w] = nil
-	wait = wait && p.self == nil
-	var unlock sync.Locker
-	if wait {
-		unlock = p.lockers
+	var waiter *producer
+	if wait && p.self == nil {
+		waiter = p
 	}
 	// The queue positions are written once enqueue has told where b went,
 	// from marks (b belongs to the worker by then), outside its lock.
 	k := b.n
-	base, n := p.d.workers[w].enqueue(b, wait, p.limit, unlock)
+	base, n := p.d.workers[w].enqueue(b, waiter, p.limit)
 	p.setTails(&p.marks[w], k, base, n)
+}
+
+// mayWait reports whether this producer, whose input waits on a full
+// queue, may wait now: not when its goroutine is running user code the
+// dispatcher called (a handler feeding an Input), which would wait for a
+// queue only its own worker empties. The answer is kept for the rest of
+// the dispatch call (see dispatch).
+func (p *producer) mayWait() bool {
+	if p.waitOK == 0 {
+		p.waitOK = 1
+		if calledFromHandler() {
+			p.waitOK = -1
+		}
+	}
+	return p.waitOK > 0
 }
 
 func (p *producer) flushAll() {
@@ -232,7 +245,7 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 		p.source = outer
 		return nil
 	}
-	p.ensureFlows()
+	p.prepare()
 	p.lockers.Lock()
 	p.source = source
 	p.steer(f, ref, depth)

@@ -156,9 +156,10 @@ var ErrRedispatchDepth = errors.New("steer: re-dispatch nested too deep")
 // frame of a tunnel after decapsulation (netisr_dispatch of a decapsulated
 // packet). data usually aliases p.Data: the source's buffer is kept until the
 // new frame is handled. The frame keeps p's capture time, interface and
-// source. It never blocks, even in blocking mode: the frame is queued,
-// handled inline (DIRECT; HYBRID when the selected worker is this one and
-// its queue is empty), or dropped and counted as a re-dispatch drop.
+// input id. It never waits, whatever Config.Queue.Overflow says: the frame
+// is queued, handled inline (DIRECT; HYBRID when the selected worker is
+// this one and its queue is empty), or dropped: counted in QDrops when the
+// queue is full, in RedispatchDrops when nested past MaxRedispatchDepth.
 // Call it only from the handler, before it returns.
 func (p *Packet) Redispatch(data []byte) error {
 	if p.prod == nil {

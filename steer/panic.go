@@ -22,6 +22,11 @@ const panicLogEvery = time.Second
 // most once a second, saying how many were left out since the last one).
 func (d *Dispatcher) reportPanic(pi PanicInfo) {
 	if f := d.cfg.OnPanic; f != nil {
+		defer func() {
+			if v := recover(); v != nil { // OnPanic itself must not kill the worker
+				d.cfg.Logger.Error("steer: Config.OnPanic panicked", "panic", fmt.Sprint(v), "reporting", fmt.Sprint(pi.Value))
+			}
+		}()
 		f(pi)
 		return
 	}
@@ -39,4 +44,17 @@ func (d *Dispatcher) reportPanic(pi PanicInfo) {
 	d.cfg.Logger.Error("steer: recovered a panic; the frame is counted as panicked and the worker goes on",
 		"worker", pi.Worker, "panic", fmt.Sprint(pi.Value), "in", pi.Summary,
 		"not_logged_since_last", skipped, "stack", string(pi.Stack))
+}
+
+// flushPanicLog logs how many panics the rate limit left out since the last
+// record, once the workers have exited.
+func (d *Dispatcher) flushPanicLog() {
+	l := &d.panicLog
+	l.mu.Lock()
+	n := l.skipped
+	l.skipped = 0
+	l.mu.Unlock()
+	if n > 0 {
+		d.cfg.Logger.Error("steer: more recovered panics were not logged (at most one record a second)", "not_logged_since_last", n)
+	}
 }

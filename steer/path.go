@@ -53,6 +53,8 @@ type producer struct {
 	mask         uint32    // buckets - 1
 	batchCap     int
 	wait         bool        // a full queue holds this producer back (Config.Queue)
+	waitOK       int8        // mayWait's answer for this dispatch call: 0 not asked yet
+	waitFixed    bool        // waitOK holds for every call (Run's input: one goroutine)
 	limit        int         // the queue limit this producer fills to
 	source       int         // the source id its packets carry: id, or a re-dispatched packet's
 	stock        batchStock  // the batches this producer fills
@@ -108,22 +110,14 @@ func (l lockPair) Unlock() {
 // source can or cannot wait), or of worker -1-id. A worker's producer never
 // waits, so that workers cannot deadlock on each other's queues, and fills
 // queues as deep as any input may.
+//
+// Its tables, per worker and per bucket, are made by prepare: at once for
+// an input, on first use for a worker's producer, since a worker that never
+// re-dispatches nor reads a source of its own never needs them (and with
+// many workers they would take memory growing with the square of their
+// number).
 func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
-	n := len(d.workers)
-	if n == 0 {
-		n = d.cfg.Workers
-	}
-	p := &producer{
-		d:            d,
-		id:           id,
-		pending:      make([]*pbatch, n),
-		bucketWorker: make([]uint32, len(d.table.ents)),
-		bucketTail:   make([]uint64, len(d.table.ents)),
-		counts:       counts{bucketFrames: make([]uint64, len(d.table.ents))},
-		direct:       make([]uint64, n),
-		directPanics: make([]uint64, n),
-		marks:        make([]tailMarks, n),
-	}
+	p := &producer{d: d, id: id}
 	q := &d.cfg.Queue
 	p.source = id
 	if id >= 0 {
@@ -138,12 +132,8 @@ func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
 		p.tr = &p.dec
 	}
 	p.lockers = lockPair{p}
-	for b := range p.bucketWorker {
-		p.bucketWorker[b] = d.table.ents[b].Load()
-	}
-	if d.cfg.RFS.Enabled && id >= 0 {
-		// A worker's own producer gets its table when it first re-dispatches.
-		p.initFlows()
+	if id >= 0 {
+		p.prepare()
 	}
 	d.mu.Lock()
 	d.producers = append(d.producers, p)
@@ -151,23 +141,41 @@ func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
 	return p
 }
 
+// prepare makes the producer's tables, once: the batches pending per
+// worker, its view of the indirection table (taken from the table now: it
+// has queued nothing yet, so no move can reorder), its counts and, with
+// RFS, its flow table. Stats reads them under p.mu.
+func (p *producer) prepare() {
+	if p.pending != nil {
+		return
+	}
+	d := p.d
+	n, nb := len(d.workers), len(d.table.ents)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = make([]*pbatch, n)
+	p.direct, p.directPanics = make([]uint64, n), make([]uint64, n)
+	p.marks = make([]tailMarks, n)
+	p.bucketWorker, p.bucketTail = make([]uint32, nb), make([]uint64, nb)
+	p.bucketFrames = make([]uint64, nb)
+	for b := range p.bucketWorker {
+		p.bucketWorker[b] = d.table.ents[b].Load()
+	}
+	if d.cfg.RFS.Enabled {
+		p.initFlows()
+	}
+}
+
 // initFlows gives the producer its RFS flow table.
 func (p *producer) initFlows() {
 	wk := p.d.workers
 	// A flow with frames still queued must keep its entry: losing its
 	// LastTail would let a move skip ahead of them.
+	// New cannot fail: RFSConfig.normalize checked the size against the
+	// same bounds.
 	p.flows, _ = rfstable.New(p.d.cfg.RFS.TableSize, func(e *rfstable.Entry) bool {
-		return e.Current >= 0 && int(e.Current) < len(wk) && wk[e.Current].head.Load() < e.LastTail
+		return e.Current >= 0 && int(e.Current) < len(wk) && !wk[e.Current].passed(e.LastTail)
 	})
-}
-
-// ensureFlows gives a worker's producer its flow table on first use (RFS).
-func (p *producer) ensureFlows() {
-	if p.flows == nil && p.d.cfg.RFS.Enabled {
-		p.mu.Lock() // Stats reads p.flows under p.mu
-		p.initFlows()
-		p.mu.Unlock()
-	}
 }
 
 // The path of a frame, as the package documentation tells it: dispatch
@@ -192,7 +200,10 @@ func (p *producer) ensureFlows() {
 // dispatch steers one source batch. The caller holds d.intake shared.
 func (p *producer) dispatch(frames []Frame, release func()) {
 	ref := newBatchRef(release, len(frames))
-	p.ensureFlows()
+	if !p.waitFixed {
+		p.waitOK = 0
+	}
+	p.prepare()
 	p.lockers.Lock()
 	plain := p.plainPath()
 	for start := 0; start < len(frames); start += chunkLen {

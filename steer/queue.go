@@ -151,13 +151,22 @@ func (w *Worker) enqueueControl(c *control) bool {
 // enqueue appends b, a batch of frames, to the queue, which holds up to
 // limit frames. It returns the queue position before b's first frame and
 // how many of b's frames were queued; the rest are dropped and released
-// here. With wait set, it blocks until there is room (an input whose
-// source can wait), unlocking unlock meanwhile. Once enqueue returns, b
-// belongs to the worker: the caller reads nothing of it.
-func (w *Worker) enqueue(b *pbatch, wait bool, limit int, unlock sync.Locker) (base uint64, n int) {
+// here. With a waiter, the producer of an input whose source can wait, it
+// blocks until there is room, unlocking the producer meanwhile, unless the
+// waiter may not wait now (mayWait). Once enqueue returns, b belongs to the
+// worker: the caller reads nothing of it.
+func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n int) {
 	n = b.n
 	w.mu.Lock()
+	wait := waiter != nil
+	var unlock sync.Locker
 	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
+		if unlock == nil {
+			if wait = waiter.mayWait(); !wait {
+				break
+			}
+			unlock = waiter.lockers
+		}
 		w.waiters++
 		w.wakeAt = max(w.wakeAt, limit/2)
 		if unlock != nil {

@@ -3,6 +3,7 @@ package steer
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -32,13 +33,19 @@ func (c *RebalanceConfig) normalize() error {
 	if c.Threshold == 0 {
 		c.Threshold = 1.1
 	}
-	if c.Threshold < 1 {
-		return fmt.Errorf("steer: rebalance threshold %v is below 1: %w", c.Threshold, ErrConfig)
+	if !(c.Threshold >= 1) || math.IsInf(c.Threshold, 1) { // NaN fails >= too
+		return fmt.Errorf("steer: rebalance threshold %v: want a ratio of at least 1 (busiest over mean), or zero for 1.1: %w", c.Threshold, ErrConfig)
 	}
-	if c.MaxMoves == 0 {
+	switch {
+	case c.MaxMoves < 0:
+		return fmt.Errorf("steer: rebalance max moves %d is negative: want a count of bucket moves per interval, or zero for 8: %w", c.MaxMoves, ErrConfig)
+	case c.MaxMoves == 0:
 		c.MaxMoves = 8
 	}
-	if c.Cooldown == 0 {
+	switch {
+	case c.Cooldown < 0:
+		return fmt.Errorf("steer: rebalance cooldown %d is negative: want a count of intervals, or zero for 2: %w", c.Cooldown, ErrConfig)
+	case c.Cooldown == 0:
 		c.Cooldown = 2
 	}
 	return nil

@@ -20,12 +20,17 @@ func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
 		p.flush(cur, p.wait)
 	}
-	head := p.d.workers[cur].head.Load()
+	old := p.d.workers[cur]
+	ok := old.passed(lastTail)
 	if p.tr != nil {
-		p.traceMove(cur, to, head, lastTail)
+		p.traceMove(cur, to, old.head.Load(), lastTail, ok)
 	}
-	return head >= lastTail
+	return ok
 }
+
+// passed reports whether the worker's head has passed queue position
+// lastTail: the frame there, and every one before it, has been handled.
+func (w *Worker) passed(lastTail uint64) bool { return w.head.Load() >= lastTail }
 
 // moveHooks queues MoveOut on the old worker and MoveIn on the new one.
 func (p *producer) moveHooks(m Move) {

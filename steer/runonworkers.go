@@ -114,6 +114,11 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	if len(srcs) != len(d.workers) {
 		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)
 	}
+	for i, s := range srcs {
+		if s == nil {
+			return fmt.Errorf("steer: RunOnWorkers: source %d is nil: %w", i, ErrConfig)
+		}
+	}
 	if d.closed.Load() {
 		return ErrClosed
 	}

@@ -48,8 +48,8 @@ func (f *Frame) WireLen() int {
 type Batch struct {
 	Frames []Frame
 	// Release, when not nil, is called exactly once after every frame of the
-	// batch has been handled or dropped, from whichever goroutine finished
-	// last. A source uses it to reuse a buffer or return a ring block to the
+	// batch has been handled, dropped or panicked, from whichever goroutine
+	// finished last. A source uses it to reuse a buffer or return a ring block to the
 	// kernel.
 	Release func()
 }

@@ -94,9 +94,9 @@ type Stats struct {
 // FlowStats is one flow table entry in a snapshot.
 type FlowStats struct {
 	FlowID              uint32
-	Worker, Desired     int
-	Packets, Bytes      uint64
-	FirstSeen, LastSeen int64
+	Worker, Desired     int    // where the flow goes now; its consumer's worker, -1 when none
+	Packets, Bytes      uint64 // frames and wire bytes of the flow seen by the inputs
+	FirstSeen, LastSeen int64  // capture times of its first and latest frame, Unix nanoseconds
 }
 
 // Handled sums the workstreams' Handled.

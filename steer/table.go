@@ -43,6 +43,9 @@ func (d *Dispatcher) Table() []int { return d.table.snapshot() }
 // counted in Stats.BucketMoves, and per-worker states that implement Mover
 // move their per-flow state with each.
 func (d *Dispatcher) SetTable(table []int) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
 	if len(table) != len(d.table.ents) {
 		return fmt.Errorf("steer: table of %d entries, want %d: %w", len(table), len(d.table.ents), ErrConfig)
 	}
@@ -59,6 +62,9 @@ func (d *Dispatcher) SetTable(table []int) error {
 
 // SetBucket points one bucket at a worker (see SetTable).
 func (d *Dispatcher) SetBucket(bucket, worker int) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
 	if bucket < 0 || bucket >= len(d.table.ents) {
 		return fmt.Errorf("steer: bucket %d of %d: %w", bucket, len(d.table.ents), ErrConfig)
 	}

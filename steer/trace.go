@@ -116,9 +116,9 @@ func (p *producer) traceSelect(f *Frame, c *Classification, bucket uint32) {
 }
 
 // traceMove records a move under the no-reorder rule.
-func (p *producer) traceMove(from, to int, head, lastTail uint64) {
+func (p *producer) traceMove(from, to int, head, lastTail uint64, moved bool) {
 	p.tr.Moving, p.tr.MoveFrom, p.tr.MoveTo, p.tr.Head, p.tr.LastTail = true, from, to, head, lastTail
-	p.tr.Moved = head >= lastTail
+	p.tr.Moved = moved
 }
 
 // traceHandOff records step 4 and hands the decision over.

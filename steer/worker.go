@@ -42,6 +42,7 @@ type Worker struct {
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
 	hookPanics                                       atomic.Uint64
+	exited                                           atomic.Bool // run has returned (for Close's error)
 
 	// The handler and the per-worker state, which bind gives in the
 	// worker's goroutine before its first frame.
@@ -95,6 +96,7 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 		}
 	}
 	w.closeState()
+	w.exited.Store(true)
 }
 
 // next returns the next batch to serve, once done frames of the last one
