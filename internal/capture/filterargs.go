@@ -55,7 +55,7 @@ func (f *FilterFlags) Text(args []string) (string, error) {
 // other error (no tcpdump, an interface tcpdump could not open) as it is.
 func FilterError(err error) error {
 	if errors.Is(err, filter.ErrExpression) || errors.Is(err, filter.ErrProgram) {
-		return fmt.Errorf("%w: capture filter: %w", cli.ErrUsage, err)
+		return fmt.Errorf("%w: %w", cli.ErrUsage, err)
 	}
-	return fmt.Errorf("capture filter: %w", err)
+	return err
 }

@@ -36,7 +36,7 @@ type Options struct {
 func Compile(opts Options, text ...string) (*Program, error) {
 	expr := strings.TrimSpace(strings.Join(text, " "))
 	if expr == "" {
-		return nil, fmt.Errorf("%w: empty expression", ErrExpression)
+		return nil, &exprError{msg: "empty expression"}
 	}
 	if IsProgram(expr) {
 		return Parse(expr)
@@ -62,7 +62,7 @@ func compileTcpdump(expr string, opts Options) (*Program, error) {
 	// expression's.
 	raw, msg, err := runTcpdump(path, timeout, expr, "-y", "EN10MB")
 	if msg != "" {
-		return nil, fmt.Errorf("%w: %q: %s", ErrExpression, expr, msg)
+		return nil, &exprError{expr: expr, msg: msg}
 	}
 	if err != nil {
 		return nil, err
@@ -101,6 +101,14 @@ func runTcpdump(path string, timeout time.Duration, expr string, args ...string)
 	}
 	return raw, "", nil
 }
+
+// exprError is an expression the compiler rejected, with its message.
+type exprError struct{ expr, msg string }
+
+func (e *exprError) Error() string { return fmt.Sprintf("filter %q: %s", e.expr, e.msg) }
+
+// Is makes the error match ErrExpression.
+func (e *exprError) Is(target error) bool { return target == ErrExpression }
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

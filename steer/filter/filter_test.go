@@ -2,13 +2,14 @@ package filter
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/rpsgo/rps/internal/netns"
 )
 
 // requireTcpdump skips a test without tcpdump, or fails it when
@@ -16,10 +17,7 @@ import (
 func requireTcpdump(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("tcpdump"); err != nil {
-		if os.Getenv("STEER_REQUIRE_PRIV") == "1" {
-			t.Fatalf("needs tcpdump in PATH: %v", err)
-		}
-		t.Skipf("needs tcpdump in PATH: %v", err)
+		netns.SkipOrFatal(t, "needs tcpdump: "+err.Error())
 	}
 }
 
