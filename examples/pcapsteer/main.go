@@ -6,6 +6,9 @@
 //	go run ./examples/pcapsteer -r trace.pcapng -workers 4 -flows flows.csv
 //	tcpdump -w - -c 1000 | go run ./examples/pcapsteer -r -
 //	go run ./examples/pcapsteer -key microsoft -trace 5  # every step for 5 frames
+//	go run ./examples/pcapsteer -r trace.pcap -c 1000 tcp port 80
+//	go run ./examples/pcapsteer -r trace.pcap -w 'flow-%d.pcap'  # split by worker, so by flow
+//	go run ./examples/pcapsteer -r trace.pcap -json | jq .totals
 //
 // It reads pcap or pcapng (link types Ethernet, Linux cooked SLL and SLL2,
 // raw IP, and BSD loopback; package steer/pcapfile turns them all into
@@ -36,6 +39,20 @@
 //   - The decision trace (-trace N): each step, from ether_demux to the
 //     worker, for the first N frames.
 //
+// It has tcpdump's habits where they fit. A capture filter follows the flags
+// as tcpdump takes it (pcapsteer -r f.pcap tcp port 80), or comes with -f
+// EXPR or -F FILE; it is a pcap-filter(7) expression, compiled by tcpdump
+// when it is installed, or a program as `tcpdump -dd` prints it, which needs
+// nothing else (see package steer/filter). The program runs in user space
+// before the dispatcher: the frames it rejects are counted as filtered,
+// neither handled nor dropped, and -d prints the program instead of
+// running. -c N stops after N frames have passed the filter. -w FILE writes
+// the steered frames as pcap, in one file, or, with a %d in the name, one
+// file per worker, each written by its worker alone. -json prints the
+// report on standard output as one JSON document (field names in
+// internal/capture's Report), the text report then going to standard
+// error; so do -w - and -flows -. -version prints the version.
+//
 // The -flows CSV has a header row and one row per flow and worker: src, dst,
 // sport, dport, proto, hashtype, flowid, bucket, worker, packets, bytes. A
 // flow is the classifier's key without VLAN IDs (steer.FlowKey.Flow);
@@ -64,9 +81,11 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/filter"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
@@ -96,14 +115,22 @@ type options struct {
 	flows     string
 	trace     int
 	progress  bool
+
+	filter      string // the capture filter's text, "" for none
+	count       int64  // -c: stop after this many frames; 0: no limit
+	write       string // -w: pcap file or %d pattern
+	json        bool
+	version     bool
+	showProgram bool // -d
 }
 
 // parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
-	fs := cli.NewFlagSet("pcapsteer", "[flags]",
+	fs := cli.NewFlagSet("pcapsteer", "[flags] [filter expression]",
 		"Steers the frames of a capture file over worker goroutines, as FreeBSD's netisr\n"+
-			"and RSS do in the kernel, and prints a netstat -Q-like report.", stderr)
+			"and RSS do in the kernel, and prints a netstat -Q-like report. A capture filter\n"+
+			"in tcpdump's syntax may follow the flags, as tcpdump takes it.", stderr)
 	fs.StringVar(&o.read, "r", "", "read this pcap or pcapng `file` (\"-\" for standard input); default: the embedded sample capture")
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (workstreams); 0: one per -cpus entry, else steer.DefaultWorkers(), one per CPU this process may run on")
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
@@ -119,10 +146,35 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow and worker to `file` (\"-\": standard output, and the report goes to standard error)")
 	fs.IntVar(&o.trace, "trace", 0, "print every step of the steering decision for the first `n` frames")
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on standard error when it is a terminal")
-	if err := cli.Parse(fs, args); err != nil {
+	var ff capture.FilterFlags
+	ff.Register(fs)
+	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames have passed the filter, as tcpdump -c; 0: read everything")
+	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output); a name with %d, such as out-%d.pcap, writes one file per worker")
+	fs.BoolVar(&o.json, "json", false, "print the report on standard output as one JSON document (the text report goes to standard error)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVar(&o.showProgram, "d", false, "print the compiled capture filter, as tcpdump -d, and exit")
+	rest, err := cli.ParseWithArgs(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	var err error
+	if o.filter, err = ff.Text(rest); err != nil {
+		return nil, err
+	}
+	if o.count < 0 {
+		return nil, cli.Usagef("-c %d is negative", o.count)
+	}
+	stdouts := 0
+	for _, b := range []bool{o.json, o.write == "-", o.flows == "-"} {
+		if b {
+			stdouts++
+		}
+	}
+	if stdouts > 1 {
+		return nil, cli.Usagef("-json, -w - and -flows - all write to standard output: choose one")
+	}
+	if o.showProgram && o.filter == "" {
+		return nil, cli.Usagef("-d prints the capture filter's program: give a filter")
+	}
 	if o.cpus, err = parseCPUList(*cpus); err != nil {
 		return nil, cli.Usagef("-cpus: %v", err)
 	}
@@ -254,15 +306,29 @@ func openInput(ctx context.Context, path string) (*input, error) {
 
 // run is the whole program, callable from tests: it parses args, steers the
 // capture until it ends or ctx does, writes the report to stdout (to stderr
-// when the flow CSV goes to stdout) and returns the first error.
+// when the flow CSV, the pcap or the JSON report goes to stdout) and returns
+// the first error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	if o.version {
+		return capture.WriteVersion(stdout, "pcapsteer")
+	}
+	var prog *filter.Program
+	if o.filter != "" {
+		if prog, err = filter.Compile(filter.Options{}, o.filter); err != nil {
+			return capture.FilterError(err)
+		}
+		if o.showProgram {
+			_, err := io.WriteString(stdout, prog.Disassemble())
+			return err
+		}
+	}
 	report := stdout
-	if o.flows == "-" {
-		report = stderr // standard output carries the CSV alone
+	if o.flows == "-" || o.write == "-" || o.json {
+		report = stderr // standard output carries the CSV, the pcap or the JSON alone
 	}
 	in, err := openInput(ctx, o.read)
 	if err != nil {
@@ -274,7 +340,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer in.close()
 	fmt.Fprintf(report, "Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
 
-	// Each worker counts into a tally of its own (see tally.go).
+	// The source: the file, then the filter, then the -c limit.
+	var src steer.Source = in.reader
+	if prog != nil {
+		fsrc, err := filter.NewSource(src, prog)
+		if err != nil {
+			return capture.FilterError(err)
+		}
+		src = fsrc
+		fmt.Fprintf(report, "Filter: %s (%d instructions, run in user space)\n", prog, prog.Len())
+	}
+	var limit *capture.Limit
+	if o.count > 0 {
+		limit, _ = capture.NewLimit(o.count) // count checked
+		src = limit.Source(src, false)
+	}
+	var dump *capture.Dump
+	if o.write != "" {
+		if dump, err = capture.OpenDump(o.write, 0, stdout); err != nil {
+			return err
+		}
+		defer dump.Close()
+	}
+
+	// Each worker counts into a tally of its own, and writes its own
+	// frames (see tally.go).
 	cfg := steer.Config{
 		Workers:  o.workers,
 		CPUs:     o.cpus,
@@ -288,7 +378,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.trace > 0 {
 		cfg.Trace = newTracer(report, o.trace)
 	}
-	d, workers, err := steer.NewPerWorker(cfg, newWorkerTally, (*workerTally).handle)
+	d, workers, err := steer.NewPerWorker(cfg, func(w *steer.Worker) *workerTally {
+		t := newWorkerTally(w)
+		if dump != nil {
+			t.dump = dump.Worker(w.Index())
+		}
+		return t
+	}, (*workerTally).handle)
 	if err != nil {
 		return fmt.Errorf("starting the dispatcher: %w", err)
 	}
@@ -299,22 +395,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		bar = startProgress(stderr, in, 200*time.Millisecond, 500*time.Millisecond)
 	}
 	start := time.Now()
-	runErr := d.Run(ctx, in.reader)
+	runErr := d.Run(ctx, src)
 	// Close drains the queues: every frame read is handled (or dropped) once
-	// it returns, and the workers' tallies may be read.
+	// it returns, and the workers' tallies may be read. It closes the
+	// workers' pcap writers too, and returns their errors.
 	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	closeErr := d.Close(closeCtx)
 	cancel()
+	if dump != nil {
+		if err := dump.Close(); err != nil && closeErr == nil {
+			closeErr = err
+		}
+	}
 	elapsed := time.Since(start)
 	bar.stop()
 
 	st := d.Stats()
+	counts := tallyCounts{read: in.reader.Stats().Records}
+	for _, s := range st.Sources {
+		counts.filtered += s.Filtered
+	}
+	if limit != nil {
+		counts.afterCount = limit.Over()
+	}
+	if dump != nil {
+		counts.written, counts.writtenTo = tally.written(), o.write
+	}
 	fmt.Fprintln(report)
 	if err := st.WriteReport(report); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
-	read := in.reader.Stats().Records
-	if err := tally.writeSummary(report, &st, read, elapsed); err != nil {
+	if err := tally.writeSummary(report, &st, counts, elapsed); err != nil {
 		return err
 	}
 	if o.flows != "" {
@@ -322,15 +433,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	interrupted := runErr != nil && ctx.Err() != nil
+	if o.json {
+		r := capture.NewReport("pcapsteer", &st)
+		r.Input, r.Filter, r.Interrupted, r.ElapsedSeconds = in.name, o.filter, interrupted, elapsed.Seconds()
+		r.Totals.Read, r.Totals.AfterCount, r.Totals.Written = counts.read, counts.afterCount, counts.written
+		r.Totals.Balanced = tally.check(&st, counts) == nil
+		if err := r.Write(stdout); err != nil {
+			return err
+		}
+	}
 	switch {
-	case runErr != nil && ctx.Err() != nil:
+	case interrupted:
 		return errors.New("interrupted; the report covers the frames read until then")
 	case runErr != nil:
 		return fmt.Errorf("reading %s: %w (the report covers the frames before the error)", in.name, runErr)
 	case closeErr != nil:
 		return closeErr
 	}
-	return tally.check(&st, read)
+	return tally.check(&st, counts)
 }
 
 // writeFlowsFile writes the flow CSV to path, or to stdout for "-".

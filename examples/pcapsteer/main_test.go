@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +24,12 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/filter"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
@@ -278,7 +283,7 @@ func compareRows(t *testing.T, got []csvRow, want map[string]csvRow) {
 	for _, r := range got {
 		id := r.ident()
 		if old, ok := sum[id]; ok {
-			r = maps(r)
+			r = cloneRow(r)
 			r["packets"] = strconv.FormatUint(old.uint(t, "packets")+r.uint(t, "packets"), 10)
 			r["bytes"] = strconv.FormatUint(old.uint(t, "bytes")+r.uint(t, "bytes"), 10)
 		}
@@ -308,7 +313,7 @@ func compareRows(t *testing.T, got []csvRow, want map[string]csvRow) {
 	}
 }
 
-func maps(r csvRow) csvRow {
+func cloneRow(r csvRow) csvRow {
 	c := csvRow{}
 	for k, v := range r {
 		c[k] = v
@@ -560,10 +565,15 @@ func TestMainExitStatus(t *testing.T) {
 		stderr string // a prefix of standard error
 	}{
 		{"-workers\n2", 0, ""},
-		{"-h", 0, "Usage: pcapsteer [flags]\n"},
+		{"-h", 0, "Usage: pcapsteer [flags] [filter expression]\n"},
 		{"-policy\ncpu", 2, "pcapsteer: usage error: -policy \"cpu\""},
 		{"-nosuchflag", 2, "pcapsteer: usage error: flag provided but not defined: -nosuchflag\nRun 'pcapsteer -h' for usage."},
-		{"extra", 2, "pcapsteer: usage error: unexpected argument"},
+		{"-c\n-1", 2, "pcapsteer: usage error: -c -1 is negative"},
+		{"-f\n{ 0x28, 0, 0, 12 },", 2, "pcapsteer: usage error: filter: invalid BPF program: the last instruction"},
+		{"-json\n-w\n-", 2, "pcapsteer: usage error: -json, -w - and -flows - all write to standard output"},
+		{"-f\nudp\nudp", 2, "pcapsteer: usage error: give the filter once"},
+		{"udp\n-c\n5", 2, "pcapsteer: usage error: flag -c after the arguments \"udp -c 5\": flags go first"},
+		{"-version", 0, ""},
 		{"-r\n/nonexistent/file.pcap", 1, "pcapsteer: open /nonexistent/file.pcap"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -978,5 +988,293 @@ func TestProgress(t *testing.T) {
 	}
 	if isTerminal(&buf) {
 		t.Error("a buffer is not a terminal")
+	}
+}
+
+// requireTcpdump skips a test without tcpdump, or fails it when
+// STEER_REQUIRE_PRIV=1 (CI installs tcpdump).
+func requireTcpdump(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		netns.SkipOrFatal(t, "needs tcpdump: "+err.Error())
+	}
+}
+
+// tcpdumpCount returns how many frames of file tcpdump prints for expr.
+func tcpdumpCount(t *testing.T, file, expr string) uint64 {
+	t.Helper()
+	out, err := exec.Command("tcpdump", "-nn", "-q", "-r", file, expr).Output()
+	if err != nil {
+		t.Fatalf("tcpdump -r %s %s: %v", file, expr, err)
+	}
+	return uint64(bytes.Count(out, []byte("\n")))
+}
+
+var filteredLine = regexp.MustCompile(`(?m)^  frames filtered +(\d+) `)
+
+// filteredCount returns the summary's filtered frames, 0 without the line.
+func filteredCount(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := filteredLine.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
+}
+
+// TestFilterMatchesTcpdump: with a capture filter after the flags, the
+// frames steered are exactly those tcpdump -r prints for the same
+// expression, the others are counted as filtered, and the totals add up.
+func TestFilterMatchesTcpdump(t *testing.T) {
+	requireTcpdump(t)
+	file := writeFile(t, "sample.pcap", sample.Pcap)
+	total := uint64(len(readFrames(t, sample.Pcap)))
+	for _, expr := range []string{"tcp", "udp and not port 53", "vlan", "ip6", "tcp port 443", "not ip and not ip6", "vlan and udp", "icmp or icmp6"} {
+		want := tcpdumpCount(t, file, expr)
+		out, _, err := runCmd(t, append([]string{"-r", file, "-workers", "3"}, strings.Fields(expr)...)...)
+		if err != nil {
+			t.Errorf("%q: %v", expr, err)
+			continue
+		}
+		in, handled, dropped := reportTotals(t, out)
+		if in != want || handled != want || dropped != 0 {
+			t.Errorf("%q: %d in, %d handled, %d dropped; tcpdump prints %d frames", expr, in, handled, dropped, want)
+		}
+		if f := filteredCount(t, out); f != total-want {
+			t.Errorf("%q: %d filtered, want %d", expr, f, total-want)
+		}
+		wantTotals := fmt.Sprintf("Totals: read %d = filtered %d + handled %d + dropped 0 + panicked 0: yes", total, total-want, want)
+		if want == total {
+			wantTotals = fmt.Sprintf("Totals: read %d = handled %d + dropped 0 + panicked 0: yes", total, want)
+		}
+		if !strings.Contains(out, wantTotals) || !strings.Contains(out, "Filter: "+expr+" (") {
+			t.Errorf("%q: output lacks %q or the filter line:\n%s", expr, wantTotals, out)
+		}
+		if want < total && !strings.Contains(out, fmt.Sprintf("Source filter: filtered %d\n", total-want)) {
+			t.Errorf("%q: the report's source line lacks the filtered count", expr)
+		}
+	}
+}
+
+// tcpProgram is `tcpdump -dd tcp`.
+const tcpProgram = `{ 0x28, 0, 0, 0x0000000c },
+{ 0x15, 0, 2, 0x00000800 },
+{ 0x30, 0, 0, 0x00000017 },
+{ 0x15, 6, 7, 0x00000006 },
+{ 0x15, 0, 6, 0x000086dd },
+{ 0x30, 0, 0, 0x00000014 },
+{ 0x15, 3, 0, 0x00000006 },
+{ 0x15, 0, 3, 0x0000002c },
+{ 0x30, 0, 0, 0x00000036 },
+{ 0x15, 0, 1, 0x00000006 },
+{ 0x6, 0, 0, 0x00040000 },
+{ 0x6, 0, 0, 0x00000000 },`
+
+// TestFilterForms: a program as tcpdump -dd prints it needs no tcpdump,
+// and -f, -F and the trailing arguments give the same run.
+func TestFilterForms(t *testing.T) {
+	progFile := writeFile(t, "tcp.dd", []byte(tcpProgram))
+	var want uint64
+	for i, args := range [][]string{{"-f", tcpProgram}, {"-F", progFile}, {tcpProgram}} {
+		out, _, err := runCmd(t, append([]string{"-key", "microsoft"}, args...)...)
+		if err != nil {
+			t.Fatalf("%q: %v", args[0], err)
+		}
+		_, handled, _ := reportTotals(t, out)
+		if i == 0 {
+			want = handled
+		}
+		if handled != want || handled == 0 || handled == uint64(len(readFrames(t, sample.Pcap))) {
+			t.Errorf("%q: %d handled (first form: %d)", args[0], handled, want)
+		}
+	}
+	exprFile := writeFile(t, "tcp.txt", []byte("tcp\n"))
+	if _, err := exec.LookPath("tcpdump"); err == nil {
+		for _, args := range [][]string{{"tcp"}, {"-f", "tcp"}, {"-F", exprFile}} {
+			out, _, err := runCmd(t, args...)
+			if err != nil {
+				t.Fatalf("%q: %v", args, err)
+			}
+			if _, handled, _ := reportTotals(t, out); handled != want {
+				t.Errorf("%q: %d handled, the program gives %d", args, handled, want)
+			}
+		}
+	}
+	// -d prints the program, as tcpdump -d does, and runs nothing.
+	out, _, err := runCmd(t, "-d", "-f", tcpProgram)
+	if err != nil || !strings.HasPrefix(out, "(000) ldh [12]\n(001) jneq #2048,2\n") || strings.Contains(out, "Workstreams") {
+		t.Errorf("-d: %v\n%s", err, out)
+	}
+	if _, _, err := runCmd(t, "-d"); !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("-d without a filter: %v", err)
+	}
+}
+
+// TestCount: -c N steers exactly N frames (after the filter), stops
+// reading, and counts what it read past them.
+func TestCount(t *testing.T) {
+	total := uint64(len(readFrames(t, sample.Pcap)))
+	afterC := regexp.MustCompile(`(?m)^  frames after -c +(\d+) `)
+	for _, tc := range []struct {
+		args []string
+		want uint64
+	}{
+		{[]string{"-c", "10"}, 10},
+		{[]string{"-c", "100", "-workers", "3", "-dispatch", "direct"}, 100},
+		{[]string{"-c", "1000000"}, total},
+		{[]string{"-c", "7", "-f", tcpProgram}, 7},
+	} {
+		out, _, err := runCmd(t, tc.args...)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		in, handled, _ := reportTotals(t, out)
+		if in != tc.want || handled != tc.want {
+			t.Errorf("%q: %d in, %d handled; want %d", tc.args, in, handled, tc.want)
+		}
+		var after uint64
+		if m := afterC.FindStringSubmatch(out); m != nil {
+			after, _ = strconv.ParseUint(m[1], 10, 64)
+		}
+		if tc.want < total && (after == 0 || after >= pcapfile.DefaultBatchSize) {
+			t.Errorf("%q: %d frames read past -c; want the rest of the last batch", tc.args, after)
+		}
+		if !strings.Contains(out, ": yes\n") {
+			t.Errorf("%q: totals do not add up:\n%s", tc.args, out)
+		}
+	}
+}
+
+// frameCounts counts frames by bytes and wire length: a multiset.
+func frameCounts(frames []frame) map[string]int {
+	m := map[string]int{}
+	for _, f := range frames {
+		m[string(f.data)+"/"+strconv.Itoa(f.orig)]++
+	}
+	return m
+}
+
+// TestWrite: -w writes every steered frame, bytes and wire length as read;
+// -w with %d writes one file per worker, each flow in one of them, the
+// union the same frames; -w - writes the pcap to standard output and the
+// report to standard error.
+func TestWrite(t *testing.T) {
+	all := readFrames(t, sample.Pcap)
+	dir := t.TempDir()
+	one := filepath.Join(dir, "all.pcap")
+	out, _, err := runCmd(t, "-w", one, "-workers", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, fmt.Sprintf("  frames written   %d  to %s", len(all), one)) && !regexp.MustCompile(`frames written +`+strconv.Itoa(len(all))+` +to `).MatchString(out) {
+		t.Errorf("no written line:\n%s", out)
+	}
+	data, err := os.ReadFile(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(frameCounts(readFrames(t, data)), frameCounts(all)) {
+		t.Error("-w FILE does not hold the frames read")
+	}
+
+	pattern := filepath.Join(dir, "w%d.pcap")
+	if _, _, err := runCmd(t, "-w", pattern, "-workers", "3", "-key", "microsoft", "-f", tcpProgram); err != nil {
+		t.Fatal(err)
+	}
+	var union []frame
+	cls, _ := steer.NewClassifier(steer.HashConfig{Key: hash.MicrosoftKey[:]})
+	owner := map[steer.FlowKey]int{}
+	for w := 0; w < 3; w++ {
+		data, err := os.ReadFile(fmt.Sprintf(pattern, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := readFrames(t, data)
+		if len(frames) == 0 {
+			t.Errorf("worker %d's file is empty", w)
+		}
+		var c steer.Classification
+		for _, f := range frames {
+			cls.Classify(f.data, &c)
+			k := c.Key.Flow()
+			if o, ok := owner[k]; ok && o != w {
+				t.Errorf("flow %v in the files of workers %d and %d", k, o, w)
+			}
+			owner[k] = w
+		}
+		union = append(union, frames...)
+	}
+	p, _ := filter.Parse(tcpProgram)
+	var tcp []frame
+	for _, f := range all {
+		if _, ok := p.Match(f.data); ok {
+			tcp = append(tcp, f)
+		}
+	}
+	if !maps.Equal(frameCounts(union), frameCounts(tcp)) {
+		t.Errorf("the worker files hold %d frames, not the %d TCP frames", len(union), len(tcp))
+	}
+
+	stdout, stderr, err := runCmd(t, "-w", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(frameCounts(readFrames(t, []byte(stdout))), frameCounts(all)) {
+		t.Error("-w - does not write the frames to standard output")
+	}
+	if in, _, _ := reportTotals(t, stderr); in != uint64(len(all)) {
+		t.Errorf("report on standard error: %d in", in)
+	}
+	if _, _, err := runCmd(t, "-w", filepath.Join(dir, "x-%s.pcap")); err == nil {
+		t.Errorf("-w with a %%s verb accepted")
+	}
+}
+
+// TestJSON: -json prints one JSON document on standard output, with the
+// report's numbers, and the text report on standard error.
+func TestJSON(t *testing.T) {
+	stdout, stderr, err := runCmd(t, "-json", "-workers", "2", "-policy", "flow", "-c", "500", "-f", tcpProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r capture.Report
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("standard output is not the report: %v\n%s", err, stdout)
+	}
+	if dec.More() {
+		t.Error("more than one JSON document")
+	}
+	in, handled, _ := reportTotals(t, stderr)
+	tot := r.Totals
+	if r.Schema != capture.SchemaVersion || r.Command != "pcapsteer" || r.Config.Policy != steer.PolicyFlow || len(r.Workers) != 2 {
+		t.Errorf("report header: %+v", r)
+	}
+	if tot.Steered != 500 || tot.Steered != in || tot.Handled != handled || !tot.Balanced ||
+		tot.Read != tot.Filtered+tot.AfterCount+tot.Steered || tot.Filtered == 0 || r.Filter != tcpProgram {
+		t.Errorf("totals %+v (text: %d in, %d handled)", tot, in, handled)
+	}
+	var sum uint64
+	for _, n := range r.Reasons {
+		sum += n
+	}
+	if sum != tot.Steered || r.Workers[0].Handled+r.Workers[1].Handled != tot.Handled {
+		t.Errorf("reasons add up to %d, workers to %d, of %d", sum, r.Workers[0].Handled+r.Workers[1].Handled, tot.Steered)
+	}
+	if !strings.Contains(stderr, "Workstreams:") || strings.Contains(stdout, "Workstreams:") {
+		t.Error("the text report is not on standard error alone")
+	}
+	if !strings.Contains(stdout, `"policy": "flow"`) || !strings.Contains(stdout, `"ok": `) {
+		t.Errorf("enumerations not by name:\n%s", stdout)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, errOut, err := runCmd(t, "-version")
+	if err != nil || !strings.HasPrefix(out, "pcapsteer version ") || errOut != "" {
+		t.Errorf("-version: %v, %q, %q", err, out, errOut)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -34,6 +35,7 @@ type workerTally struct {
 	reasons [steer.NumReasons]count
 	types   [256]count // by hash.HashType
 	total   count
+	dump    *capture.WorkerDump // -w: this worker's pcap writer, or nil
 }
 
 type count struct{ frames, bytes uint64 }
@@ -68,6 +70,44 @@ func (w *workerTally) handle(p *steer.Packet) {
 		w.flows[k] = f
 	}
 	f.add(p.Length)
+	if w.dump != nil {
+		w.dump.Write(p)
+	}
+}
+
+// Tick runs in the worker every second (steer.Ticker): the pcap writer
+// writes what it holds.
+func (w *workerTally) Tick(now time.Time) {
+	if w.dump != nil {
+		w.dump.Tick(now)
+	}
+}
+
+// Close runs in the worker before it exits (io.Closer): the pcap writer
+// writes the rest and closes its file. Dispatcher.Close returns its error.
+func (w *workerTally) Close() error {
+	if w.dump != nil {
+		return w.dump.Close()
+	}
+	return nil
+}
+
+// written sums the frames the workers wrote with -w.
+func (t *tally) written() uint64 {
+	var n uint64
+	for _, w := range t.workers {
+		if w.dump != nil {
+			n += w.dump.Frames()
+		}
+	}
+	return n
+}
+
+// tallyCounts are the reader's side of the totals: the records read, those
+// the capture filter rejected, those read past -c, and the frames -w wrote.
+type tallyCounts struct {
+	read, filtered, afterCount, written uint64
+	writtenTo                           string
 }
 
 // flowRow is one line of the -flows CSV.
@@ -158,7 +198,8 @@ func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]
 }
 
 // writeSummary prints what the handlers counted, after the report.
-func (t *tally) writeSummary(out io.Writer, st *steer.Stats, read uint64, elapsed time.Duration) error {
+func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elapsed time.Duration) error {
+	read := c.read
 	var b strings.Builder
 	total, reasons, types, flows := t.sum()
 	rate := ""
@@ -168,9 +209,18 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, read uint64, elapse
 	fmt.Fprintf(&b, "\nSummary (counted by the handlers):\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  frames read\t%d\tin %v%s\n", read, elapsed.Round(time.Microsecond), rate)
+	if c.filtered > 0 {
+		fmt.Fprintf(tw, "  frames filtered\t%d\t(rejected by the capture filter: not steered)\n", c.filtered)
+	}
+	if c.afterCount > 0 {
+		fmt.Fprintf(tw, "  frames after -c\t%d\t(read past the -c count: not steered)\n", c.afterCount)
+	}
 	fmt.Fprintf(tw, "  frames handled\t%d\t%d bytes on the wire\n", total.frames, total.bytes)
 	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, flow limit, re-dispatch, close)\n", st.Dropped())
 	fmt.Fprintf(tw, "  flows\t%d\t(flow keys without VLAN IDs, per worker)\n", flows)
+	if c.writtenTo != "" {
+		fmt.Fprintf(tw, "  frames written\t%d\tto %s\n", c.written, c.writtenTo)
+	}
 	tw.Flush()
 
 	fmt.Fprintf(&b, "\nFrames by classification reason:\n")
@@ -202,27 +252,37 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, read uint64, elapse
 	tw.Flush()
 
 	ok := "yes"
-	if t.check(st, read) != nil {
+	if t.check(st, c) != nil {
 		ok = "NO"
 	}
-	fmt.Fprintf(&b, "\nTotals: read %d = handled %d + dropped %d + panicked %d: %s\n", read, st.Handled(), st.Dropped(), st.Panicked(), ok)
+	fmt.Fprintf(&b, "\nTotals: read %d = ", read)
+	if c.filtered > 0 {
+		fmt.Fprintf(&b, "filtered %d + ", c.filtered)
+	}
+	if c.afterCount > 0 {
+		fmt.Fprintf(&b, "after -c %d + ", c.afterCount)
+	}
+	fmt.Fprintf(&b, "handled %d + dropped %d + panicked %d: %s\n", st.Handled(), st.Dropped(), st.Panicked(), ok)
 	_, err := io.WriteString(out, b.String())
 	return err
 }
 
-// check returns an error unless every frame read was handled, dropped or
-// panicked (steer's accounting once closed) and the handlers saw every frame
-// the workstreams say they handled.
-func (t *tally) check(st *steer.Stats, read uint64) error {
+// check returns an error unless every frame read was filtered, read past
+// -c, handled, dropped or panicked (steer's accounting once closed), the
+// handlers saw every frame the workstreams say they handled, and -w wrote
+// each of them.
+func (t *tally) check(st *steer.Stats, c tallyCounts) error {
 	total, _, _, _ := t.sum()
 	switch {
-	case read != st.Frames:
-		return fmt.Errorf("totals do not add up: %d frames read, %d dispatched", read, st.Frames)
+	case c.read != c.filtered+c.afterCount+st.Frames:
+		return fmt.Errorf("totals do not add up: %d frames read, %d filtered, %d after -c, %d dispatched", c.read, c.filtered, c.afterCount, st.Frames)
 	case st.Frames != st.Handled()+st.Dropped()+st.Panicked():
 		return fmt.Errorf("totals do not add up: %d frames dispatched, %d handled + %d dropped + %d panicked",
 			st.Frames, st.Handled(), st.Dropped(), st.Panicked())
 	case total.frames != st.Handled():
 		return fmt.Errorf("totals do not add up: handlers saw %d frames, workstreams handled %d", total.frames, st.Handled())
+	case c.writtenTo != "" && c.written != total.frames:
+		return fmt.Errorf("totals do not add up: %d frames handled, %d written to %s", total.frames, c.written, c.writtenTo)
 	}
 	return nil
 }
