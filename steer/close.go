@@ -140,7 +140,7 @@ var handlerFrames = []string{
 	"steer.(*Worker).init",
 	"steer.(*batchRef).done",
 	"steer.(*producer).traceHandOff",
-	"steer.(*producer).policyWorker",
+	"steer.(*producer).callCPUFunc",
 	"steer.(*Dispatcher).reportPanic",
 }
 

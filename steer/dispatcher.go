@@ -78,7 +78,11 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 // returned slice holds the states, states[i]
 // being worker i's; read them from other goroutines only after Close. A
 // state may implement [Ticker], [Mover] and io.Closer (Close runs in the
-// worker before it exits; its errors are joined into Close's).
+// worker before it exits; its errors are joined into Close's). With DIRECT
+// dispatch a handler runs in the goroutine that dispatched its frame, with
+// the selected worker's state: the dispatcher then serialises the uses of
+// each state (handlers, hooks) with a lock of its own, so the state still
+// needs none.
 func NewPerWorker[S any](cfg Config, newState func(w *Worker) S, h func(state S, p *Packet)) (*Dispatcher, []S, error) {
 	if newState == nil || h == nil {
 		return nil, nil, fmt.Errorf("steer: NewPerWorker needs a state constructor and a handler: %w", ErrConfig)

@@ -14,6 +14,12 @@ func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, en
 	d := p.d
 	mode := d.cfg.Dispatch
 	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
+	if inline && p.stateHeld != nil && p.stateHeld != p.inlineWorker(w) {
+		// A handler holding its worker's state lock re-dispatched to
+		// another shared state: queue the frame, so that no goroutine
+		// waits for a second state lock while it holds one.
+		inline = false
+	}
 	drop := !inline && d.cfg.Queue.FlowLimit && d.workers[w].overLimit(c.FlowID, p.limit)
 	if p.tr != nil {
 		p.traceHandOff(w, inline, drop, ent != nil)
@@ -93,10 +99,7 @@ func (p *producer) queuePlain(chunk []Frame, cls []Classification, ref *batchRef
 // when this producer is the selected worker's own. A worker accounts the
 // frame to itself; an input to the selected workstream.
 func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, depth uint8, mode DispatchMode) {
-	ww := p.d.workers[w]
-	if p.self != nil {
-		ww = p.self
-	}
+	ww := p.inlineWorker(w)
 	// One scratch packet per nesting level: a handler may re-dispatch
 	// inline while its own packet is still in use.
 	pkt := &p.scratch[min(int(depth), len(p.scratch)-1)]
@@ -108,7 +111,9 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 		defer func() { p.keyPkt, p.keyVal = outerPkt, outerKey }()
 	}
 	p.fillInline(pkt, f, c, ref, ww.index, depth)
+	took := p.lockState(ww)
 	ok := ww.call(pkt)
+	p.unlockState(ww, took)
 	switch {
 	case mode == Direct:
 		p.direct[ww.index]++
@@ -253,4 +258,13 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 	p.flushDirect()
 	p.lockers.Unlock()
 	return nil
+}
+
+// inlineWorker is the worker whose handler and state a frame selected for
+// worker w runs with inline: a worker's own, for its own producer, else w.
+func (p *producer) inlineWorker(w int) *Worker {
+	if p.self != nil {
+		return p.self
+	}
+	return p.d.workers[w]
 }

@@ -29,12 +29,37 @@ func (w *Worker) init() {
 		}
 	}()
 	w.handle, w.state = w.bind(w)
+	w.shared = w.state != nil && w.d.cfg.Dispatch == Direct
+}
+
+// lockState takes w's state lock for the goroutine of producer p when the
+// state is shared (DIRECT dispatch with per-worker state) and p does not
+// hold it already, and reports whether it took it (for unlockState). A
+// goroutine holds at most one state lock, so two cannot wait for each
+// other: p holds none, or w's (handOff and moveHooks see to it).
+func (p *producer) lockState(w *Worker) bool {
+	if !w.shared || p.stateHeld == w {
+		return false
+	}
+	w.stateMu.Lock()
+	p.stateHeld = w
+	return true
+}
+
+// unlockState releases what lockState took.
+func (p *producer) unlockState(w *Worker, took bool) {
+	if took {
+		p.stateHeld = nil
+		w.stateMu.Unlock()
+	}
 }
 
 // tick runs the state's Tick.
 func (w *Worker) tick(now time.Time) {
 	if t, ok := w.state.(Ticker); ok {
+		took := w.prod.lockState(w)
 		w.guard("Tick", func() { t.Tick(now) })
+		w.prod.unlockState(w, took)
 	}
 }
 
@@ -46,7 +71,9 @@ func (w *Worker) closeState() {
 		return
 	}
 	var err error
+	took := w.prod.lockState(w)
 	w.guard("Close", func() { err = c.Close() })
+	w.prod.unlockState(w, took)
 	if err != nil {
 		w.d.mu.Lock()
 		w.d.closeErrs = append(w.d.closeErrs, fmt.Errorf("steer: worker %d: close state: %w", w.index, err))

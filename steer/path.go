@@ -55,6 +55,7 @@ type producer struct {
 	wait         bool        // a full queue holds this producer back (Config.Queue)
 	waitOK       int8        // mayWait's answer for this dispatch call: 0 not asked yet
 	waitFixed    bool        // waitOK holds for every call (Run's input: one goroutine)
+	stateHeld    *Worker     // the shared state this goroutine holds the lock of (lockState)
 	limit        int         // the queue limit this producer fills to
 	source       int         // the source id its packets carry: id, or a re-dispatched packet's
 	stock        batchStock  // the batches this producer fills

@@ -40,11 +40,19 @@ func (p *producer) moveHooks(m Move) {
 	}
 	in := &control{m: m, ready: make(chan struct{})}
 	out := &control{m: m, out: true, peer: in}
-	if d.cfg.Dispatch == Direct {
+	if d.cfg.Dispatch == Direct && p.stateHeld == nil {
 		// DIRECT runs handlers in this goroutine, not in the workers: run
-		// the hooks here too, before the moved flow's next frame.
-		d.workers[m.From].control(out)
-		d.workers[m.To].control(in)
+		// the hooks here too, before the moved flow's next frame, each
+		// under its state's lock. (A re-dispatch from a handler, which
+		// holds its own state's lock, queues them: its frame is queued too,
+		// after them.)
+		from, to := d.workers[m.From], d.workers[m.To]
+		took := p.lockState(from)
+		from.control(out)
+		p.unlockState(from, took)
+		took = p.lockState(to)
+		to.control(in)
+		p.unlockState(to, took)
 		return
 	}
 	// A worker that has exited (Close ran out of time) takes no control

@@ -83,10 +83,14 @@ func (w *Worker) drainQueue() {
 		w.mu.Unlock()
 		n := b.n
 		if b.ctl != nil {
+			took := w.prod.lockState(w)
 			w.control(b.ctl)
+			w.prod.unlockState(w, took)
 			putBatch(b)
 		} else {
+			took := w.prod.lockState(w)
 			w.handleBatch(b)
+			w.prod.unlockState(w, took)
 		}
 		w.mu.Lock()
 		w.qlen -= n

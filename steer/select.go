@@ -32,7 +32,7 @@ func (p *producer) policyWorker(c *Classification, f *Frame, bucket uint32) int 
 	case PolicySource:
 		return p.sourceWorker(f)
 	case PolicyCPU:
-		if w, ok := d.cfg.CPUFunc(c.FlowID, c.HashType); ok && w >= 0 && w < n {
+		if w, ok := p.callCPUFunc(c); ok && w >= 0 && w < n {
 			return w
 		}
 		return p.sourceWorker(f)
@@ -86,4 +86,10 @@ func (p *producer) rss(bucket uint32) int {
 		p.moveHooks(Move{Bucket: int(bucket), Mask: p.d.table.mask, From: cur, To: want})
 	}
 	return want
+}
+
+// callCPUFunc calls Config.CPUFunc. It is a function of its own so that
+// Close, called from CPUFunc, can tell (calledFromHandler).
+func (p *producer) callCPUFunc(c *Classification) (int, bool) {
+	return p.d.cfg.CPUFunc(c.FlowID, c.HashType)
 }

@@ -49,6 +49,11 @@ type Worker struct {
 	bind   func(w *Worker) (Handler, any)
 	handle Handler
 	state  any
+	// With DIRECT dispatch, other goroutines run this worker's handler
+	// with its state: shared is set, and stateMu serialises every use of
+	// the state (see lockState).
+	shared  bool
+	stateMu sync.Mutex
 
 	prod     *producer    // re-dispatch from this worker's handlers, and its own source
 	attachQ  []*attachReq // sources RunOnWorkers offered, not yet taken; under mu
@@ -172,7 +177,9 @@ func (w *Worker) exit() {
 func (w *Worker) serve(b *pbatch) int {
 	switch {
 	case b.ctl != nil:
+		took := w.prod.lockState(w)
 		w.control(b.ctl)
+		w.prod.unlockState(w, took)
 		putBatch(b)
 		return 0
 	case w.d.abort.Load():
@@ -182,7 +189,9 @@ func (w *Worker) serve(b *pbatch) int {
 		return n
 	}
 	n := b.n
+	took := w.prod.lockState(w)
 	w.handleBatch(b)
+	w.prod.unlockState(w, took)
 	return n
 }
 
