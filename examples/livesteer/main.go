@@ -25,11 +25,33 @@
 //	sudo go run ./examples/livesteer -i eth0 -fanout ebpf -workers 4
 //	sudo go run ./examples/livesteer -i eth0 -fanout none -dispatch deferred -duration 10s
 //
-// Stop it with Ctrl-C (or SIGTERM). It first stops intake at the sockets (a
-// filter that drops every frame, so the kernel passes and counts no more),
-// reads the rings dry, lets the workers drain (each step for at most two
-// seconds), closes the sockets and prints the final report. The reports go
-// to standard output, status lines and errors to standard error.
+// It has tcpdump's habits where they fit:
+//
+//	sudo go run ./examples/livesteer -i eth0 -c 10000 -w 'flow-%d.pcap' tcp port 443
+//	sudo go run ./examples/livesteer -i eth0 -s 128 -p -json -duration 5s | jq .totals
+//
+// A capture filter follows the flags as tcpdump takes it, or comes with -f
+// EXPR or -F FILE: a pcap-filter(7) expression (compiled by tcpdump, as
+// tcpdump -i IFACE would attach it) or a program as `tcpdump -dd` prints it.
+// It runs in the kernel on every socket (SO_ATTACH_FILTER), so the frames
+// it rejects never reach user space and are counted nowhere; in a fanout
+// group it replaces the drop-everything filter once every socket has
+// joined. -c N stops after N frames; -w FILE writes what was steered as
+// pcap, into one file or, with a %d in the name, one file per worker;
+// -s SNAPLEN truncates frames in the kernel; -p leaves the interface out of
+// promiscuous mode; -json prints the final report on standard output as
+// one JSON document (internal/capture's Report), the text reports then
+// going to standard error, as they do with -w -; -version prints the
+// version.
+//
+// Stop it with Ctrl-C (or SIGTERM), or let -duration or -c stop it. It first
+// stops intake at the sockets (a filter that drops every frame, so the
+// kernel passes and counts no more), reads the rings dry, lets the workers
+// drain (each step for at most two seconds), closes the sockets and prints
+// the final report, then, on standard error, the counts tcpdump prints when
+// it stops (packets captured, received by filter, dropped by kernel). A
+// second Ctrl-C ends it at once. The reports go to standard output, status
+// lines and errors to standard error.
 package main
 
 import (
@@ -43,6 +65,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
@@ -61,6 +84,14 @@ type options struct {
 	quiet    bool // only the final report
 	qlimit   int  // 0: the library's default
 
+	filter    string // the capture filter's text, "" for none
+	count     int64  // -c: stop after this many frames; 0: no limit
+	write     string // -w: pcap file or %d pattern
+	snaplen   int    // -s: 0 keeps whole frames
+	noPromisc bool   // -p
+	json      bool
+	version   bool
+
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
 	enter func(fn func() error) error
@@ -69,8 +100,11 @@ type options struct {
 func main() {
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if err == nil {
+		// The first interrupt stops the capture (run still drains and
+		// reports); a second one ends the program at once.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		context.AfterFunc(ctx, stop)
 		err = run(ctx, o, os.Stdout, os.Stderr)
 	}
 	cli.Exit("livesteer", err)
@@ -79,9 +113,10 @@ func main() {
 // parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := cli.NewFlagSet("livesteer", "-i IFACE [flags]",
+	fs := cli.NewFlagSet("livesteer", "-i IFACE [flags] [filter expression]",
 		"Captures live traffic with AF_PACKET and steers it over worker goroutines,\n"+
-			"printing a netstat -Q-like report every -interval and a final one at the end.", stderr)
+			"printing a netstat -Q-like report every -interval and a final one at the end.\n"+
+			"A capture filter in tcpdump's syntax may follow the flags; it runs in the kernel.", stderr)
 	fs.StringVar(&o.iface, "i", "", "`interface` to capture on (required)")
 	fs.StringVar(&o.fanout, "fanout", "none", "none (one socket, user-space steering) or a fanout `mode`: hash, lb, cpu, qm, rollover, rnd, ebpf")
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (and sockets in a fanout group); 0: steer.DefaultWorkers(), one per CPU this process may run on")
@@ -92,8 +127,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.interval, "interval", time.Second, "report `interval`")
 	fs.BoolVar(&o.quiet, "q", false, "print only the final report")
 	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("per-worker queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
-	if err := cli.Parse(fs, args); err != nil {
+	var ff capture.FilterFlags
+	ff.Register(fs)
+	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames, as tcpdump -c; 0: no limit")
+	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output); a name with %d, such as out-%d.pcap, writes one file per worker")
+	fs.IntVar(&o.snaplen, "s", 0, "keep at most `snaplen` bytes of each frame, cut in the kernel, as tcpdump -s; 0: whole frames")
+	fs.BoolVar(&o.noPromisc, "p", false, "do not put the interface in promiscuous mode, as tcpdump -p")
+	fs.BoolVar(&o.json, "json", false, "print the final report on standard output as one JSON document (the text reports go to standard error)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	rest, err := cli.ParseWithArgs(fs, args)
+	if err != nil {
 		return o, err
+	}
+	if o.filter, err = ff.Text(rest); err != nil {
+		return o, err
+	}
+	if o.version {
+		return o, nil
 	}
 	return o, o.check()
 }
@@ -113,6 +163,12 @@ func (o options) check() error {
 		return cli.Usagef("-qlimit %d: want 0 to %d", o.qlimit, steer.MaxQLimit)
 	case o.key != "random" && o.key != "microsoft" && o.key != "symmetric":
 		return cli.Usagef("-key %q: want random, microsoft or symmetric", o.key)
+	case o.count < 0:
+		return cli.Usagef("-c %d is negative", o.count)
+	case o.snaplen < 0:
+		return cli.Usagef("-s %d is negative", o.snaplen)
+	case o.json && o.write == "-":
+		return cli.Usagef("-json and -w - both write to standard output: choose one")
 	}
 	if _, err := steer.ParsePolicy(o.policy); err != nil {
 		return cli.Usagef("-policy: %v", err)
@@ -130,12 +186,43 @@ func (o options) check() error {
 	return nil
 }
 
-// run captures and steers until ctx ends or o.duration passes, then stops
-// intake, drains, closes everything and prints the final report to out.
-// Status lines and errors that do not end the run go to errOut.
+// worker is one worker's state (steer.NewPerWorker): its pcap writer for -w,
+// or nil. A real program would keep its per-flow tables here.
+type worker struct {
+	dump *capture.WorkerDump
+}
+
+// Tick lets the pcap writer write what it holds (steer.Ticker).
+func (w *worker) Tick(now time.Time) {
+	if w.dump != nil {
+		w.dump.Tick(now)
+	}
+}
+
+// Close runs in the worker before it exits (io.Closer): the pcap writer
+// writes the rest; Dispatcher.Close returns its error.
+func (w *worker) Close() error {
+	if w.dump != nil {
+		return w.dump.Close()
+	}
+	return nil
+}
+
+// run captures and steers until ctx ends, o.duration passes or -c frames
+// were steered, then stops intake, drains, closes everything and prints the
+// final report to out (to errOut, and the JSON report to out, with -json;
+// to errOut with -w -). Status lines and errors that do not end the run go
+// to errOut.
 func run(ctx context.Context, o options, out, errOut io.Writer) error {
+	if o.version {
+		return capture.WriteVersion(out, "livesteer")
+	}
 	if err := o.check(); err != nil {
 		return err
+	}
+	stdout := out
+	if o.json || o.write == "-" {
+		out = errOut // standard output carries the JSON or the pcap alone
 	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
@@ -160,17 +247,56 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	case "symmetric":
 		cfg.Hash = steer.HashConfig{Key: hash.SymmetricKey[:], Symmetric: true}
 	}
+	srcCfg := afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc}
+	if o.filter != "" {
+		// Compiled where the socket opens, for that interface.
+		err := o.enter(func() (err error) { srcCfg.Filter, err = afpacket.CompileFilter(o.iface, o.filter); return err })
+		if err != nil {
+			return capture.FilterError(err)
+		}
+	}
+	var dump *capture.Dump
+	if o.write != "" {
+		var err error
+		if dump, err = capture.OpenDump(o.write, o.snaplen, stdout); err != nil {
+			return err
+		}
+		defer dump.Close()
+	}
 
-	// The handler does nothing but count flow moves: a real program would
-	// parse, count or forward here. The counter is made once the dispatcher
-	// says how many workers it has, before any frame arrives.
+	// The handler counts flow moves and writes -w: a real program would
+	// parse, count or forward here. The counter is made once the
+	// dispatcher says how many workers it has, before any frame arrives.
 	var fm *afpacket.FlowMoves
-	d, err := steer.New(cfg, func(p *steer.Packet) { fm.Observe(p.FlowID, p.HashType.IsHash(), p.Worker) })
+	d, workers, err := steer.NewPerWorker(cfg, func(w *steer.Worker) *worker {
+		if dump == nil {
+			return &worker{}
+		}
+		return &worker{dump: dump.Worker(w.Index())}
+	}, func(w *worker, p *steer.Packet) {
+		fm.Observe(p.FlowID, p.HashType.IsHash(), p.Worker)
+		if w.dump != nil {
+			w.dump.Write(p)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	fm = afpacket.NewFlowMoves(d.Workers(), 0)
-	srcCfg := afpacket.Config{IgnoreOutgoing: false}
+
+	var limit *capture.Limit
+	var limitReached <-chan struct{}
+	if o.count > 0 {
+		limit, _ = capture.NewLimit(o.count) // checked
+		limitReached = limit.Reached()
+	}
+	// wrap puts the -c limit around a socket; the rings are drained past it.
+	wrap := func(src steer.Source) steer.Source {
+		if limit == nil {
+			return src
+		}
+		return limit.Source(src, true)
+	}
 
 	var (
 		runErr  = make(chan error, 1)
@@ -182,6 +308,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	)
 	runCtx, stopRun = context.WithCancel(context.Background())
 	defer stopRun()
+	start := time.Now()
 	if o.fanout == "none" {
 		var src *afpacket.Source
 		if err := o.enter(func() (err error) { src, err = afpacket.Open(o.iface, srcCfg); return err }); err != nil {
@@ -190,7 +317,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		socks = append(socks, src)
 		closers = append(closers, src.Close)
-		go func() { runErr <- d.Run(runCtx, src) }()
+		go func() { runErr <- d.Run(runCtx, wrap(src)) }()
 	} else {
 		mode, _ := afpacket.ParseFanoutMode(o.fanout) // checked
 		var g *afpacket.Group
@@ -206,10 +333,18 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 			return err
 		}
 		closers = append(closers, st.Close)
-		go func() { runErr <- st.Run(runCtx) }()
+		srcs := st.Sources()
+		for i := range srcs {
+			srcs[i] = wrap(srcs[i])
+		}
+		go func() { runErr <- d.RunOnWorkers(runCtx, srcs) }()
 	}
-	fmt.Fprintf(errOut, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s\n",
-		o.iface, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key)
+	filterNote := ""
+	if o.filter != "" {
+		filterNote = fmt.Sprintf(", filter %q (%d instructions, in the kernel)", o.filter, len(srcCfg.Filter))
+	}
+	fmt.Fprintf(errOut, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s%s\n",
+		o.iface, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key, filterNote)
 
 	report := func(final bool) {
 		s := d.Stats()
@@ -225,17 +360,18 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 			fmt.Fprintf(out, "Fanout %s: keeps flows on one worker: %v; table changes %d, held frames %d\n",
 				ss.Mode, ss.Mode.KeepsFlows(), ss.TableChanges, ss.HeldFrames)
 		}
-		if final {
-			writeReconcile(out, &s, socks)
-		}
 	}
 	tick := time.NewTicker(o.interval)
 	defer tick.Stop()
 	var failed error
+	interrupted := false
 loop:
 	for {
 		select {
 		case <-ctx.Done():
+			interrupted = !errors.Is(ctx.Err(), context.DeadlineExceeded)
+			break loop
+		case <-limitReached:
 			break loop
 		case err := <-runErr:
 			failed = err
@@ -248,8 +384,8 @@ loop:
 	}
 	if failed == nil {
 		// Stop intake at the sockets and let the readers empty the rings,
-		// so that every frame the kernel counted is steered before the
-		// final counts.
+		// so that every frame the kernel counted is steered (or, past -c,
+		// counted) before the final counts.
 		if err := stopIntake(socks); err != nil {
 			fmt.Fprintln(errOut, "livesteer:", err)
 		}
@@ -259,7 +395,8 @@ loop:
 	}
 	stopRun()
 	if failed == nil {
-		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+		err := <-runErr
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, afpacket.ErrClosed) && !errors.Is(err, steer.ErrClosed) {
 			failed = err
 		}
 	}
@@ -267,7 +404,16 @@ loop:
 	defer cancel()
 	if err := d.Close(cctx); err != nil {
 		fmt.Fprintln(errOut, "livesteer:", err)
+		if failed == nil && dump != nil {
+			failed = err // the pcap writers' errors come through Close
+		}
 	}
+	if dump != nil {
+		if err := dump.Close(); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	elapsed := time.Since(start)
 	// Closing the sockets reads their final kernel counters.
 	for i := len(closers) - 1; i >= 0; i-- {
 		if err := closers[i](); err != nil && failed == nil {
@@ -275,6 +421,33 @@ loop:
 		}
 	}
 	report(true)
+	s := d.Stats()
+	k := kernelTotals(socks)
+	if limit != nil {
+		k.afterCount = limit.Over()
+	}
+	writeReconcile(out, &s, k)
+	// As tcpdump prints its counts when it stops.
+	fmt.Fprintf(errOut, "%d packets captured\n%d packets received by filter\n%d packets dropped by kernel\n", s.Frames, k.received, k.dropped)
+	if o.json {
+		r := capture.NewReport("livesteer", &s)
+		r.Input, r.Filter, r.Interrupted, r.ElapsedSeconds = o.iface, o.filter, interrupted, elapsed.Seconds()
+		r.Totals.Read, r.Totals.AfterCount = k.delivered, k.afterCount
+		for _, w := range workers { // read after Close
+			if w.dump != nil {
+				r.Totals.Written += w.dump.Frames()
+			}
+		}
+		r.Totals.Balanced = k.err == nil && k.balanced(&s)
+		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: o.fanout == "none",
+			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc}
+		if st != nil {
+			r.Live.KeepsFlows = st.Stats().Mode.KeepsFlows()
+		}
+		if err := r.Write(stdout); err != nil && failed == nil {
+			failed = err
+		}
+	}
 	return failed
 }
 
@@ -307,23 +480,50 @@ func drain(socks []*afpacket.Source, timeout time.Duration) error {
 	}
 }
 
-// writeReconcile prints whether the kernel's counters and the dispatcher's
-// agree: every frame the kernel passed to a socket was steered or dropped
-// by the kernel for lack of ring space.
-func writeReconcile(out io.Writer, s *steer.Stats, socks []*afpacket.Source) {
-	var received, dropped uint64
+// kernel sums the sockets' counters.
+type kernel struct {
+	received, dropped, delivered uint64
+	afterCount                   uint64 // frames read past -c, not steered
+	err                          error
+}
+
+func kernelTotals(socks []*afpacket.Source) kernel {
+	var k kernel
 	for _, sock := range socks {
 		st, err := sock.Stats()
 		if err != nil {
-			fmt.Fprintf(out, "Kernel counters: %v\n", err)
-			return
+			k.err = err
+			return k
 		}
-		received += st.Packets
-		dropped += st.Drops
+		k.received += st.Packets
+		k.dropped += st.Drops
+		k.delivered += st.Delivered
+	}
+	return k
+}
+
+// balanced reports whether every frame the kernel passed to a socket was
+// steered, read past -c, or dropped by the kernel for lack of ring space,
+// and every steered frame handled, dropped or panicked.
+func (k kernel) balanced(s *steer.Stats) bool {
+	return k.received == s.Frames+k.dropped+k.afterCount && s.Frames == s.Handled()+s.Dropped()+s.Panicked()
+}
+
+// writeReconcile prints whether the kernel's counters and the dispatcher's
+// agree: every frame the kernel passed to a socket was steered, read past
+// -c, or dropped by the kernel for lack of ring space.
+func writeReconcile(out io.Writer, s *steer.Stats, k kernel) {
+	if k.err != nil {
+		fmt.Fprintf(out, "Kernel counters: %v\n", k.err)
+		return
 	}
 	ok := "yes"
-	if received != s.Frames+dropped {
+	if !k.balanced(s) {
 		ok = "NO"
 	}
-	fmt.Fprintf(out, "Kernel received %d = steered %d + kernel dropped %d: %s\n", received, s.Frames, dropped, ok)
+	after := ""
+	if k.afterCount > 0 {
+		after = fmt.Sprintf(" + read after -c %d", k.afterCount)
+	}
+	fmt.Fprintf(out, "Kernel received %d = steered %d + kernel dropped %d%s: %s\n", k.received, s.Frames, k.dropped, after, ok)
 }
