@@ -69,14 +69,14 @@ func ExampleClassifier_Classify() {
 }
 
 // Steer a capture file over two workers. The embedded sample stands for a
-// file: a program would call pcapfile.Open("trace.pcap"). Block makes a full
-// queue hold the file back instead of dropping (a replay must not drop), and
-// the Microsoft key makes the split between workers reproducible; with the
+// file: a program would call pcapfile.Open("trace.pcap"). A file can wait,
+// so a full queue holds it back and nothing is dropped, and the Microsoft
+// key makes the split between workers reproducible; with the
 // default random key it changes from run to run, but every flow still stays
 // on one worker.
 func ExampleDispatcher_Run() {
 	var perWorker [2]atomic.Uint64
-	d, err := steer.New(steer.Config{Workers: 2, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}},
+	d, err := steer.New(steer.Config{Workers: 2, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}},
 		func(p *steer.Packet) { perWorker[p.Worker].Add(1) })
 	if err != nil {
 		log.Fatal(err)
@@ -187,7 +187,7 @@ func ExampleDispatcher_SetTable() {
 			moved.Add(1)
 		}
 	}
-	d, err := steer.New(steer.Config{Workers: 2, Buckets: 8, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}}, handler)
+	d, err := steer.New(steer.Config{Workers: 2, Buckets: 8, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}}, handler)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func ExampleDispatcher_SetDesired() {
 		}
 	}
 	var err error
-	d, err = steer.New(steer.Config{Workers: 2, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, Queue: steer.QueueConfig{Overflow: steer.OverflowWait}, RFS: steer.RFSConfig{Enabled: true}}, handler)
+	d, err = steer.New(steer.Config{Workers: 2, Hash: steer.HashConfig{Key: hash.MicrosoftKey[:]}, RFS: steer.RFSConfig{Enabled: true}}, handler)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -329,7 +329,6 @@ func ExampleStats_WriteReport() {
 		Workers:  2,
 		Dispatch: steer.Direct,
 		Hash:     steer.HashConfig{Key: hash.MicrosoftKey[:]},
-		Queue:    steer.QueueConfig{Overflow: steer.OverflowWait},
 	}, func(p *steer.Packet) {})
 	if err != nil {
 		log.Fatal(err)
@@ -346,7 +345,7 @@ func ExampleStats_WriteReport() {
 		log.Fatal(err)
 	}
 	s := d.Stats()
-	fmt.Printf("every frame accounted for: %v\n\n", s.Frames == s.Handled()+s.Dropped())
+	fmt.Printf("every frame accounted for: %v\n\n", s.Frames == s.Handled()+s.Dropped()+s.Panicked())
 	if err := s.WriteReport(os.Stdout); err != nil {
 		log.Fatal(err)
 	}
@@ -357,7 +356,7 @@ func ExampleStats_WriteReport() {
 	//                  Setting    Current  Limit
 	//             Thread count          2      2
 	//  Queue limit (drop/wait)    256/512  10240
-	//           Queue overflow       wait    n/a
+	//           Queue overflow       auto    n/a
 	//          Dispatch policy     direct    n/a
 	//          Steering policy        rss    n/a
 	//    Threads bound to CPUs   disabled    n/a
