@@ -114,12 +114,9 @@ type Classifier struct {
 	// l4 is, per family (0 IPv4, 1 IPv6), which hash TCP, UDP and SCTP get
 	// under the configured hash types: an l4* outcome.
 	l4 [2]struct{ tcp, udp, sctp uint8 }
-	// fast4 is the IPv4 fast path's hash type and tuple length for TCP
-	// (fast4[0]) and UDP (fast4[1]).
-	fast4 [2]struct {
-		ht hash.HashType
-		n  uint8
-	}
+	// tcp4 and udp4 say whether TCP and UDP over IPv4 get their 4-tuple:
+	// c.l4[0] in the form the IPv4 fast path reads fastest.
+	tcp4, udp4 bool
 }
 
 // NewClassifier returns a classifier that hashes as a dispatcher with
@@ -149,12 +146,7 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 			l.udp, l.sctp = l4UDP, l4Opaque
 		}
 	}
-	for i, o := range [2]uint8{c.l4[0].tcp, c.l4[0].udp} {
-		c.fast4[i].ht, c.fast4[i].n = ipv4HashTypes[o], hash.IPv4Tuple4Len
-		if o == l4TwoTuple {
-			c.fast4[i].n = hash.IPv4Tuple2Len
-		}
-	}
+	c.tcp4, c.udp4 = c.l4[0].tcp == l4TCP, c.l4[0].udp == l4UDP
 	if cfg.Tunnels == TunnelsInner {
 		c.tunnels = newPortSet(cfg.VXLANPorts)
 	}
@@ -165,12 +157,16 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 // writes the result to out, overwriting every field. It never fails and
 // never allocates: a frame it cannot classify fully gets a [Reason].
 func (c *Classifier) Classify(frame []byte, out *Classification) {
-	*out = Classification{}
+	out.reset()
 	// Fast path: an untagged simple IPv4 packet (see simpleIPv4).
 	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
-		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); c.plainIPv4(ip) {
+		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
 			out.EtherType = etherTypeIPv4
-			c.simpleIPv4(ip, out)
+			if c.tunnels == nil || ip[9] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[22:24])) {
+				c.simpleIPv4(ip, out)
+				return
+			}
+			c.simpleUDPTunnel(frame[ethHeaderLen:], out)
 			return
 		}
 	}
@@ -226,11 +222,14 @@ func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
 // ipv4Type is the hash type of a TCP or UDP packet over IPv4 and the
 // length of its tuple.
 func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
-	t := &c.fast4[0]
-	if proto == protoUDP {
-		t = &c.fast4[1]
+	if proto != protoUDP {
+		if c.tcp4 {
+			return hash.RSSTCPIPv4, hash.IPv4Tuple4Len
+		}
+	} else if c.udp4 {
+		return hash.RSSUDPIPv4, hash.IPv4Tuple4Len
 	}
-	return t.ht, int(t.n)
+	return hash.RSSIPv4, hash.IPv4Tuple2Len
 }
 
 // flowOnly is Classify for the dispatcher, where the handler's goroutine
@@ -378,7 +377,7 @@ func symmetricIPv4(t *[hash.IPv4Tuple4Len]byte, n int) {
 // VLAN ID (its low 12 bits; priority and DEI are dropped) is recorded as the
 // outermost VLAN, and counts towards [MaxVLANDepth].
 func (c *Classifier) ClassifyVLAN(frame []byte, vlan uint16, out *Classification) {
-	*out = Classification{}
+	out.reset()
 	out.Key.VLANs[0] = vlan & vlanIDMask
 	out.Key.NVLAN = 1
 	c.classify(frame, out)
@@ -526,7 +525,7 @@ func (c *Classifier) ipv4(p []byte, out *Classification) {
 		// whole. Its key fields come back; the reason stays.
 		out.Key.Src = netip.AddrFrom4([4]byte(h[12:16]))
 		out.Key.Dst = netip.AddrFrom4([4]byte(h[16:20]))
-		out.Key.Proto, out.Key.Fragment, out.EtherType = proto, false, etherTypeIPv4
+		out.Key.Proto, out.EtherType = proto, etherTypeIPv4
 		out.Key.SrcPort, out.Key.DstPort = 0, 0
 		ht = c.transport(p[hl:], proto, 0, out)
 	}
@@ -604,7 +603,7 @@ upper:
 		}
 		out.Key.Src = netip.AddrFrom16(src)
 		out.Key.Dst = netip.AddrFrom16(dst)
-		out.Key.Proto, out.Key.Fragment, out.EtherType = nh, false, etherTypeIPv6
+		out.Key.Proto, out.EtherType = nh, etherTypeIPv6
 		out.Key.SrcPort, out.Key.DstPort = 0, 0
 		ht = c.transport(p[off:], nh, 1, out)
 	}

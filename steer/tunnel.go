@@ -138,9 +138,8 @@ func (c *Classifier) tunnel(l4 []byte, proto uint8, out *Classification) bool {
 		out.Reason = ReasonTooDeep
 		return false
 	}
-	out.Key.Depth++
 	port := out.Key.DstPort
-	out.Key.SrcPort, out.Key.DstPort = 0, 0 // the inner packet's, if it has any
+	enter(out)
 	switch proto {
 	case protoIPIP:
 		if c.push(out, EncapIPIP, false, 0) {
@@ -155,13 +154,47 @@ func (c *Classifier) tunnel(l4 []byte, proto uint8, out *Classification) bool {
 	default:
 		c.udpTunnel(l4, port, out)
 	}
-	if out.HashType == hash.None {
-		out.Key.Depth--
-		if out.Reason == ReasonNonIP {
-			out.Reason = ReasonTunnelNonIP
-		}
-	}
+	leave(out)
 	return true
+}
+
+// enter begins a tunnel: one IP header more outside the tuple, whose
+// ports are the inner packet's, if it has any.
+func enter(out *Classification) {
+	out.Key.Depth++
+	out.Key.SrcPort, out.Key.DstPort = 0, 0
+}
+
+// leave ends a tunnel: if the inside was not hashed, the IP header
+// outside it is the deepest read whole, and a non-IP inside is told
+// apart from a non-IP frame.
+func leave(out *Classification) {
+	if out.HashType != hash.None {
+		return
+	}
+	out.Key.Depth--
+	out.Key.Fragment = false
+	if out.Reason == ReasonNonIP {
+		out.Reason = ReasonTunnelNonIP
+	}
+}
+
+// simpleUDPTunnel is Classify's way into a tunnel for an untagged simple
+// IPv4 packet p (isSimpleIPv4) to a tunnel port: the outer header needs
+// no more checks, and if the inside cannot be hashed the fast path
+// classifies the outer packet.
+func (c *Classifier) simpleUDPTunnel(p []byte, out *Classification) {
+	if tl := int(binary.BigEndian.Uint16(p[2:4])); tl < len(p) {
+		p = p[:tl]
+	}
+	port := binary.BigEndian.Uint16(p[22:24])
+	enter(out)
+	c.udpTunnel(p[ipv4MinHeaderLen:], port, out)
+	leave(out)
+	if out.HashType == hash.None {
+		out.EtherType = etherTypeIPv4
+		c.simpleIPv4((*[simpleIPv4Len]byte)(p), out)
+	}
 }
 
 // udpTunnel opens the UDP tunnel named by the destination port: u is the

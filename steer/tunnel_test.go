@@ -2,6 +2,7 @@ package steer
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -315,7 +316,7 @@ func encapCases() []classifyCase {
 			key: withEncaps(innerTCP4, 0, enc(EncapPPPoE, 0x1234))},
 		{name: "pppoe ipv6 vlan", frame: ethFrame(etherTypePPPoESession, pppoeSession(1, pppIPv6, ip6), tag(8)), ht: tcp6ht, etherType: v6,
 			key: withVLANs(withEncaps(inner6, 0, enc(EncapPPPoE, 1)), 8)},
-		{name: "pppoe compressed protocol", frame: ethFrame(etherTypePPPoESession, edit(pppoeSession(2, 0, append([]byte{0x21}, ip4...)), func(b []byte) { b[5]--; copy(b[6:], b[7:]) })[:len(ip4)+7]),
+		{name: "pppoe compressed protocol", frame: ethFrame(etherTypePPPoESession, cat([]byte{pppoeVerType, 0, 0, 2, 0, byte(1 + len(ip4)), 0x21}, ip4)),
 			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 0, enc(EncapPPPoE, 2))},
 		{name: "pppoe lcp", frame: ethFrame(etherTypePPPoESession, pppoeSession(3, 0xc021, rep(10, 1))), reason: ReasonPPPNonIP, etherType: etherTypePPPoESession,
 			key: withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 3))},
@@ -378,5 +379,255 @@ func TestFlowKeyEncapsulation(t *testing.T) {
 	}
 	if EncapKind(200).String() != "unknown" {
 		t.Error("an unknown kind has a name")
+	}
+}
+
+func tunnelClassifier(t testing.TB, cfg HashConfig) *Classifier {
+	t.Helper()
+	if cfg.Key == nil && cfg.Algorithm == hash.AlgorithmToeplitz {
+		cfg.Key = hash.MicrosoftKey[:]
+	}
+	c, err := NewClassifier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestClassifyTruncatedEncaps cuts every encapsulated frame of
+// encapCases at every byte: no panic; a reason for every cut before the
+// inner ports end; and wherever the inner packet was not reached (Depth
+// 0 with a tunnel in the frame), the hash a classifier with tunnels off
+// gives, the outer one.
+func TestClassifyTruncatedEncaps(t *testing.T) {
+	on := tunnelClassifier(t, HashConfig{Tunnels: TunnelsInner})
+	off := tunnelClassifier(t, HashConfig{})
+	for _, tc := range encapCases() {
+		if tc.reason != ReasonOK || tc.key.Proto != protoTCP || tc.key.Fragment || tc.key.Depth == 0 && tc.key.NEncap == 0 {
+			continue
+		}
+		portsEnd := len(tc.frame) - 18 // the inner TCP header and 'h', 'i' follow the ports
+		for n := 0; n <= len(tc.frame); n++ {
+			f := tc.frame[:n]
+			var got, outer Classification
+			on.Classify(f, &got)
+			off.Classify(f, &outer)
+			if n < portsEnd && got.Reason == ReasonOK {
+				t.Errorf("%s cut to %d of %d bytes: reason ok, key %+v", tc.name, n, len(tc.frame), got.Key)
+			}
+			if n >= portsEnd && (got.Reason != tc.reason || got.Key != tc.key || got.HashType != tc.ht) {
+				t.Errorf("%s cut to %d of %d bytes (past the inner ports): %v %v %+v", tc.name, n, len(tc.frame), got.Reason, got.HashType, got.Key)
+			}
+			if got.Key.Depth == 0 && (got.FlowID != outer.FlowID || got.HashType != outer.HashType ||
+				got.Key.Src != outer.Key.Src || got.Key.Dst != outer.Key.Dst || got.Key.Proto != outer.Key.Proto) {
+				t.Errorf("%s cut to %d bytes, inside not hashed (%v): %v %#x %+v; outer hash %v %#x %+v",
+					tc.name, n, got.Reason, got.HashType, got.FlowID, got.Key, outer.HashType, outer.FlowID, outer.Key)
+			}
+			if got.Key.Depth > 0 && got.HashType == hash.None {
+				t.Errorf("%s cut to %d bytes: depth %d without a hash", tc.name, n, got.Key.Depth)
+			}
+		}
+	}
+}
+
+// TestClassifyOuterFragments: an outer IPv4 or IPv6 fragment is never
+// opened, so every fragment of an outer datagram, first or not, follows
+// the outer 2-tuple with or without TunnelsInner.
+func TestClassifyOuterFragments(t *testing.T) {
+	on := tunnelClassifier(t, HashConfig{Tunnels: TunnelsInner, UDP4Tuple: true})
+	off := tunnelClassifier(t, HashConfig{UDP4Tuple: true})
+	for _, tc := range encapCases() {
+		if !tc.tunnels || tc.reason != ReasonOK || tc.key.Depth == 0 {
+			continue
+		}
+		f := tc.frame
+		var frags [][]byte
+		switch binary.BigEndian.Uint16(f[12:14]) {
+		case etherTypeIPv4:
+			first := edit(append([]byte(nil), f...), func(b []byte) { b[ethHeaderLen+6] |= 0x20 })
+			later := edit(append([]byte(nil), f...), func(b []byte) { b[ethHeaderLen+7] = 100 })
+			frags = [][]byte{first, later}
+		case etherTypeIPv6:
+			// Insert a fragment header in front of the outer payload.
+			nh := f[ethHeaderLen+6]
+			pl := f[ethHeaderLen+ipv6HeaderLen:]
+			for _, off := range []uint16{0, 100} {
+				ip := ipv6Packet(netip.AddrFrom16([16]byte(f[ethHeaderLen+8:])), netip.AddrFrom16([16]byte(f[ethHeaderLen+24:])), protoFragment, fragHdr(nh, off, off == 0, pl))
+				frags = append(frags, ethFrame(etherTypeIPv6, ip))
+			}
+		}
+		var want Classification
+		for i, fr := range frags {
+			var a, b Classification
+			on.Classify(fr, &a)
+			off.Classify(fr, &b)
+			if !a.Key.Fragment || a.Key.Depth != 0 || a.Key.NEncap != 0 || !sameClassification(&a, &b) {
+				t.Errorf("%s, outer fragment %d: %+v %v, tunnels off %+v", tc.name, i, a.Key, a.Reason, b.Key)
+			}
+			if i > 0 && (a.FlowID != want.FlowID || a.HashType != want.HashType) {
+				t.Errorf("%s: outer fragments hash apart: %#x %v, %#x %v", tc.name, a.FlowID, a.HashType, want.FlowID, want.HashType)
+			}
+			want = a
+		}
+	}
+}
+
+// TestClassifyTunnelSymmetric: with Symmetric, the two directions of an
+// inner connection hash alike, whichever tunnel endpoints carry them.
+func TestClassifyTunnelSymmetric(t *testing.T) {
+	c := tunnelClassifier(t, HashConfig{Tunnels: TunnelsInner, Symmetric: true, Key: mustRandomKey(t)})
+	fwd := vxlan4(3, tcp4(0))
+	rev := outer4(protoUDP, udpHdr(60000, VXLANPort, vxlanHdr(3, ethFrame(etherTypeIPv4, ipv4Packet(b4, a4, protoTCP, 0, tcpHdr(dport, sport))))...))
+	var a, b Classification
+	c.Classify(fwd, &a)
+	c.Classify(rev, &b)
+	if a.HashType != hash.RSSTCPIPv4 || a.FlowID != b.FlowID || a.Key.Depth != 1 || b.Key.Src != b4 {
+		t.Errorf("forward %v %#x %+v, reverse %v %#x %+v", a.HashType, a.FlowID, a.Key, b.HashType, b.FlowID, b.Key)
+	}
+}
+
+func mustRandomKey(t testing.TB) []byte {
+	k, err := hash.RandomKey(hash.DefaultKeyLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestClassifyHashTypes checks the hash-type set: the tuple each protocol
+// gets, on the fast path and the general one, for each family.
+func TestClassifyHashTypes(t *testing.T) {
+	udp4 := ethFrame(etherTypeIPv4, ipv4Packet(a4, b4, protoUDP, 0, udpHdr(sport, 53)))
+	udp6 := ip6frame(protoUDP, udpHdr(sport, 53))
+	tcp6 := ip6frame(protoTCP, tcpHdr(sport, dport))
+	sctp4 := ethFrame(etherTypeIPv4, ipv4Packet(a4, b4, protoSCTP, 0, sctpHdr(1, 2)))
+	tcp4v := tcp4(0, tag(9)) // the general path
+	for _, tc := range []struct {
+		types hash.Types
+		udp4  bool
+		want  [6]hash.HashType // tcp4, tcp4 tagged, udp4, tcp6, udp6, sctp4
+	}{
+		{0, false, [6]hash.HashType{hash.RSSTCPIPv4, hash.RSSTCPIPv4, hash.RSSIPv4, hash.RSSTCPIPv6, hash.RSSIPv6, hash.RSSIPv4}},
+		{0, true, [6]hash.HashType{hash.RSSTCPIPv4, hash.RSSTCPIPv4, hash.RSSUDPIPv4, hash.RSSTCPIPv6, hash.RSSUDPIPv6, hash.OpaqueHash}},
+		{hash.TypeIPv4 | hash.TypeIPv6, false, [6]hash.HashType{hash.RSSIPv4, hash.RSSIPv4, hash.RSSIPv4, hash.RSSIPv6, hash.RSSIPv6, hash.RSSIPv4}},
+		{hash.TypeIPv4 | hash.TypeIPv6 | hash.TypeUDPIPv4, false, [6]hash.HashType{hash.RSSIPv4, hash.RSSIPv4, hash.RSSUDPIPv4, hash.RSSIPv6, hash.RSSIPv6, hash.OpaqueHash}},
+		{hash.TypeIPv4 | hash.TypeIPv6 | hash.TypeTCPIPv6 | hash.TypeUDPIPv6, false, [6]hash.HashType{hash.RSSIPv4, hash.RSSIPv4, hash.RSSIPv4, hash.RSSTCPIPv6, hash.RSSUDPIPv6, hash.RSSIPv4}},
+	} {
+		c := tunnelClassifier(t, HashConfig{Types: tc.types, UDP4Tuple: tc.udp4})
+		for i, f := range [][]byte{tcp4(0), tcp4v, udp4, tcp6, udp6, sctp4} {
+			var got Classification
+			c.Classify(f, &got)
+			if got.HashType != tc.want[i] {
+				t.Errorf("types %v udp4 %v, frame %d: %v, want %v", tc.types, tc.udp4, i, got.HashType, tc.want[i])
+			}
+			checkHash(t, msHasher(t), &got, false)
+			var fo Classification
+			c.flowOnly(f, &fo)
+			if fo.FlowID != got.FlowID || fo.HashType != got.HashType {
+				t.Errorf("types %v, frame %d: flowOnly %v %#x, Classify %v %#x", tc.types, i, fo.HashType, fo.FlowID, got.HashType, got.FlowID)
+			}
+		}
+	}
+}
+
+func TestHashConfigErrors(t *testing.T) {
+	for _, cfg := range []HashConfig{
+		{Types: hash.TypeTCPIPv4 | hash.TypeIPv6},                 // no IPv4 2-tuple
+		{Types: hash.TypeIPv4},                                    // no IPv6
+		{Types: hash.DefaultTypes | 1},                            // an unknown bit
+		{Algorithm: hash.AlgorithmSipHash, Key: make([]byte, 40)}, // a Toeplitz-sized key
+		{Algorithm: 7},
+		{Tunnels: 2},
+		{VXLANPorts: []uint16{0}},
+		{VXLANPorts: []uint16{4789, GENEVEPort}},
+		{VXLANPorts: []uint16{GTPUPort}},
+	} {
+		if _, err := NewClassifier(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: error %v, want ErrConfig", cfg, err)
+		}
+	}
+	cfg := HashConfig{Types: hash.AllTypes, VXLANPorts: []uint16{8472}}
+	if err := cfg.normalize(); err != nil || !cfg.UDP4Tuple || len(cfg.VXLANPorts) != 1 {
+		t.Errorf("all types: %v, UDP4Tuple %v", err, cfg.UDP4Tuple)
+	}
+	cfg = HashConfig{}
+	if err := cfg.normalize(); err != nil || cfg.Types != hash.DefaultTypes || cfg.UDP4Tuple || len(cfg.VXLANPorts) != 1 || cfg.VXLANPorts[0] != VXLANPort {
+		t.Errorf("defaults: %+v %v", cfg, err)
+	}
+	var m TunnelMode
+	if err := m.UnmarshalText([]byte("Inner")); err != nil || m != TunnelsInner || m.String() != "inner" {
+		t.Errorf("TunnelMode: %v %v", m, err)
+	}
+	if err := m.UnmarshalText([]byte("both")); !errors.Is(err, ErrConfig) {
+		t.Errorf("TunnelMode both: %v", err)
+	}
+}
+
+// TestClassifyVXLANPorts: VXLAN is told by the configured ports only.
+func TestClassifyVXLANPorts(t *testing.T) {
+	linux := outer4(protoUDP, udpHdr(tunnelSport, 8472, vxlanHdr(4, inner4())...))
+	iana := vxlan4(4, inner4())
+	for _, tc := range []struct {
+		ports       []uint16
+		linux, iana uint8 // the depth each frame gets
+	}{
+		{nil, 0, 1},
+		{[]uint16{8472}, 1, 0},
+		{[]uint16{4789, 8472}, 1, 1},
+	} {
+		c := tunnelClassifier(t, HashConfig{Tunnels: TunnelsInner, VXLANPorts: tc.ports})
+		var a, b Classification
+		c.Classify(linux, &a)
+		c.Classify(iana, &b)
+		if a.Key.Depth != tc.linux || b.Key.Depth != tc.iana {
+			t.Errorf("ports %v: depth %d for 8472 and %d for 4789, want %d and %d", tc.ports, a.Key.Depth, b.Key.Depth, tc.linux, tc.iana)
+		}
+	}
+}
+
+// TestClassifySipHash: with SipHash the flowid is SipHash of the same
+// tuple, on every path (Classify, flowOnly, the dispatcher's batched fast
+// path), and the key-only classifier still gives no hash.
+func TestClassifySipHash(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	sip, err := hash.NewSipHash(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tunnels := range []TunnelMode{TunnelsOuter, TunnelsInner} {
+		c := tunnelClassifier(t, HashConfig{Algorithm: hash.AlgorithmSipHash, Key: key, Tunnels: tunnels})
+		var chunk []Frame
+		var want []Classification
+		for _, tc := range classifyCases() {
+			var got Classification
+			c.Classify(tc.frame, &got)
+			if got.HashType != hash.None && got.FlowID != sip.Sum(got.Tuple()) {
+				t.Errorf("%s: flowid %#x, SipHash of the tuple %#x", tc.name, got.FlowID, sip.Sum(got.Tuple()))
+			}
+			var fo Classification
+			c.flowOnly(tc.frame, &fo)
+			if fo.FlowID != got.FlowID || fo.HashType != got.HashType {
+				t.Errorf("%s: flowOnly %#x, Classify %#x", tc.name, fo.FlowID, got.FlowID)
+			}
+			var k Classification
+			c.keyOnly().Classify(tc.frame, &k)
+			if k.FlowID != 0 || k.Key != got.Key {
+				t.Errorf("%s: key-only flowid %#x", tc.name, k.FlowID)
+			}
+			if len(chunk) < chunkLen {
+				chunk = append(chunk, Frame{Data: tc.frame})
+				want = append(want, got)
+			}
+		}
+		var fc fastChunk
+		slow := fc.run(c, chunk)
+		for k, i := range fc.at[:fc.n] {
+			if slow&(1<<i) != 0 || fc.sums[k] != want[i].FlowID || fc.types[k] != want[i].HashType {
+				t.Errorf("fast chunk frame %d: %#x %v, Classify %#x %v", i, fc.sums[k], fc.types[k], want[i].FlowID, want[i].HashType)
+			}
+		}
+		if fc.n == 0 {
+			t.Error("no frame took the fast path")
+		}
 	}
 }
