@@ -60,8 +60,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/rpsgo/rps/hash"
@@ -100,11 +98,10 @@ type options struct {
 func main() {
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if err == nil {
-		// The first interrupt stops the capture (run still drains and
-		// reports); a second one ends the program at once.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		// The first SIGINT or SIGTERM stops the capture (run still drains
+		// and reports); a second one ends the program at once.
+		ctx, stop := cli.NotifyContext(context.Background())
 		defer stop()
-		context.AfterFunc(ctx, stop)
 		err = run(ctx, o, os.Stdout, os.Stderr)
 	}
 	cli.Exit("livesteer", err)

@@ -71,11 +71,9 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"time"
@@ -92,9 +90,8 @@ import (
 func main() {
 	// The first interrupt stops the reading (run still prints the report);
 	// a second one ends the program at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := cli.NotifyContext(context.Background())
 	defer stop()
-	context.AfterFunc(ctx, stop)
 	cli.Exit("pcapsteer", run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -276,23 +273,17 @@ func openInput(ctx context.Context, path string) (*input, error) {
 	case "":
 		in.name, what = sample.Name+" (embedded sample)", "the embedded sample"
 		rd, in.size = sample.Reader(), int64(len(sample.Pcap))
-	case "-":
-		in.name, what = "standard input", "standard input"
-		rd = os.Stdin
 	default:
-		f, err := os.Open(path)
+		if path == "-" {
+			in.name, what = "standard input", "standard input"
+		} else if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+			in.size = fi.Size()
+		}
+		rc, err := cli.Open(ctx, path)
 		if err != nil {
 			return nil, err // names the file already
 		}
-		rd, in.close = f, f.Close
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			in.size = fi.Size()
-		}
-	}
-	if path != "" && in.size == 0 {
-		cr := newCtxReader(ctx, rd)
-		closeFile := in.close
-		rd, in.close = cr, func() error { cr.Close(); return closeFile() }
+		rd, in.close = rc, rc.Close
 	}
 	in.count = &countingReader{r: rd}
 	r, err := pcapfile.NewReader(in.count)
@@ -333,7 +324,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	in, err := openInput(ctx, o.read)
 	if err != nil {
 		if ctx.Err() != nil {
-			return errors.New("interrupted before the capture's header arrived")
+			return fmt.Errorf("%w before the capture's header arrived", cli.ErrInterrupted)
 		}
 		return err
 	}
@@ -445,7 +436,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case interrupted:
-		return errors.New("interrupted; the report covers the frames read until then")
+		return fmt.Errorf("%w; the report covers the frames read until then", cli.ErrInterrupted)
 	case runErr != nil:
 		return fmt.Errorf("reading %s: %w (the report covers the frames before the error)", in.name, runErr)
 	case closeErr != nil:
