@@ -2,21 +2,17 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/rpsgo/rps/internal/cli/clitest"
 )
 
 // TestMain lets a test run main() in a child process: RFS_MAIN holds the
-// arguments, separated by newlines.
+// arguments, one a line.
 func TestMain(m *testing.M) {
-	if args, ok := os.LookupEnv("RFS_MAIN"); ok {
-		os.Args = append([]string{"rfs"}, strings.Split(args, "\n")...)
-		main()
-		os.Exit(0)
-	}
+	clitest.RunMain("RFS_MAIN", "rfs", main)
 	os.Exit(m.Run())
 }
 
@@ -40,30 +36,19 @@ func TestRun(t *testing.T) {
 // status 2).
 func TestCommandLine(t *testing.T) {
 	for _, tc := range []struct {
-		args   string
+		args   []string
 		status int
 		stderr string
 	}{
-		{"-h", 0, "Usage: rfs\n\nShows receive flow steering"},
-		{"-workers\n2", 2, "rfs: usage error: flag provided but not defined: -workers\n"},
-		{"extra", 2, "rfs: usage error: unexpected argument \"extra\"\n"},
+		{[]string{"-h"}, 0, "Usage: rfs\n\nShows receive flow steering"},
+		{[]string{"-workers", "2"}, 2, "rfs: usage error: flag provided but not defined: -workers\n"},
+		{[]string{"extra"}, 2, "rfs: usage error: unexpected argument \"extra\"\n"},
 	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "RFS_MAIN="+tc.args)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		status := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			status = exit.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if status != tc.status || !strings.HasPrefix(stderr.String(), tc.stderr) || stdout.Len() != 0 ||
-			strings.Contains(stderr.String(), "Flags:") {
-			t.Errorf("rfs %q: status %d, stdout %q, stderr %q; want %d, nothing, %q...", tc.args, status,
-				stdout.String(), stderr.String(), tc.status, tc.stderr)
+		res := clitest.Run(t, "RFS_MAIN", tc.args...)
+		if res.Status != tc.status || !strings.HasPrefix(res.Stderr, tc.stderr) || res.Stdout != "" ||
+			strings.Contains(res.Stderr, "Flags:") {
+			t.Errorf("rfs %q: status %d, stdout %q, stderr %q; want %d, nothing, %q...", tc.args, res.Status,
+				res.Stdout, res.Stderr, tc.status, tc.stderr)
 		}
 	}
 }

@@ -38,10 +38,11 @@ func NotifyContext(parent context.Context) (context.Context, context.CancelFunc)
 // is standard input. A regular file is read as it is. Reads of anything
 // else (a pipe, a FIFO, a terminal) end with ctx's error once ctx has
 // ended, even while nothing arrives, so that the first Ctrl-C stops a
-// command reading a stalled pipe: a goroutine of its own reads ahead into
-// two buffers of its own, and stays blocked in its read, once ctx has
-// ended, until the read returns or Close closes the file (a command about
-// to exit loses nothing by it). Close never closes standard input.
+// command reading a stalled pipe; what was read before is still returned
+// first. A goroutine of its own reads ahead into two buffers of its own,
+// and once ctx has ended it stays blocked in its read until the read
+// returns or Close closes the file (a command about to exit loses nothing
+// by it). Close never closes standard input.
 func Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	f, closeFile := os.Stdin, func() error { return nil }
 	if name != "-" {
@@ -102,11 +103,9 @@ func newCtxReader(ctx context.Context, r io.Reader, closeFile func() error) *ctx
 	return c
 }
 
-// Read implements io.Reader: it returns ctx's error once ctx has ended.
+// Read implements io.Reader. Once ctx has ended, it still returns what was
+// read ahead before, then ctx's error where it would wait.
 func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
 	for len(c.rest) == 0 {
 		if c.err != nil {
 			return 0, c.err
@@ -115,12 +114,17 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 			c.free <- c.buf // room for it: only two buffers exist
 			c.buf = nil
 		}
+		var ch ctxChunk
 		select {
-		case <-c.ctx.Done():
-			return 0, c.ctx.Err()
-		case ch := <-c.full:
-			c.buf, c.rest, c.err = ch.b, ch.b, ch.err
+		case ch = <-c.full:
+		default:
+			select {
+			case <-c.ctx.Done():
+				return 0, c.ctx.Err()
+			case ch = <-c.full:
+			}
 		}
+		c.buf, c.rest, c.err = ch.b, ch.b, ch.err
 	}
 	n := copy(p, c.rest)
 	c.rest = c.rest[n:]

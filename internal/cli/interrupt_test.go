@@ -165,3 +165,40 @@ func TestNotifyContext(t *testing.T) {
 		t.Errorf("child ended with %v, want killed by SIGINT", exit)
 	}
 }
+
+// stallAfter returns data once, then blocks until release is closed; blocked
+// is closed when it starts blocking.
+type stallAfter struct {
+	data             []byte
+	blocked, release chan struct{}
+}
+
+func (s *stallAfter) Read(p []byte) (int, error) {
+	if len(s.data) > 0 {
+		n := copy(p, s.data)
+		s.data = s.data[n:]
+		return n, nil
+	}
+	close(s.blocked)
+	<-s.release
+	return 0, io.EOF
+}
+
+// TestCtxReaderKeepsWhatItRead: what the reader read ahead before ctx ended
+// is returned before ctx's error, so that an interrupted command counts
+// every byte it read.
+func TestCtxReaderKeepsWhatItRead(t *testing.T) {
+	src := &stallAfter{data: []byte("records"), blocked: make(chan struct{}), release: make(chan struct{})}
+	defer close(src.release)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := newCtxReader(ctx, src, func() error { return nil })
+	<-src.blocked // "records" is read ahead
+	cancel()
+	buf := make([]byte, 16)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "records" {
+		t.Errorf("first read after cancel: %q, %v; want what was read ahead", buf[:n], err)
+	}
+	if n, err := r.Read(buf); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("second read after cancel: %d, %v; want context.Canceled", n, err)
+	}
+}
