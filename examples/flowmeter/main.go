@@ -4,6 +4,7 @@
 //	go run ./examples/flowmeter                      # the embedded sample capture
 //	go run ./examples/flowmeter -r trace.pcap -top 20 -idle 15s
 //	go run ./examples/flowmeter -rotate 500 -workers 3  # flows change worker; their state follows
+//	go run ./examples/flowmeter -r big.pcap -records - > records.csv
 //
 // A flow is a 5-tuple: the classifier's key without its VLAN IDs
 // (steer.FlowKey.Flow). Frames without IP addresses (ARP, LLDP, frames too
@@ -43,9 +44,31 @@
 //   - Bounded state. The table holds at most -capacity open flows per
 //     worker, all its memory allocated up front; a flood of new flows ends
 //     the least recently seen records early (evicted, still reported)
-//     instead of growing the worker's memory.
+//     instead of growing the worker's memory. A record that ends is not
+//     kept either: the worker buffers up to 256 ended records and hands
+//     them, on its tick or when the buffer is full, to one shared report
+//     under a lock (one lock a chunk, not a record). The report adds them to
+//     the totals, keeps the -top busiest and writes each to the -records
+//     CSV, so memory stays bounded by the tables' capacity however many
+//     flows a capture holds.
 //
-// At the end it prints the totals and the -top flows by packets.
+// At the end it prints the totals and the -top flows by packets (ties: by
+// bytes, then the earlier start). With -records FILE it also writes every
+// flow record, as it ends, as a CSV row: src, dst, sport, dport, proto,
+// hashtype, flowid, worker, packets, bytes, first, last, state. Addresses
+// are empty for frames without IP addresses ("non-IP"); hashtype is the
+// M_HASHTYPE_* name, flowid 0x-prefixed hex, bytes frame lengths on the
+// wire, first and last the capture times of the record's first and last
+// frames (RFC 3339, UTC); state is idle (ended by -idle), evicted (ended
+// because the worker's table was full) or active (open when the capture
+// ended). Rows come in the order the records reach the report: by worker
+// in chunks, not sorted. "-records -" writes the CSV to standard output and
+// the totals to standard error.
+//
+// Ctrl-C (or SIGTERM) stops the reading, even of a pipe that delivers
+// nothing; it prints the totals and the records of every frame read until
+// then and exits with status 1. A capture cut short does the same for the
+// frames before the cut. A second Ctrl-C ends it at once.
 //
 // README line: flowmeter — a per-flow meter (packets, bytes, duration) whose
 // workers keep their flows in bounded flow tables of their own, without
@@ -61,6 +84,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rpsgo/rps/flowtable"
@@ -81,24 +105,46 @@ type options struct {
 	key      string        // "random" or "microsoft"
 	tick     time.Duration // worker tick interval (wall clock)
 	capacity int           // open flows each worker holds at most
+	records  string        // write every record to this CSV file ("-": stdout); "" none
 }
 
 func main() {
-	cli.Exit("flowmeter", runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := cli.NotifyContext(context.Background())
+	defer stop()
+	cli.Exit("flowmeter", runMain(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // runMain is the command: it parses args, meters the capture and prints the
-// totals and the top flows to stdout.
+// totals and the top flows to stdout (to stderr when -records - puts the
+// CSV there). When the reading stops early (ctx ended, or the capture is
+// cut short), it prints what it has, then returns the error.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	res, err := run(ctx, o)
-	if err != nil {
-		return err
+	out := stdout
+	var rows *recordWriter
+	var each func(*record) error
+	if o.records != "" {
+		if rows, err = createRecords(o.records, stdout); err != nil {
+			return err
+		}
+		each = rows.write
+		if o.records == "-" {
+			out = stderr
+		}
 	}
-	return res.write(stdout, o.top)
+	res, err := run(ctx, o, each)
+	if rows != nil {
+		err = errors.Join(err, rows.close())
+	}
+	if res != nil {
+		if werr := res.write(out, o.top); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 // parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
@@ -115,6 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.key, "key", "random", "Toeplitz `key`: random or microsoft")
 	fs.DurationVar(&o.tick, "tick", time.Second, "how `often` each worker expires idle flows (wall clock)")
 	fs.IntVar(&o.capacity, "capacity", 1<<16, "open `flows` each worker holds at most; past it the least recently seen flow's record ends (evicted, still reported)")
+	fs.StringVar(&o.records, "records", "", "write every flow record, as it ends, as a CSV row to `file` (\"-\": standard output, and the totals go to standard error)")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -150,41 +197,65 @@ type record struct {
 	Bytes       uint64 // frame lengths on the wire
 	First, Last time.Time
 	Worker      int  // the worker holding the record when it ended
-	Idle        bool // ended by the idle timeout (else active at the end)
+	Idle        bool // ended by the idle timeout (else active at the end, or evicted)
+	Evicted     bool // ended early because the worker's table was full
 }
+
+// flushEvery is how many ended records a worker holds before it hands them
+// to the report.
+const flushEvery = 256
 
 // shard is one worker's state (steer.NewPerWorker): only that worker's
 // goroutine touches it while the dispatcher runs; run reads it after Close.
 // Its open records are in a flowtable.Table of bounded size: a flood of new
 // flows evicts the least recently seen ones (each still reported) instead
-// of growing the worker's memory.
+// of growing the worker's memory. Records that end wait in ended, at most
+// flushEvery of them, until they are handed to the shared report.
 type shard struct {
 	index   int
 	idle    time.Duration
 	flows   *flowtable.Table[steer.FlowKey, record]
-	ended   []*record
+	rep     *report
+	ended   []record  // ended records not yet handed to rep
 	clock   time.Time // the latest capture time this worker has handled
 	ticks   int       // ticks that expired at least one flow
 	movedIn int       // records received from other workers
 	evicted int       // records ended early because the table was full
 }
 
-func newShard(index int, idle time.Duration, capacity int) (*shard, error) {
-	s := &shard{index: index, idle: idle}
+func newShard(index int, idle time.Duration, capacity int, rep *report) (*shard, error) {
+	s := &shard{index: index, idle: idle, rep: rep, ended: make([]record, 0, flushEvery)}
 	var err error
 	s.flows, err = flowtable.New(flowtable.Config[steer.FlowKey, record]{
 		Capacity: capacity,
 		Idle:     idle,
 		OnEvict: func(_ flowtable.Flow[steer.FlowKey], r *record, why flowtable.Reason) {
 			e := *r
-			e.Idle, e.Worker = why == flowtable.Expired, s.index
-			if why == flowtable.Evicted {
+			e.Idle, e.Evicted, e.Worker = why == flowtable.Expired, why == flowtable.Evicted, s.index
+			if e.Evicted {
 				s.evicted++
 			}
-			s.ended = append(s.ended, &e)
+			s.end(e)
 		},
 	})
 	return s, err
+}
+
+// end takes a record that has ended, handing the buffer to the report when
+// it is full.
+func (s *shard) end(r record) {
+	s.ended = append(s.ended, r)
+	if len(s.ended) == flushEvery {
+		s.flush()
+	}
+}
+
+// flush hands the ended records to the report.
+func (s *shard) flush() {
+	if len(s.ended) > 0 {
+		s.rep.add(s.ended)
+		s.ended = s.ended[:0]
+	}
 }
 
 // handle is the handler: it runs in the goroutine of the worker s belongs to.
@@ -209,9 +280,12 @@ func (s *shard) count(k steer.FlowKey, flowid uint32, ht hash.HashType, ts time.
 }
 
 // Tick implements steer.Ticker: it ends the flows idle for longer than the
-// timeout by the worker's capture clock. The wall-clock now is not used
-// (see the package comment).
-func (s *shard) Tick(time.Time) { s.expire() }
+// timeout by the worker's capture clock, and hands the records ended so far
+// to the report. The wall-clock now is not used (see the package comment).
+func (s *shard) Tick(time.Time) {
+	s.expire()
+	s.flush()
+}
 
 func (s *shard) expire() {
 	if s.flows.Expire(s.clock) > 0 {
@@ -254,22 +328,91 @@ func (s *shard) MoveIn(_ steer.Move, carried any) {
 	}
 }
 
-// open returns the records still open, as ended at the capture's end.
-func (s *shard) open(end time.Time) []*record {
-	var out []*record
+// endOpen ends the records still open, as the capture ends at end, and
+// hands every record the shard holds to the report. It runs after the
+// dispatcher has closed.
+func (s *shard) endOpen(end time.Time) {
 	for _, v := range s.flows.All() {
 		r := *v
 		r.Worker = s.index
 		r.Idle = end.Sub(r.Last) > s.idle
-		out = append(out, &r)
+		s.end(r)
 	}
-	return out
+	s.flush()
+}
+
+// report receives every record as it ends, from every worker, in chunks:
+// it adds it to the totals, keeps it if it is among the top busiest, and
+// passes it to each. It holds no other record, so its memory does not grow
+// with the number of flows.
+type report struct {
+	mu      sync.Mutex
+	top     int
+	best    []record // the top busiest records so far, at most top, by byPackets
+	records int
+	idle    int
+	packets uint64
+	bytes   uint64
+	each    func(*record) error // nil: none
+	err     error               // each's first error, after which it is not called (its owner reports it)
+}
+
+func newReport(top int, each func(*record) error) *report {
+	return &report{top: max(top, 0), best: make([]record, 0, max(top, 0)+1), each: each}
+}
+
+// add takes a chunk of ended records. It may be called from any goroutine.
+func (r *report) add(recs []record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range recs {
+		rec := &recs[i]
+		r.records++
+		r.packets += rec.Packets
+		r.bytes += rec.Bytes
+		if rec.Idle {
+			r.idle++
+		}
+		if r.top > 0 && (len(r.best) < r.top || byPackets(rec, &r.best[len(r.best)-1]) < 0) {
+			j, _ := slices.BinarySearchFunc(r.best, rec, func(a record, b *record) int { return byPackets(&a, b) })
+			r.best = slices.Insert(r.best, j, *rec)
+			r.best = r.best[:min(len(r.best), r.top)]
+		}
+		if r.each != nil && r.err == nil {
+			r.err = r.each(rec)
+		}
+	}
+}
+
+// byPackets orders records for the top list: most packets first, then most
+// bytes, the earlier start, the flow and the worker, so that which records
+// make the list does not depend on the order they end in.
+func byPackets(a, b *record) int {
+	if c := cmp.Compare(b.Packets, a.Packets); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
+		return c
+	}
+	if c := a.First.Compare(b.First); c != 0 {
+		return c
+	}
+	if a.Key != b.Key {
+		if c := cmp.Compare(flowString(a.Key), flowString(b.Key)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.Worker, b.Worker)
 }
 
 // result is what a run measured.
 type result struct {
 	Frames     uint64    // frames the dispatcher took in
-	Records    []*record // every flow record, ended or still open, by packets
+	Records    int       // flow records, ended or still open at the end
+	Idle       int       // records ended by the idle timeout
+	Packets    uint64    // frames in the records
+	Bytes      uint64    // their wire lengths
+	Top        []record  // the busiest records, by byPackets
 	End        time.Time // the capture's last timestamp
 	Moves      uint64    // bucket moves (with -rotate)
 	MovedIn    int       // records handed over between workers
@@ -279,30 +422,58 @@ type result struct {
 	Stats      steer.Stats
 }
 
-// run meters the capture o names and returns every flow record.
-func run(ctx context.Context, o options) (*result, error) {
+// run meters the capture o names, passing every record to each (when not
+// nil) as it ends. It returns the result for every frame read, also with an
+// error when the reading stopped early: ctx ended (an error wrapping
+// cli.ErrInterrupted) or the capture is cut short.
+func run(ctx context.Context, o options, each func(*record) error) (*result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	var rd io.Reader = sample.Reader()
+	name := "the embedded sample"
+	if o.file != "" {
+		f, err := cli.Open(ctx, o.file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		rd, name = f, o.file
+		if o.file == "-" {
+			name = "standard input"
+		}
+	}
+	src, err := pcapfile.NewReader(rd)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w before the capture's header arrived", cli.ErrInterrupted)
+		}
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	defer src.Close()
+	res, err := meter(ctx, o, src, each)
+	switch {
+	case err == nil || res == nil:
+		return res, err
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("%w; the totals cover the frames read until then", cli.ErrInterrupted)
+	}
+	return res, fmt.Errorf("reading %s: %w (the totals cover the frames before the error)", name, err)
+}
+
+// meter runs src through a dispatcher whose workers meter the flows, and
+// returns what they measured. When the reading failed, it returns the
+// result for the frames before the failure with the error; when the
+// dispatcher could not be started or closed, no result.
+func meter(ctx context.Context, o options, src steer.Source, each func(*record) error) (*result, error) {
 	cfg := steer.Config{Workers: o.workers, TickInterval: o.tick}
 	if o.key == "microsoft" {
 		cfg.Hash.Key = hash.MicrosoftKey[:]
 	}
-	var src *pcapfile.Reader
-	var err error
-	if o.file == "" {
-		src, err = pcapfile.NewReader(sample.Reader())
-	} else {
-		src, err = pcapfile.Open(o.file)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-
+	rep := newReport(o.top, each)
 	d, shards, err := steer.NewPerWorker(cfg,
 		func(w *steer.Worker) *shard {
-			s, err := newShard(w.Index(), o.idle, o.capacity)
+			s, err := newShard(w.Index(), o.idle, o.capacity, rep)
 			if err != nil {
 				panic(err) // check validated the capacity, the table's only setting that can fail
 			}
@@ -310,14 +481,19 @@ func run(ctx context.Context, o options) (*result, error) {
 		},
 		(*shard).handle)
 	if err != nil {
+		err = fmt.Errorf("starting the dispatcher: %w", err)
+		if errors.Is(err, steer.ErrConfig) {
+			err = cli.UsageError(err) // a flag's value the library rejects
+		}
 		return nil, err
 	}
 	feedErr := feed(ctx, d, src, o.rotate)
-	if err := d.Close(ctx); err != nil && feedErr == nil {
-		feedErr = err
-	}
-	if feedErr != nil {
-		return nil, feedErr
+	// Close drains the queues (with a context of its own: ctx may have
+	// ended), so that every frame read is in a record.
+	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Close(closeCtx); err != nil {
+		return nil, err
 	}
 
 	// The workers have exited: their shards may be read now.
@@ -330,25 +506,16 @@ func run(ctx context.Context, o options) (*result, error) {
 		}
 	}
 	for _, s := range shards {
-		res.Records = append(res.Records, s.ended...)
-		res.Records = append(res.Records, s.open(res.End)...)
+		s.flush()
+	}
+	for _, s := range shards {
+		s.endOpen(res.End)
 		res.MovedIn += s.movedIn
 		res.Evicted += s.evicted
 		res.TickExpiry += s.ticks
 	}
-	slices.SortFunc(res.Records, func(a, b *record) int {
-		if c := cmp.Compare(b.Packets, a.Packets); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
-			return c
-		}
-		if c := a.First.Compare(b.First); c != 0 {
-			return c
-		}
-		return cmp.Compare(flowString(a.Key), flowString(b.Key))
-	})
-	return res, nil
+	res.Records, res.Idle, res.Packets, res.Bytes, res.Top = rep.records, rep.idle, rep.packets, rep.bytes, rep.best
+	return res, feedErr
 }
 
 // feed reads src into d through one Input, reprogramming the indirection
@@ -422,17 +589,8 @@ func netipPort(addr string, v6 bool, port uint16) string {
 
 // write prints the totals and the top flows.
 func (r *result) write(out io.Writer, top int) error {
-	var pk, by uint64
-	idle := 0
-	for _, rec := range r.Records {
-		pk += rec.Packets
-		by += rec.Bytes
-		if rec.Idle {
-			idle++
-		}
-	}
 	if _, err := fmt.Fprintf(out, "%d frames, %d bytes, %d flow records (%d ended idle, %d active at the end) on %d workers\n",
-		pk, by, len(r.Records), idle, len(r.Records)-idle, r.Workers); err != nil {
+		r.Packets, r.Bytes, r.Records, r.Idle, r.Records-r.Idle, r.Workers); err != nil {
 		return err
 	}
 	if r.Moves > 0 {
@@ -441,17 +599,15 @@ func (r *result) write(out io.Writer, top int) error {
 	if r.Evicted > 0 {
 		fmt.Fprintf(out, "%d flow records ended early: a worker's table (-capacity) was full\n", r.Evicted)
 	}
-	if r.Frames != pk {
-		fmt.Fprintf(out, "warning: the dispatcher took in %d frames, the records hold %d\n", r.Frames, pk)
+	if r.Frames != r.Packets {
+		fmt.Fprintf(out, "warning: the dispatcher took in %d frames, the records hold %d\n", r.Frames, r.Packets)
 	}
 	if top <= 0 {
 		return nil
 	}
 	fmt.Fprintf(out, "\n%8s %10s %12s %6s %-6s  %s\n", "packets", "bytes", "duration", "worker", "state", "flow")
-	for i, rec := range r.Records {
-		if i == top {
-			break
-		}
+	for i := range r.Top[:min(top, len(r.Top))] {
+		rec := &r.Top[i]
 		state := "active"
 		if rec.Idle {
 			state = "idle"
