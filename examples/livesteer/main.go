@@ -59,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -67,6 +68,7 @@ import (
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
+	"github.com/rpsgo/rps/steer/metrics"
 )
 
 // options are the command's flags.
@@ -89,6 +91,7 @@ type options struct {
 	noPromisc bool   // -p
 	json      bool
 	version   bool
+	metrics   string // -metrics: address to serve Prometheus metrics on, "" for none
 
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
@@ -132,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.noPromisc, "p", false, "do not put the interface in promiscuous mode, as tcpdump -p")
 	fs.BoolVar(&o.json, "json", false, "print the final report on standard output as one JSON document (the text reports go to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`addr`/metrics while capturing (for example 127.0.0.1:9100); off by default")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {
 		return o, err
@@ -280,6 +284,14 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		return err
 	}
 	fm = afpacket.NewFlowMoves(d.Workers(), 0)
+	if o.metrics != "" {
+		stopMetrics, err := serveMetrics(o.metrics, d, errOut)
+		if err != nil {
+			d.Close(context.Background())
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	var limit *capture.Limit
 	var limitReached <-chan struct{}
@@ -523,4 +535,23 @@ func writeReconcile(out io.Writer, s *steer.Stats, k kernel) {
 		after = fmt.Sprintf(" + read after -c %d", k.afterCount)
 	}
 	fmt.Fprintf(out, "Kernel received %d = steered %d + kernel dropped %d%s: %s\n", k.received, s.Frames, k.dropped, after, ok)
+}
+
+// serveMetrics serves the dispatcher's metrics at addr until the returned
+// function is called, and says where on errOut.
+func serveMetrics(addr string, d *steer.Dispatcher, errOut io.Writer) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics: %w", err)
+	}
+	fmt.Fprintf(errOut, "metrics at http://%s%s\n", ln.Addr(), metrics.Path)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := metrics.Serve(ctx, ln, d); err != nil {
+			fmt.Fprintf(errOut, "livesteer: metrics: %v\n", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
