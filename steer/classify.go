@@ -114,9 +114,9 @@ type Classifier struct {
 	// l4 is, per family (0 IPv4, 1 IPv6), which hash TCP, UDP and SCTP get
 	// under the configured hash types: an l4* outcome.
 	l4 [2]struct{ tcp, udp, sctp uint8 }
-	// tcp4 and udp4 say whether TCP and UDP over IPv4 get their 4-tuple:
-	// c.l4[0] in the form the IPv4 fast path reads fastest.
-	tcp4, udp4 bool
+	// tcp4, udp4, tcp6 and udp6 say whether TCP and UDP over IPv4 and
+	// IPv6 get their 4-tuple: l4 in the form the fast paths read fastest.
+	tcp4, udp4, tcp6, udp6 bool
 }
 
 // NewClassifier returns a classifier that hashes as a dispatcher with
@@ -147,6 +147,7 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 		}
 	}
 	c.tcp4, c.udp4 = c.l4[0].tcp == l4TCP, c.l4[0].udp == l4UDP
+	c.tcp6, c.udp6 = c.l4[1].tcp == l4TCP, c.l4[1].udp == l4UDP
 	if cfg.Tunnels == TunnelsInner {
 		c.tunnels = newPortSet(cfg.VXLANPorts)
 	}
@@ -157,19 +158,23 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 // writes the result to out, overwriting every field. It never fails and
 // never allocates: a frame it cannot classify fully gets a [Reason].
 func (c *Classifier) Classify(frame []byte, out *Classification) {
-	out.reset()
-	// Fast path: an untagged simple IPv4 packet (see simpleIPv4).
+	// Fast path: an untagged simple IPv4 packet (see simpleIPv4), which
+	// writes every field but those resetFast clears.
 	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
 		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
-			out.EtherType = etherTypeIPv4
-			if c.tunnels == nil || ip[9] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[22:24])) {
+			if c.notTunnel4(ip) {
+				out.resetFast()
+				out.EtherType = etherTypeIPv4
 				c.simpleIPv4(ip, out)
 				return
 			}
+			out.reset()
+			out.EtherType = etherTypeIPv4
 			c.simpleUDPTunnel(frame[ethHeaderLen:], out)
 			return
 		}
 	}
+	out.reset()
 	c.classify(frame, out)
 }
 
@@ -186,11 +191,12 @@ func isSimpleIPv4(ip *[simpleIPv4Len]byte) bool {
 		binary.BigEndian.Uint16(ip[2:4]) >= simpleIPv4Len && (ip[9] == protoTCP || ip[9] == protoUDP)
 }
 
-// plainIPv4 reports whether ip starts a packet the IPv4 fast path covers:
-// a simple one (isSimpleIPv4) that is not UDP to a tunnel port when
-// tunnels are opened.
-func (c *Classifier) plainIPv4(ip *[simpleIPv4Len]byte) bool {
-	return isSimpleIPv4(ip) && (c.tunnels == nil || ip[9] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[22:24])))
+// notTunnel4 reports whether a packet for which isSimpleIPv4 holds is not
+// UDP to a tunnel port, or tunnels are not opened: with isSimpleIPv4, the
+// test of the IPv4 fast path. The two are written out side by side at
+// each use, where they inline; one function of both would not.
+func (c *Classifier) notTunnel4(ip *[simpleIPv4Len]byte) bool {
+	return c.tunnels == nil || ip[9] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[22:24]))
 }
 
 // simpleIPv4 classifies a packet for which isSimpleIPv4 holds. Its tuple
@@ -210,13 +216,21 @@ func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
 	*t = [hash.IPv4Tuple4Len]byte(ip[12:24])
 	if c.symmetric {
 		symmetricIPv4(t, n)
-		out.FlowID = c.sum(t[:n])
+		if c.sip != nil {
+			out.FlowID = c.sumSip(t[:n])
+		} else {
+			out.FlowID = c.sum(t[:n])
+		}
 		return
 	}
 	// Hash the bytes where they lie in the packet, not the copy just
 	// stored: a wide load of freshly stored bytes misses store forwarding
 	// and costs more than the whole hash.
-	out.FlowID = c.sum(ip[12 : 12+n])
+	if c.sip != nil {
+		out.FlowID = c.sumSip(ip[12 : 12+n])
+	} else {
+		out.FlowID = c.sum(ip[12 : 12+n])
+	}
 }
 
 // ipv4Type is the hash type of a TCP or UDP packet over IPv4 and the
@@ -259,7 +273,7 @@ func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.
 		return hash.None, false
 	}
 	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
-	if !c.plainIPv4(ip) {
+	if !(isSimpleIPv4(ip) && c.notTunnel4(ip)) {
 		return hash.None, false
 	}
 	ht, n := c.ipv4Type(ip[9])
@@ -281,28 +295,34 @@ func (c *Classifier) keyOnly() *Classifier {
 	return &k
 }
 
-// sum hashes a tuple, or gives 0 for a key-only classifier.
+// sum hashes a tuple with Toeplitz, or gives 0 for a key-only classifier
+// and with SipHash, for which the caller checks c.sip first (see
+// sumSip). It is small enough to be inlined, with the Toeplitz call,
+// into the fast paths: one more call in it would not be.
 func (c *Classifier) sum(tuple []byte) uint32 {
-	if c.h != nil {
-		return c.h.Sum(tuple)
+	if c.h == nil {
+		return 0
 	}
-	if c.sip != nil {
-		return c.sip.Sum(tuple)
-	}
-	return 0
+	return c.h.Sum(tuple)
 }
+
+// sumSip is the SipHash of a tuple: every caller of sum calls it instead
+// when c.sip is set.
+//
+//go:noinline
+func (c *Classifier) sumSip(tuple []byte) uint32 { return c.sip.Sum(tuple) }
 
 // sumIPv4 hashes an IPv4 tuple as ipv4Tuple writes it, of hash type ht: 12
 // bytes for Toeplitz, where the zero ports of a 2-tuple add nothing, and
 // the 8 or 12 bytes of the tuple for SipHash.
 func (c *Classifier) sumIPv4(t *[hash.IPv4Tuple4Len]byte, ht hash.HashType) uint32 {
-	if c.h != nil {
-		return c.h.Sum(t[:])
+	switch {
+	case c.sip == nil:
+		return c.sum(t[:])
+	case ht == hash.RSSIPv4:
+		return c.sumSip(t[:hash.IPv4Tuple2Len])
 	}
-	if ht == hash.RSSIPv4 {
-		return c.sum(t[:hash.IPv4Tuple2Len])
-	}
-	return c.sum(t[:])
+	return c.sumSip(t[:])
 }
 
 // simpleIPv6Len is what the IPv6 fast path reads: the header and ports.
@@ -316,10 +336,10 @@ func isSimpleIPv6(ip *[simpleIPv6Len]byte) bool {
 	return ip[0]>>4 == 6 && (ip[6] == protoTCP || ip[6] == protoUDP) && (pl == 0 || pl >= transportPortBytes)
 }
 
-// plainIPv6 is plainIPv4 for IPv6: a simple packet that is not UDP to a
-// tunnel port when tunnels are opened.
-func (c *Classifier) plainIPv6(ip *[simpleIPv6Len]byte) bool {
-	return isSimpleIPv6(ip) && (c.tunnels == nil || ip[6] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[42:44])))
+// notTunnel6 is notTunnel4 for IPv6: with isSimpleIPv6, the IPv6 fast
+// path's test.
+func (c *Classifier) notTunnel6(ip *[simpleIPv6Len]byte) bool {
+	return c.tunnels == nil || ip[6] != protoUDP || !c.tunnels.has(binary.BigEndian.Uint16(ip[42:44]))
 }
 
 // simpleIPv6 classifies a packet for which isSimpleIPv6 holds, exactly as
@@ -327,13 +347,13 @@ func (c *Classifier) plainIPv6(ip *[simpleIPv6Len]byte) bool {
 // to the destination port, as they are in the packet.
 func (c *Classifier) simpleIPv6(ip *[simpleIPv6Len]byte, out *Classification) {
 	proto := ip[6]
-	o := c.l4[1].tcp
-	if proto == protoUDP {
-		o = c.l4[1].udp
-	}
-	ht, n := ipv6HashTypes[o], hash.IPv6Tuple4Len
-	if o == l4TwoTuple {
-		n = hash.IPv6Tuple2Len
+	ht, n := hash.RSSIPv6, hash.IPv6Tuple2Len
+	if proto != protoUDP {
+		if c.tcp6 {
+			ht, n = hash.RSSTCPIPv6, hash.IPv6Tuple4Len
+		}
+	} else if c.udp6 {
+		ht, n = hash.RSSUDPIPv6, hash.IPv6Tuple4Len
 	}
 	out.Key.Src = netip.AddrFrom16([16]byte(ip[8:24]))
 	out.Key.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
@@ -351,10 +371,18 @@ func (c *Classifier) simpleIPv6(ip *[simpleIPv6Len]byte, out *Classification) {
 			*s, *d = *d, *s
 			t[32], t[33], t[34], t[35] = t[34], t[35], t[32], t[33]
 		}
-		out.FlowID = c.sum(t[:n])
+		if c.sip != nil {
+			out.FlowID = c.sumSip(t[:n])
+		} else {
+			out.FlowID = c.sum(t[:n])
+		}
 		return
 	}
-	out.FlowID = c.sum(ip[8 : 8+n]) // from the packet, as in simpleIPv4
+	if c.sip != nil {
+		out.FlowID = c.sumSip(ip[8 : 8+n])
+	} else {
+		out.FlowID = c.sum(ip[8 : 8+n]) // from the packet, as in simpleIPv4
+	}
 }
 
 // symmetricIPv4 puts the endpoints of an IPv4 tuple of n bytes (8 or 12)
@@ -386,7 +414,46 @@ func (c *Classifier) ClassifyVLAN(frame []byte, vlan uint16, out *Classification
 // classify is the general path. out is zeroed except for VLANs recorded
 // out of band.
 func (c *Classifier) classify(frame []byte, out *Classification) {
-	c.ethernet(frame, out, false)
+	if len(frame) < ethHeaderLen {
+		out.Reason = ReasonShortEthernet
+		return
+	}
+	et := binary.BigEndian.Uint16(frame[12:14])
+	p := frame[ethHeaderLen:]
+	nv := int(out.Key.NVLAN)
+	for isVLAN(et) {
+		if len(p) < vlanTagLen || nv >= MaxVLANDepth {
+			out.EtherType, out.Reason, out.Key.NVLAN = et, vlanReason(p), uint8(nv)
+			return
+		}
+		out.Key.VLANs[nv] = binary.BigEndian.Uint16(p[0:2]) & vlanIDMask
+		nv++
+		et = binary.BigEndian.Uint16(p[2:4])
+		p = p[vlanTagLen:]
+	}
+	out.Key.NVLAN = uint8(nv)
+	// The IP cases of ether, written out: the common frames skip a call.
+	out.EtherType = et
+	switch et {
+	case etherTypeIPv4:
+		if len(p) >= simpleIPv4Len {
+			if ip := (*[simpleIPv4Len]byte)(p); isSimpleIPv4(ip) && c.notTunnel4(ip) {
+				c.simpleIPv4(ip, out)
+				return
+			}
+		}
+		c.ipv4(p, out)
+	case etherTypeIPv6:
+		if len(p) >= simpleIPv6Len {
+			if ip := (*[simpleIPv6Len]byte)(p); isSimpleIPv6(ip) && c.notTunnel6(ip) {
+				c.simpleIPv6(ip, out)
+				return
+			}
+		}
+		c.ipv6(p, out)
+	default:
+		c.ether(et, p, out)
+	}
 }
 
 // isVLAN reports whether et is a VLAN tag's TPID.
@@ -394,46 +461,34 @@ func isVLAN(et uint16) bool {
 	return et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQOld
 }
 
-// ethernet classifies an Ethernet frame: the frame itself (inner false),
-// whose VLAN IDs go to Key.VLANs, or one inside a tunnel or pseudowire
-// (inner true), whose VLAN IDs go to Key.Encaps.
-func (c *Classifier) ethernet(frame []byte, out *Classification, inner bool) {
+// vlanReason is why a VLAN tag at p stops the walk: it is cut short, or
+// one too many.
+func vlanReason(p []byte) Reason {
+	if len(p) < vlanTagLen {
+		return ReasonShortVLAN
+	}
+	return ReasonTooManyVLANs
+}
+
+// innerEthernet classifies an Ethernet frame inside a tunnel or a
+// pseudowire, whose VLAN IDs go to Key.Encaps.
+func (c *Classifier) innerEthernet(frame []byte, out *Classification) {
 	if len(frame) < ethHeaderLen {
 		out.Reason = ReasonShortEthernet
 		return
 	}
 	et := binary.BigEndian.Uint16(frame[12:14])
 	p := frame[ethHeaderLen:]
-	nv := 0
-	if !inner {
-		nv = int(out.Key.NVLAN)
-	}
-	for isVLAN(et) {
+	for nv := 0; isVLAN(et); nv++ {
 		if len(p) < vlanTagLen || nv >= MaxVLANDepth {
-			out.EtherType = et
-			out.Reason = ReasonShortVLAN
-			if len(p) >= vlanTagLen {
-				out.Reason = ReasonTooManyVLANs
-			}
-			if !inner {
-				out.Key.NVLAN = uint8(nv)
-			}
+			out.EtherType, out.Reason = et, vlanReason(p)
 			return
 		}
-		id := binary.BigEndian.Uint16(p[0:2]) & vlanIDMask
-		if inner {
-			if !c.push(out, EncapVLAN, true, uint32(id)) {
-				return
-			}
-		} else {
-			out.Key.VLANs[nv] = id
+		if !c.push(out, EncapVLAN, true, uint32(binary.BigEndian.Uint16(p[0:2])&vlanIDMask)) {
+			return
 		}
-		nv++
 		et = binary.BigEndian.Uint16(p[2:4])
 		p = p[vlanTagLen:]
-	}
-	if !inner {
-		out.Key.NVLAN = uint8(nv)
 	}
 	c.ether(et, p, out)
 }
@@ -445,7 +500,7 @@ func (c *Classifier) ether(et uint16, p []byte, out *Classification) {
 	switch et {
 	case etherTypeIPv4:
 		if len(p) >= simpleIPv4Len {
-			if ip := (*[simpleIPv4Len]byte)(p); c.plainIPv4(ip) {
+			if ip := (*[simpleIPv4Len]byte)(p); isSimpleIPv4(ip) && c.notTunnel4(ip) {
 				c.simpleIPv4(ip, out)
 				return
 			}
@@ -453,7 +508,7 @@ func (c *Classifier) ether(et uint16, p []byte, out *Classification) {
 		c.ipv4(p, out)
 	case etherTypeIPv6:
 		if len(p) >= simpleIPv6Len {
-			if ip := (*[simpleIPv6Len]byte)(p); c.plainIPv6(ip) {
+			if ip := (*[simpleIPv6Len]byte)(p); isSimpleIPv6(ip) && c.notTunnel6(ip) {
 				c.simpleIPv6(ip, out)
 				return
 			}
@@ -669,7 +724,11 @@ func (c *Classifier) hashIPv4(out *Classification, ht hash.HashType, s, d uint32
 	}
 	out.tupleLen = uint8(n)
 	out.HashType = ht
-	out.FlowID = c.sum(t[:n])
+	if c.sip != nil {
+		out.FlowID = c.sumSip(t[:n])
+	} else {
+		out.FlowID = c.sum(t[:n])
+	}
 }
 
 // hashIPv6 builds the IPv6 tuple (a 2-tuple when ht is RSS_IPV6) and
@@ -691,7 +750,11 @@ func (c *Classifier) hashIPv6(out *Classification, ht hash.HashType, s, d *[16]b
 	}
 	out.tupleLen = uint8(n)
 	out.HashType = ht
-	out.FlowID = c.sum(t[:n])
+	if c.sip != nil {
+		out.FlowID = c.sumSip(t[:n])
+	} else {
+		out.FlowID = c.sum(t[:n])
+	}
 }
 
 // compare16 compares two IPv6 addresses as big-endian numbers.

@@ -201,6 +201,17 @@ func (c *Classification) reset() {
 	c.EtherType, c.HashType, c.FlowID, c.Reason, c.tupleLen, c.keyless = 0, hash.None, 0, ReasonOK, 0, false
 }
 
+// resetFast is reset for the IPv4 fast path, which writes the other
+// fields itself: it clears only what that path leaves alone.
+func (c *Classification) resetFast() {
+	k := &c.Key
+	if k.NEncap != 0 {
+		k.Encaps = [MaxEncaps]Encap{}
+	}
+	k.Fragment, k.NVLAN, k.VLANs, k.Depth, k.NEncap = false, 0, [MaxVLANDepth]uint16{}, 0, 0
+	c.Reason, c.keyless = ReasonOK, false
+}
+
 // Tuple returns the bytes that were hashed to give FlowID: empty for NONE and
 // for a hash the source supplied.
 func (c *Classification) Tuple() []byte { return c.tuple[:c.tupleLen] }

@@ -96,7 +96,7 @@ func (c *Classifier) mpls(p []byte, out *Classification) {
 			return
 		}
 		if c.push(out, EncapPseudowire, false, 0) {
-			c.ethernet(p[pwControlWordLen:], out, true)
+			c.innerEthernet(p[pwControlWordLen:], out)
 		}
 	default:
 		out.Reason = ReasonMPLSNonIP

@@ -232,7 +232,7 @@ func (c *Classifier) vxlan(v []byte, out *Classification) {
 		return
 	}
 	if c.push(out, EncapVXLAN, true, binary.BigEndian.Uint32(v[4:8])>>8) {
-		c.ethernet(v[vxlanHeaderLen:], out, true)
+		c.innerEthernet(v[vxlanHeaderLen:], out)
 	}
 }
 
@@ -256,7 +256,7 @@ func (c *Classifier) geneve(g []byte, out *Classification) {
 // EtherType): an Ethernet frame for 0x6558, else what the EtherType names.
 func (c *Classifier) payload(et uint16, p []byte, out *Classification) {
 	if et == etherTypeTEB {
-		c.ethernet(p, out, true)
+		c.innerEthernet(p, out)
 		return
 	}
 	c.ether(et, p, out)
@@ -301,7 +301,7 @@ func (c *Classifier) gre(g []byte, out *Classification) {
 	case etherTypeERSPAN2:
 		if flags&greFlagSeq == 0 { // type I: the mirrored frame follows
 			if c.push(out, EncapERSPAN1, false, 0) {
-				c.ethernet(p, out, true)
+				c.innerEthernet(p, out)
 			}
 			return
 		}
@@ -310,7 +310,7 @@ func (c *Classifier) gre(g []byte, out *Classification) {
 			return
 		}
 		if c.push(out, EncapERSPAN2, true, uint32(binary.BigEndian.Uint16(p[2:4])&0x03ff)) {
-			c.ethernet(p[erspan2HeaderLen:], out, true)
+			c.innerEthernet(p[erspan2HeaderLen:], out)
 		}
 	case etherTypeERSPAN3:
 		c.erspan3(p, out)
@@ -340,7 +340,7 @@ func (c *Classifier) erspan3(e []byte, out *Classification) {
 		out.Reason = ReasonTunnelNonIP
 		return
 	}
-	c.ethernet(e[hl:], out, true)
+	c.innerEthernet(e[hl:], out)
 }
 
 // gtpu opens a GTP-U header g.
