@@ -3,6 +3,7 @@ package gopacketsrc
 import (
 	"fmt"
 
+	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
@@ -22,4 +23,15 @@ func checkLinkType(lt pcapfile.LinkType) error {
 			lt, uint32(lt), pcapfile.ErrLinkType)
 	}
 	return fmt.Errorf("gopacketsrc: link type %s (%d) is not supported: %w", lt, uint32(lt), pcapfile.ErrLinkType)
+}
+
+// linkHeadroom is how many bytes the arena leaves free before a packet of
+// link type lt, for the Ethernet header toEthernet may put in front of it.
+func linkHeadroom(pcapfile.LinkType) int { return 0 }
+
+// toEthernet makes f the Ethernet frame of its packet, which region holds
+// after s.headroom free bytes, and adjusts f's length and interface index
+// to the link-layer header it replaced. An ETHERNET packet is its frame.
+func (s *Source) toEthernet(f *steer.Frame, region []byte) {
+	f.Data = region[s.headroom:]
 }

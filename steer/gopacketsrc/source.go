@@ -141,6 +141,7 @@ type Source struct {
 	pendF   steer.Frame
 	spill   []byte
 
+	headroom  int // bytes left free before each packet for its Ethernet header
 	free      chan *arena
 	arenaSize int
 	vlan      vlanDecoder
@@ -201,6 +202,7 @@ func newSource(src gopacket.ZeroCopyPacketDataSource, link pcapfile.LinkType, op
 		link:      link,
 		src:       src,
 		free:      make(chan *arena, maxFreeArenas),
+		headroom:  linkHeadroom(link),
 		arenaSize: max(cfg.batchSize*arenaPerFrame, minArenaSize),
 	}, nil
 }
@@ -286,13 +288,12 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 	var nbytes uint64
 	if s.pending {
 		s.pending = false
-		if !a.fits(len(s.pendF.Data)) {
-			a.grow(len(s.pendF.Data), s.arenaSize)
-		}
 		b.Frames = append(b.Frames, s.pendF)
-		f := &b.Frames[0]
-		f.Data = a.place(f.Data)
-		nbytes += uint64(len(f.Data))
+		nbytes += uint64(len(s.pendF.Data))
+		if !s.put(a, &b.Frames[0]) {
+			a.grow(s.headroom+len(s.pendF.Data), s.arenaSize)
+			s.put(a, &b.Frames[0])
+		}
 	}
 	done := ctx.Done()
 	for n := len(b.Frames); !s.eof && n < s.cfg.batchSize; n++ {
@@ -309,16 +310,17 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 		b.Frames = b.Frames[:n+1]
 		f := &b.Frames[n]
 		s.fill(f, data, &ci)
-		if !a.fits(len(f.Data)) {
+		captured := len(f.Data)
+		if !s.put(a, f) {
 			if n > 0 {
 				s.keep(f) // the packet starts the next batch
 				b.Frames = b.Frames[:n]
 				break
 			}
-			a.grow(len(f.Data), s.arenaSize)
+			a.grow(s.headroom+captured, s.arenaSize)
+			s.put(a, f)
 		}
-		f.Data = a.place(f.Data)
-		nbytes += uint64(len(f.Data))
+		nbytes += uint64(captured)
 	}
 	if len(b.Frames) == 0 {
 		s.putArena(a)
@@ -412,19 +414,22 @@ type arena struct {
 	release func()
 }
 
-func (a *arena) fits(n int) bool { return n <= len(a.buf)-a.off }
-
 // grow replaces the buffer of an empty arena with one of at least n bytes.
 func (a *arena) grow(n, size int) { a.buf = make([]byte, max(n, size)) }
 
-// place copies p into the arena and returns the copy, capped at its length
-// so that appending to it never overwrites the next frame.
-func (a *arena) place(p []byte) []byte {
-	end := a.off + len(p)
-	dst := a.buf[a.off:end:end]
-	copy(dst, p)
+// put copies f's packet into the arena, with s.headroom free bytes before
+// it, and makes f the Ethernet frame there. It reports false, changing
+// nothing, when the rest of the arena is too small.
+func (s *Source) put(a *arena, f *steer.Frame) bool {
+	end := a.off + s.headroom + len(f.Data)
+	if end > len(a.buf) {
+		return false
+	}
+	region := a.buf[a.off:end:end]
+	copy(region[s.headroom:], f.Data)
 	a.off = end
-	return dst
+	s.toEthernet(f, region)
+	return true
 }
 
 func (s *Source) getArena() *arena {
