@@ -3,10 +3,13 @@ package gopacketsrc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -162,5 +165,66 @@ func TestDecodeNoAllocs(t *testing.T) {
 	}
 	if dec.tcp4 == 0 || dec.tcp6 == 0 || dec.udps == 0 {
 		t.Errorf("decoded %d TCP/IPv4, %d TCP/IPv6, %d UDP", dec.tcp4, dec.tcp6, dec.udps)
+	}
+}
+
+// idle is a live packet source with nothing to read: each read blocks for
+// its timeout and then says so, as a pcap handle opened with a timeout does.
+type idle struct {
+	timeout time.Duration
+	reads   atomic.Int64
+}
+
+func (s *idle) ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error) {
+	s.reads.Add(1)
+	time.Sleep(s.timeout)
+	return nil, gopacket.CaptureInfo{}, os.ErrDeadlineExceeded
+}
+
+// TestInterrupt checks the documented way to stop a dispatcher reading a
+// live source that blocks: with a read timeout, cancelling ctx, or closing
+// the adapter, stops Run within about one timeout.
+func TestInterrupt(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	for _, how := range []string{"cancel", "close"} {
+		t.Run(how, func(t *testing.T) {
+			d, err := steer.New(steer.Config{Workers: 2}, func(*steer.Packet) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(context.Background())
+			pds := &idle{timeout: timeout}
+			src, err := gopacketsrc.NewZeroCopy(pds, pcapfile.LinkTypeEthernet, gopacketsrc.WithLive())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx, src) }()
+			time.Sleep(3 * timeout)
+			start := time.Now()
+			if how == "cancel" {
+				cancel()
+			} else {
+				src.Close()
+			}
+			select {
+			case err := <-done:
+				switch {
+				case how == "cancel" && !errors.Is(err, context.Canceled),
+					how == "close" && !errors.Is(err, gopacketsrc.ErrClosed):
+					t.Errorf("Run returned %v", err)
+				}
+				if el := time.Since(start); el > 20*timeout {
+					t.Errorf("Run took %v to stop, with a %v read timeout", el, timeout)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run did not stop")
+			}
+			if src.Stats().Timeouts == 0 || pds.reads.Load() == 0 {
+				t.Errorf("stats %+v after %d reads", src.Stats(), pds.reads.Load())
+			}
+		})
 	}
 }

@@ -114,7 +114,7 @@ func WithSourceStats(stats func() (steer.SourceStats, error)) Option {
 // Stats counts what a [Source] has read.
 type Stats struct {
 	Packets  uint64 // packets delivered as frames
-	Bytes    uint64 // captured bytes of those packets, as the packet source gave them
+	Bytes    uint64 // captured bytes of those packets (after a cut to MaxPacketLen)
 	Batches  uint64 // batches delivered
 	Timeouts uint64 // reads that ended on the packet source's read timeout
 	Oversize uint64 // packets longer than MaxPacketLen, cut to it
