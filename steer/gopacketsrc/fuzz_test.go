@@ -48,7 +48,7 @@ func FuzzReadBatch(f *testing.F) {
 		}
 		var wants []want
 		var errs, total int
-		for len(in) >= 3 && total < 4<<20 {
+		for len(in) >= 3 && total < 1<<20 {
 			kind, x, y := in[0]%8, int(in[1]), int(in[2])
 			in = in[3:]
 			i := len(wants)
