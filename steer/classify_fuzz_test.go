@@ -155,8 +155,13 @@ func isIPv6Ext(nh uint8) bool {
 //  12. More than 8 extension headers: gopacket walks on; we stop with
 //     BadExtHeader.
 //  13. IP in IP (protocols 4 and 41): gopacket decodes the inner packet,
-//     we classify by the outer one (as RSS does); the parser is stopped
+//     we classify by the outer one (as RSS does, and as we do with
+//     tunnels off: FuzzClassifyEncap opens them); the parser is stopped
 //     after the outer packet.
+//  14. IPv4 whose protocol is an IPv6 extension header's number (0, 43,
+//     44, 60, 51): gopacket decodes an extension header after it and the
+//     transport header after that; IPv4 has no extension headers, so we
+//     hash the addresses.
 func FuzzClassify(f *testing.F) {
 	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
 	if err != nil {
@@ -218,8 +223,10 @@ func checkInvariants(t *testing.T, h *hash.Toeplitz, frame []byte, c *Classifica
 	if c.HashType == hash.None && c.FlowID != 0 {
 		t.Errorf("FlowID %#x with HashType NONE", c.FlowID)
 	}
-	if (len(frame) < ethHeaderLen) != (c.Reason == ReasonShortEthernet) {
-		t.Errorf("frame of %d bytes: reason %v", len(frame), c.Reason)
+	// A frame shorter than an Ethernet header, or an Ethernet frame inside
+	// (a pseudowire's, recorded in Encaps) cut short.
+	if (len(frame) < ethHeaderLen) != (c.Reason == ReasonShortEthernet && c.Key.NEncap == 0) {
+		t.Errorf("frame of %d bytes: reason %v, %d encapsulations", len(frame), c.Reason, c.Key.NEncap)
 	}
 	if c.Reason >= numReasons {
 		t.Errorf("reason %d out of range", c.Reason)
@@ -341,7 +348,7 @@ func compareIPv4(t *testing.T, o *Classification, g *gopacketView) {
 	if o.Key.Fragment != frag {
 		t.Fatalf("IPv4 fragment %v, gopacket flags %v offset %d", o.Key.Fragment, ip.Flags, ip.FragOffset)
 	}
-	if !frag { // 6
+	if !frag && !isIPv6Ext(uint8(ip.Protocol)) { // 6, 14
 		compareTransport(t, o, g)
 	}
 }
@@ -446,17 +453,28 @@ func compareTransport(t *testing.T, o *Classification, g *gopacketView) {
 
 var updateSeeds = flag.Bool("classify.update-seeds", false, "rewrite testdata/fuzz/FuzzClassify from the classify test cases")
 
-// TestClassifyFuzzSeeds writes the seed corpus of FuzzClassify, one file
-// per case of TestClassify, when run with -classify.update-seeds; without
-// it, it checks that every seed file is in the `go test fuzz v1` format.
+// TestClassifyFuzzSeeds writes the seed corpora of FuzzClassify (one file
+// per case of TestClassify) and FuzzClassifyEncap (one per encapsulation
+// case) when run with -classify.update-seeds; without it, it checks that
+// every seed file is in the `go test fuzz v1` format.
 func TestClassifyFuzzSeeds(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzClassify")
+	for _, target := range []struct {
+		name  string
+		cases []classifyCase
+	}{{"FuzzClassify", classifyCases()}, {"FuzzClassifyEncap", encapCases()}} {
+		checkSeeds(t, target.name, target.cases)
+	}
+}
+
+// checkSeeds writes or checks the seed corpus of one fuzz target.
+func checkSeeds(t *testing.T, target string, cases []classifyCase) {
+	dir := filepath.Join("testdata", "fuzz", target)
 	if *updateSeeds {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		seen := make(map[string]bool)
-		for _, tc := range classifyCases() {
+		for _, tc := range cases {
 			if seen[string(tc.frame)] {
 				continue // the same frame under another config
 			}
@@ -472,8 +490,8 @@ func TestClassifyFuzzSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 30 {
-		t.Fatalf("%d seed files in %s, want at least 30", len(files), dir)
+	if len(files) < 30 || len(files) < len(cases)/2 {
+		t.Fatalf("%d seed files in %s, want at least 30 and half the %d cases", len(files), dir, len(cases))
 	}
 	for _, name := range files {
 		b, err := os.ReadFile(name)
@@ -495,4 +513,205 @@ func seedName(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// FuzzClassifyEncap checks the classifier with TunnelsInner against its
+// invariants, against itself with tunnels off, and, where gopacket decodes
+// a frame whole, against gopacket's layers (VXLAN, Geneve, GRE, ERSPANII,
+// GTPv1U, MPLS, PPPoE, PPP, IPv4 and IPv6 in IP). The invariants:
+//
+//   - a frame whose inside was not hashed (Depth 0) gets the hash and
+//     tuple a classifier with tunnels off gives it, whatever the reason:
+//     a tunnel never costs a frame its outer flow;
+//   - a frame with a hash has ReasonOK or ReasonShortTransport, or a
+//     tunnel's reason, or entered a tunnel (recorded in Encaps) whose
+//     inside could not be hashed;
+//   - Encaps holds at least Depth tunnels, and nothing past NEncap.
+//
+// Against gopacket, when we classify fully (ReasonOK) and gopacket decodes
+// without an error layer, our tuple is that of gopacket's last IP layer,
+// and the number of IP layers is Depth+1. The deliberate differences,
+// where the comparison is skipped:
+//
+//  1. UDP to a port that is no tunnel's from a tunnel's port: gopacket
+//     also decodes by the source port, we open by the destination port
+//     only (a VTEP's source port is entropy).
+//  2. ERSPAN type I (GRE 0x88be without a sequence number): gopacket
+//     decodes a type II header, we take the mirrored frame at once, as
+//     Linux does; ERSPAN type III (0x22eb): gopacket has no decoder.
+//  3. The plain classifier's differences (FuzzClassify) inside a tunnel
+//     as outside: 0x9100 tags, IPv6 extension headers and fragments
+//     (the protocol and ports are compared only when the transport header
+//     follows the last IP header at once).
+//  4. A packet gopacket marks truncated (an IP length past the frame):
+//     gopacket may stop where we, tolerating a snap-length cut, go on.
+//  5. GENEVE options: gopacket walks them by each option's own length,
+//     past the options length the header gives; we skip them by the
+//     header's length, as RFC 8926 defines.
+func FuzzClassifyEncap(f *testing.F) {
+	h, err := hash.NewToeplitz(hash.MicrosoftKey[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	on, err := NewClassifier(HashConfig{Key: h.Key(), Tunnels: TunnelsInner})
+	if err != nil {
+		f.Fatal(err)
+	}
+	onSym, err := NewClassifier(HashConfig{Key: h.Key(), Tunnels: TunnelsInner, Symmetric: true, UDP4Tuple: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	off := newTestClassifier(f, h, false, false)
+	offSym := newTestClassifier(f, h, true, true)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		for i, c := range [2][2]*Classifier{{on, off}, {onSym, offSym}} {
+			var o, x Classification
+			c[0].Classify(frame, &o)
+			c[1].Classify(frame, &x)
+			checkEncapInvariants(t, h, &o, &x, i == 1)
+			checkSplit(t, c[0], frame, &o)
+			if i == 0 {
+				compareGopacketEncap(t, frame, &o)
+			}
+		}
+	})
+}
+
+// checkEncapInvariants checks o, by a classifier with TunnelsInner,
+// against x, by one with tunnels off and otherwise alike.
+func checkEncapInvariants(t *testing.T, h *hash.Toeplitz, o, x *Classification, symmetric bool) {
+	t.Helper()
+	checkHash(t, h, o, symmetric)
+	k := &o.Key
+	if o.Reason >= numReasons || k.NVLAN > MaxVLANDepth || k.NEncap > MaxEncaps || k.Depth > MaxTunnelDepth {
+		t.Fatalf("out of range: %+v %v", *k, o.Reason)
+	}
+	tunnels := 0
+	for i, e := range k.Encaps {
+		if i >= int(k.NEncap) && e != (Encap{}) {
+			t.Fatalf("Encaps %v past NEncap %d", k.Encaps, k.NEncap)
+		}
+		if i < int(k.NEncap) && e.Kind.Tunnel() {
+			tunnels++
+		}
+	}
+	if tunnels < int(k.Depth) {
+		t.Fatalf("depth %d with %d tunnels in %v", k.Depth, tunnels, k.Encaps)
+	}
+	hashed := o.HashType != hash.None
+	if hashed && o.Reason != ReasonOK && o.Reason != ReasonShortTransport && tunnels == 0 && !isTunnelReason(o.Reason) {
+		t.Fatalf("hashed with reason %v and no tunnel: %+v", o.Reason, *k)
+	}
+	if !hashed && o.FlowID != 0 {
+		t.Fatalf("FlowID %#x without a hash", o.FlowID)
+	}
+	if o.HashType.Is4Tuple() && k.Fragment {
+		t.Fatalf("4-tuple hash %v for a fragment", o.HashType)
+	}
+	if hashed && k.Depth == 0 && o.Reason != ReasonOK && o.Reason != ReasonShortTransport && !x.HashType.IsHash() {
+		t.Fatalf("hashed (%v) where tunnels off gives no hash: %+v", o.Reason, *k)
+	}
+	if k.Depth == 0 && (o.FlowID != x.FlowID || o.HashType != x.HashType || k.Src != x.Key.Src || k.Dst != x.Key.Dst ||
+		k.Proto != x.Key.Proto || k.Fragment != x.Key.Fragment) {
+		t.Fatalf("inside not hashed (%v), but the hash is not the outer one:\n%v %#x %+v\n%v %#x %+v",
+			o.Reason, o.HashType, o.FlowID, *k, x.HashType, x.FlowID, x.Key)
+	}
+	if k.Depth == 0 && tunnels == 0 && !sameClassification(o, x) && !isTunnelReason(o.Reason) {
+		t.Fatalf("no tunnel entered, yet tunnels change the result:\n%+v\n%+v", *o, *x)
+	}
+}
+
+// isTunnelReason reports whether r is one only a tunnel gives.
+func isTunnelReason(r Reason) bool {
+	switch r {
+	case ReasonBadVXLAN, ReasonBadGENEVE, ReasonBadGRE, ReasonBadERSPAN, ReasonBadGTPU, ReasonTunnelNonIP, ReasonTooDeep:
+		return true
+	}
+	return false
+}
+
+// compareGopacketEncap compares our classification with TunnelsInner
+// with gopacket's full decoding, except where the rules differ on
+// purpose (see FuzzClassifyEncap).
+func compareGopacketEncap(t *testing.T, frame []byte, o *Classification) {
+	t.Helper()
+	if o.Reason != ReasonOK {
+		return
+	}
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.DecodeOptions{NoCopy: true})
+	if p.ErrorLayer() != nil || p.Metadata().Truncated { // 4
+		return
+	}
+	for _, e := range o.Key.Encaps[:o.Key.NEncap] {
+		if e.Kind == EncapERSPAN1 || e.Kind == EncapERSPAN3 { // 2
+			return
+		}
+	}
+	ls := p.Layers()
+	var ips []int // indexes of the IP layers
+	for i, l := range ls {
+		switch l.LayerType() {
+		case layers.LayerTypeIPv4, layers.LayerTypeIPv6:
+			ips = append(ips, i)
+		case layers.LayerTypeDot1Q:
+			if d := l.(*layers.Dot1Q); d.Type == 0x9100 { // 3
+				return
+			}
+		case layers.LayerTypeUDP:
+			if u := l.(*layers.UDP); u.DstPort.LayerType() == gopacket.LayerTypePayload && u.SrcPort.LayerType() != gopacket.LayerTypePayload { // 1
+				return
+			}
+		case layers.LayerTypeEthernet:
+			if e := l.(*layers.Ethernet); e.EthernetType == 0x9100 { // 3
+				return
+			}
+		case layers.LayerTypeGeneve:
+			if c := l.LayerContents(); len(c) != geneveHeaderLen+int(c[0]&0x3f)<<2 { // 5
+				return
+			}
+		}
+	}
+	if len(ips) == 0 {
+		return // the outer header itself is one gopacket takes otherwise (FuzzClassify's exceptions)
+	}
+	if len(ips) != int(o.Key.Depth)+1 {
+		t.Fatalf("gopacket decoded %d IP layers (%v), we are %d tunnels deep: %+v", len(ips), layerTypes(ls), o.Key.Depth, o.Key)
+	}
+	last := ls[ips[len(ips)-1]]
+	var src, dst netip.Addr
+	var proto uint8
+	switch ip := last.(type) {
+	case *layers.IPv4:
+		src, dst, proto = addrOf(ip.SrcIP), addrOf(ip.DstIP), uint8(ip.Protocol)
+	case *layers.IPv6:
+		src, dst, proto = addrOf(ip.SrcIP), addrOf(ip.DstIP), uint8(ip.NextHeader)
+	}
+	if o.Key.Src != src || o.Key.Dst != dst {
+		t.Fatalf("innermost %v -> %v, gopacket %v -> %v (%v)", o.Key.Src, o.Key.Dst, src, dst, layerTypes(ls))
+	}
+	if ips[len(ips)-1]+1 >= len(ls) || o.Key.Fragment {
+		return
+	}
+	var sp, dp uint16
+	switch l := ls[ips[len(ips)-1]+1].(type) {
+	case *layers.TCP:
+		sp, dp = uint16(l.SrcPort), uint16(l.DstPort)
+	case *layers.UDP:
+		sp, dp = uint16(l.SrcPort), uint16(l.DstPort)
+	case *layers.SCTP:
+		sp, dp = uint16(l.SrcPort), uint16(l.DstPort)
+	default:
+		return
+	}
+	if o.Key.Proto != proto || o.Key.SrcPort != sp || o.Key.DstPort != dp {
+		t.Fatalf("innermost proto %d ports %d %d, gopacket %d %d %d (%v)", o.Key.Proto, o.Key.SrcPort, o.Key.DstPort, proto, sp, dp, layerTypes(ls))
+	}
+}
+
+func layerTypes(ls []gopacket.Layer) []gopacket.LayerType {
+	var ts []gopacket.LayerType
+	for _, l := range ls {
+		ts = append(ts, l.LayerType())
+	}
+	return ts
 }

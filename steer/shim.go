@@ -45,6 +45,10 @@ func (c *Classifier) pppoe(p []byte, out *Classification) {
 	if end := pppoeHeaderLen + int(binary.BigEndian.Uint16(p[4:6])); end < len(p) {
 		p = p[:end]
 	}
+	if len(p) < pppoeHeaderLen+1 { // the length leaves no PPP protocol
+		out.Reason = ReasonBadPPPoE
+		return
+	}
 	hl := pppoeHeaderLen + 1
 	proto := uint16(p[pppoeHeaderLen])
 	if proto&1 == 0 { // not compressed: two bytes

@@ -325,6 +325,8 @@ func encapCases() []classifyCase {
 			reason: ReasonBadPPPoE, etherType: etherTypePPPoESession},
 		{name: "pppoe protocol cut", frame: ethFrame(etherTypePPPoESession, pppoeSession(3, pppIPv4, nil)[:7]),
 			reason: ReasonBadPPPoE, etherType: etherTypePPPoESession, key: withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 3))},
+		{name: "pppoe length 0", frame: ethFrame(etherTypePPPoESession, edit(pppoeSession(5, pppIPv4, ip4), func(b []byte) { b[4], b[5] = 0, 0 })),
+			reason: ReasonBadPPPoE, etherType: etherTypePPPoESession, key: withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 5))},
 		{name: "pppoe inside vxlan", tunnels: true, frame: vxlan4(6, ethFrame(etherTypePPPoESession, pppoeSession(4, pppIPv4, ip4))), ht: tcp4ht, etherType: v4,
 			key: withEncaps(innerTCP4, 1, enc(EncapVXLAN, 6), enc(EncapPPPoE, 4))},
 
