@@ -18,6 +18,8 @@ const (
 	LinkTypeEthernet   LinkType = 1   // LINKTYPE_ETHERNET
 	LinkTypeRawAlt12   LinkType = 12  // DLT_RAW as some systems write it: raw IP
 	LinkTypeRawAlt14   LinkType = 14  // DLT_RAW as some systems write it: raw IP
+	LinkTypePPP        LinkType = 9   // LINKTYPE_PPP: PPP, with or without HDLC-like framing (ff 03)
+	LinkTypePPPHDLC    LinkType = 50  // LINKTYPE_PPP_HDLC: PPP in HDLC-like framing, or Cisco HDLC
 	LinkTypeRaw        LinkType = 101 // LINKTYPE_RAW: raw IPv4 or IPv6
 	LinkTypeIEEE802_11 LinkType = 105 // LINKTYPE_IEEE802_11 (not supported)
 	LinkTypeLoop       LinkType = 108 // LINKTYPE_LOOP: OpenBSD loopback, network-order address family
@@ -51,7 +53,7 @@ func (lt LinkType) String() string {
 func (lt LinkType) Supported() bool {
 	switch lt {
 	case LinkTypeEthernet, LinkTypeLinuxSLL, LinkTypeLinuxSLL2, LinkTypeRaw, LinkTypeRawAlt12,
-		LinkTypeRawAlt14, LinkTypeIPv4, LinkTypeIPv6, LinkTypeNull, LinkTypeLoop:
+		LinkTypeRawAlt14, LinkTypeIPv4, LinkTypeIPv6, LinkTypeNull, LinkTypeLoop, LinkTypePPP, LinkTypePPPHDLC:
 		return true
 	}
 	return false
@@ -87,13 +89,20 @@ const (
 
 	etherTypeIPv4 = 0x0800
 	etherTypeIPv6 = 0x86dd
+	etherTypePPP  = 0x880b // a PPP frame of a protocol with no EtherType of its own
+
+	pppAddress    = 0xff // HDLC-like framing: the all-stations address
+	pppControl    = 0x03 // and the unnumbered-information control byte
+	ciscoUnicast  = 0x0f // Cisco HDLC's address bytes
+	ciscoMulti    = 0x8f
+	ciscoHeaderLn = 4 // address, control, EtherType
 )
 
 // headroom is how many bytes the reader leaves free before a record of this
 // link type, so that rewrite can put an Ethernet header in front of it.
 func (lt LinkType) headroom() int {
 	switch lt {
-	case LinkTypeRaw, LinkTypeRawAlt12, LinkTypeRawAlt14, LinkTypeIPv4, LinkTypeIPv6:
+	case LinkTypeRaw, LinkTypeRawAlt12, LinkTypeRawAlt14, LinkTypeIPv4, LinkTypeIPv6, LinkTypePPP, LinkTypePPPHDLC:
 		return ethHeaderLen
 	case LinkTypeNull, LinkTypeLoop:
 		return ethHeaderLen - loopHeaderLen
@@ -144,6 +153,18 @@ func rewrite(lt LinkType, region []byte) (frame []byte, delta, ifIndex int, runt
 		putEthHeader(region[:ethHeaderLen], addressFamilyEtherType(af))
 		return region[:len(region):len(region)], ethHeaderLen - loopHeaderLen, 0, false
 
+	case LinkTypePPP, LinkTypePPPHDLC:
+		et, hl, ok := pppHeader(lt, rec)
+		if !ok {
+			return region[:0:0], 0, 0, true
+		}
+		// The Ethernet header goes where the PPP header ends, over it and
+		// the headroom: hl is at least 1.
+		start := h + hl - ethHeaderLen
+		putEthHeader(region[start:start+ethHeaderLen], et)
+		f := region[start:]
+		return f[:len(f):len(f)], ethHeaderLen - hl, 0, false
+
 	case LinkTypeLinuxSLL:
 		// packet type(2) ARPHRD(2) address length(2) address(8) protocol(2)
 		if len(rec) < sllHeaderLen {
@@ -184,6 +205,55 @@ func rewrite(lt LinkType, region []byte) (frame []byte, delta, ifIndex int, runt
 func putEthHeader(h []byte, etherType uint16) {
 	clear(h[:12])
 	binary.BigEndian.PutUint16(h[12:14], etherType)
+}
+
+// pppHeader reads the PPP header of a PPP or PPP_HDLC record: the
+// HDLC-like framing (ff 03) when present, then the PPP protocol, two
+// bytes or, compressed (RFC 1661: an odd first byte), one; or, for
+// PPP_HDLC, a Cisco HDLC header (0f or 8f, a control byte, an EtherType).
+// It returns the EtherType the frame gets, the header's length, and
+// false for a record too short for its header.
+func pppHeader(lt LinkType, rec []byte) (etherType uint16, hl int, ok bool) {
+	if lt == LinkTypePPPHDLC && len(rec) > 0 && (rec[0] == ciscoUnicast || rec[0] == ciscoMulti) {
+		if len(rec) < ciscoHeaderLn {
+			return 0, 0, false
+		}
+		return binary.BigEndian.Uint16(rec[2:4]), ciscoHeaderLn, true
+	}
+	if len(rec) >= 2 && rec[0] == pppAddress && rec[1] == pppControl {
+		hl = 2
+	}
+	if len(rec) <= hl {
+		return 0, 0, false
+	}
+	proto := uint16(rec[hl])
+	if proto&1 == 0 {
+		if len(rec) < hl+2 {
+			return 0, 0, false
+		}
+		proto = binary.BigEndian.Uint16(rec[hl:])
+		hl += 2
+	} else {
+		hl++
+	}
+	return pppEtherType(proto), hl, true
+}
+
+// pppEtherType maps a PPP protocol number to an EtherType: IPv4 (0x0021),
+// IPv6 (0x0057) and MPLS (0x0281, 0x0283) to theirs, anything else (LCP,
+// IPCP, ...) to 0x880b, PPP's own, which the classifier takes as non-IP.
+func pppEtherType(proto uint16) uint16 {
+	switch proto {
+	case 0x0021:
+		return etherTypeIPv4
+	case 0x0057:
+		return etherTypeIPv6
+	case 0x0281:
+		return 0x8847
+	case 0x0283:
+		return 0x8848
+	}
+	return etherTypePPP
 }
 
 // addressFamilyEtherType maps a BSD loopback address family to an

@@ -107,7 +107,7 @@ func linkCases() []linkCase {
 	}
 	srcMAC := []byte{0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
 	arp := bytes.Repeat([]byte{0x11}, 28)
-	return []linkCase{
+	return append(pppLinkCases(), []linkCase{
 		{name: "ethernet", link: 1, rec: eth(mac1, mac2, 0x0800, ip4), want: eth(mac1, mac2, 0x0800, ip4)},
 		{name: "ethernet-short", link: 1, rec: []byte{1, 2, 3}, want: []byte{1, 2, 3}},
 		{name: "sll-ipv4", link: 113, rec: sll(6, cat(srcMAC, []byte{9, 9}), 0x0800, ip4), want: eth(zeroMAC, srcMAC, 0x0800, ip4), delta: -2},
@@ -135,7 +135,7 @@ func linkCases() []linkCase {
 		{name: "null-runt", link: 0, rec: []byte{2, 0, 0}, want: []byte{}, runt: true},
 		{name: "loop-inet", link: 108, rec: cat(be32(2), ip4), want: eth(zeroMAC, zeroMAC, 0x0800, ip4), delta: 10},
 		{name: "loop-inet6", link: 108, rec: cat(be32(28), ip6), want: eth(zeroMAC, zeroMAC, 0x86dd, ip6), delta: 10},
-	}
+	}...)
 }
 
 // TestLinkTypes writes every supported link type as classic pcap (both
