@@ -54,3 +54,16 @@ func TestInterrupt(t *testing.T) {
 		t.Errorf("got %+v; want status 3 and %q", res, want)
 	}
 }
+
+var kept [][]byte
+
+func TestHeapGrowth(t *testing.T) {
+	if grew := HeapGrowth(func() {
+		for range 128 {
+			kept = append(kept, make([]byte, 256<<10)) // 32 MB, live to the end
+		}
+	}); grew < 31<<20 {
+		t.Errorf("32 MB kept: grew by %d bytes", grew)
+	}
+	kept = nil
+}
