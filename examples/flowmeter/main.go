@@ -430,20 +430,12 @@ func run(ctx context.Context, o options, each func(*record) error) (*result, err
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	var rd io.Reader = sample.Reader()
-	name := "the embedded sample"
-	if o.file != "" {
-		f, err := cli.Open(ctx, o.file)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		rd, name = f, o.file
-		if o.file == "-" {
-			name = "standard input"
-		}
+	in, name, err := cli.OpenInput(ctx, o.file, sample.Reader(), "the embedded sample")
+	if err != nil {
+		return nil, err
 	}
-	src, err := pcapfile.NewReader(rd)
+	defer in.Close()
+	src, err := pcapfile.NewReader(in)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w before the capture's header arrived", cli.ErrInterrupted)
@@ -452,13 +444,10 @@ func run(ctx context.Context, o options, each func(*record) error) (*result, err
 	}
 	defer src.Close()
 	res, err := meter(ctx, o, src, each)
-	switch {
-	case err == nil || res == nil:
-		return res, err
-	case ctx.Err() != nil:
-		return res, fmt.Errorf("%w; the totals cover the frames read until then", cli.ErrInterrupted)
+	if res == nil {
+		return nil, err
 	}
-	return res, fmt.Errorf("reading %s: %w (the totals cover the frames before the error)", name, err)
+	return res, cli.ReadError(ctx, name, err, "the totals")
 }
 
 // meter runs src through a dispatcher whose workers meter the flows, and
