@@ -5,7 +5,9 @@
 // over UDP, TCP and UDP over IPv6 (with hop-by-hop and destination options
 // headers), ICMP and ICMPv6, 802.1Q and QinQ tags, IPv4 and IPv6
 // fragments, ARP, LLDP, frames cut by a snap length, and a few malformed
-// frames. Package samplegen documents the contents and builds the file;
+// frames; and a second capture of tunnelled traffic: TCP connections
+// carried in VXLAN (most of them), GENEVE, GRE, ERSPAN, GTP-U, IP in IP,
+// MPLS, PPPoE and pseudowires between a few tunnel endpoints. Package samplegen documents the contents and builds the file;
 // this package only embeds it, so that its users do not link gopacket.
 package sample
 
@@ -15,6 +17,7 @@ import (
 )
 
 //go:generate go run ./gen -o sample.pcap
+//go:generate go run ./gen -tunnels -o tunnels.pcap
 
 // Name is the sample's file name.
 const Name = "sample.pcap"
@@ -27,3 +30,17 @@ var Pcap []byte
 
 // Reader returns a reader of the sample capture.
 func Reader() *bytes.Reader { return bytes.NewReader(Pcap) }
+
+// TunnelsName is the tunnels capture's file name.
+const TunnelsName = "tunnels.pcap"
+
+// Tunnels is the tunnels capture, in the sample's format: by their outer
+// headers its connections are a handful of flows, by their inner ones
+// each its own (HashConfig.Tunnels = TunnelsInner in package steer).
+// Package samplegen's constants say what it holds. Do not modify it.
+//
+//go:embed tunnels.pcap
+var Tunnels []byte
+
+// TunnelsReader returns a reader of the tunnels capture.
+func TunnelsReader() *bytes.Reader { return bytes.NewReader(Tunnels) }

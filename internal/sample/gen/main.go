@@ -1,6 +1,7 @@
-// Command gen writes the sample capture that package sample embeds:
+// Command gen writes the captures that package sample embeds:
 //
 //	go run ./internal/sample/gen -o internal/sample/sample.pcap
+//	go run ./internal/sample/gen -tunnels -o internal/sample/tunnels.pcap
 package main
 
 import (
@@ -14,16 +15,21 @@ import (
 
 func main() {
 	out := flag.String("o", "sample.pcap", "output file (- for standard output)")
+	tunnels := flag.Bool("tunnels", false, "write the tunnels capture instead of the sample")
 	flag.Parse()
-	if err := run(*out); err != nil {
+	if err := run(*out, *tunnels); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string) error {
+func run(out string, tunnels bool) error {
 	var b bytes.Buffer
-	if err := samplegen.Generate(&b); err != nil {
+	generate := samplegen.Generate
+	if tunnels {
+		generate = samplegen.GenerateTunnels
+	}
+	if err := generate(&b); err != nil {
 		return err
 	}
 	if out == "-" {

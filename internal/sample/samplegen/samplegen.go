@@ -48,6 +48,27 @@ const (
 	LLDPs            = 3   // LLDP frames
 	SnapCut          = 2   // frames captured with fewer bytes than they had on the wire
 
+	// What the tunnels capture holds (GenerateTunnels): TCP/IPv4
+	// connections in tunnels and shims, each kind between one pair of
+	// endpoints, which the classifier steers by their inner flow only with
+	// tunnels opened (MPLS and PPPoE always), and a few odd frames.
+	VXLANConnections  = 48 // inside VXLAN, VNI 5001, between two VTEPs (UDP 4789)
+	GENEVEConnections = 4  // inside GENEVE, VNI 77, an Ethernet payload (UDP 6081)
+	GREConnections    = 4  // inside GRE with key 9, an IPv4 payload
+	ERSPANConnections = 2  // mirrored by ERSPAN type II, session 5, over GRE
+	GTPUConnections   = 4  // inside GTP-U G-PDUs, a TEID per user and direction (UDP 2152)
+	IPIPConnections   = 2  // IPv4 inside IPv4
+	MPLSConnections   = 4  // under MPLS label 1600
+	PPPoEConnections  = 4  // inside PPPoE sessions (PPP protocol 0x0021), one per client
+	NestedConnections = 2  // inside GRE (key 7) inside VXLAN (VNI 5002)
+	InnerVLANConns    = 2  // inside VXLAN (VNI 5003) with an 802.1Q tag 100 on the inner frame
+	PseudowireConns   = 2  // an Ethernet pseudowire: MPLS label 2000, a control word, the frame
+	// The odd frames of the tunnels capture, each kind twice: ARP inside
+	// VXLAN, VXLAN headers cut short, GTP-U echo requests, PPPoE discovery
+	// (PADI) and LCP echo requests, and the two fragments of a VXLAN
+	// datagram fragmented on the outer path.
+	TunnelOddities = 2
+
 	// The malformed frames, one each: a 10-byte frame, IPv4 with IHL 3,
 	// IPv4 whose header runs past the frame, TCP headers of 10 and 2 bytes,
 	// an IPv6 header cut at 20 bytes, and five VLAN tags.
@@ -55,6 +76,8 @@ const (
 
 	// Seed is the seed of the pseudo-random sequence.
 	Seed = 0x5eed_2025_0301
+	// TunnelsSeed is the tunnels capture's.
+	TunnelsSeed = 0x5eed_2026_1201
 	// SnapLen is the snap length in the file header.
 	SnapLen = 65535
 )
@@ -67,6 +90,22 @@ var Start = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 func Generate(w io.Writer) error {
 	g := &gen{rng: rng(Seed), ports: map[string]bool{}}
 	g.build()
+	return g.write(w)
+}
+
+// GenerateTunnels writes the tunnels capture to w, in the same format: a
+// minute of TCP connections carried in VXLAN (most of them), GENEVE, GRE,
+// ERSPAN, GTP-U, IP in IP, MPLS and PPPoE, and the odd frames of
+// tunnelOddities.
+func GenerateTunnels(w io.Writer) error {
+	g := &gen{rng: rng(TunnelsSeed), ports: map[string]bool{}}
+	g.tunnels()
+	g.tunnelOddities()
+	return g.write(w)
+}
+
+// write sorts the events by time and writes them as a pcap file.
+func (g *gen) write(w io.Writer) error {
 	if g.err != nil {
 		return fmt.Errorf("samplegen: %w", g.err)
 	}
@@ -154,6 +193,18 @@ func (g *gen) emit(t time.Duration, ls ...gopacket.SerializableLayer) {
 	g.add(t, g.serialize(ls...))
 }
 
+// emitOn is emit for a packet on path p from the client or the server:
+// encapsulated when the path says so.
+func (g *gen) emitOn(p path, fromClient bool, t time.Duration, ls ...gopacket.SerializableLayer) {
+	if p.wrap == nil {
+		g.emit(t, ls...)
+		return
+	}
+	if f := g.serialize(ls...); f != nil {
+		g.add(t, p.wrap(g, f, fromClient))
+	}
+}
+
 // Addresses.
 var (
 	routerMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
@@ -183,6 +234,9 @@ type tag struct {
 type path struct {
 	cIP, sIP net.IP
 	tags     []tag
+	// wrap, when set, encapsulates each frame of the path (an untagged
+	// Ethernet frame): a tunnel or a shim between the tap and the hosts.
+	wrap func(g *gen, frame []byte, fromClient bool) []byte
 }
 
 func (p path) v6() bool { return p.cIP.To4() == nil }
@@ -302,7 +356,7 @@ func (c *conn) seg(t time.Duration, fromClient bool, f flags, payload []byte) {
 		ext := []byte{byte(layers.IPProtocolTCP), 0, 1, 4, 0, 0, 0, 0}
 		c.g.emit(t, append(ls, gopacket.Payload(append(ext, l4...)))...)
 	} else {
-		c.g.emit(t, append(ls, tcp, gopacket.Payload(payload))...)
+		c.g.emitOn(c.p, fromClient, t, append(ls, tcp, gopacket.Payload(payload))...)
 	}
 	c.next[side] += uint32(len(payload))
 	if f.syn || f.fin {
