@@ -1,0 +1,86 @@
+package encapframes
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/rpsgo/rps/steer"
+)
+
+// Flows is a TCP/IPv4 and a UDP/IPv6 flow, the two the tests put in every
+// case.
+var flows = []Flow{
+	{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80},
+	{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 4000, DstPort: 9000, UDP: true},
+}
+
+// gopacketCannot are the cases gopacket does not decode: ERSPAN type I
+// (GRE's 0x88be is always type II to it) and a pseudowire control word.
+var gopacketCannot = map[string]bool{"erspan1": true, "mpls-pw": true}
+
+// TestCases: each case's frame is what its name says, as the classifier
+// reads it with tunnels opened and closed, and as gopacket decodes it.
+func TestCases(t *testing.T) {
+	inner, err := steer.NewClassifier(steer.HashConfig{Tunnels: steer.TunnelsInner, VXLANPorts: []uint16{4789, 8472}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := steer.NewClassifier(steer.HashConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, c := range Cases {
+		if names[c.Name] {
+			t.Errorf("case %s twice", c.Name)
+		}
+		names[c.Name] = true
+		for _, f := range flows {
+			frame := c.Build(f)
+			var cl steer.Classification
+			inner.Classify(frame, &cl)
+			k := cl.Key
+			if cl.Reason != steer.ReasonOK || k.Encapsulation() != c.Inner || k.Src != f.Src || k.Dst != f.Dst ||
+				k.SrcPort != f.SrcPort || k.DstPort != f.DstPort {
+				t.Errorf("%s, %v, tunnels inner: %s %+v, want %q and the flow", c.Name, f.Src, cl.Reason, k, c.Inner)
+			}
+			outer.Classify(frame, &cl)
+			k = cl.Key
+			if cl.Reason != steer.ReasonOK || k.Encapsulation() != c.Outer || k.Depth != 0 || (k.Src == f.Src) == c.Tunnel {
+				t.Errorf("%s, %v, tunnels outer: %s %+v, want %q and the flow only outside a tunnel", c.Name, f.Src, cl.Reason, k, c.Outer)
+			}
+			p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+			if el := p.ErrorLayer(); el != nil && !gopacketCannot[c.Name] {
+				t.Errorf("%s: gopacket: %v", c.Name, el.Error())
+			}
+		}
+	}
+}
+
+// TestVXLANCapture: the capture is reproducible, seven frames in eight
+// are VXLAN, and they carry the flows asked for.
+func TestVXLANCapture(t *testing.T) {
+	a, b := VXLANCapture(400, 64, 1), VXLANCapture(400, 64, 1)
+	if string(Pcap(a)) != string(Pcap(b)) {
+		t.Fatal("the same seed gave two captures")
+	}
+	c, err := steer.NewClassifier(steer.HashConfig{Tunnels: steer.TunnelsInner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vxlan := 0
+	inner := map[netip.Addr]bool{}
+	for _, f := range a {
+		var cl steer.Classification
+		c.Classify(f, &cl)
+		if cl.Key.Depth == 1 && cl.Key.Encapsulation() == "vxlan:42" {
+			vxlan++
+			inner[cl.Key.Src] = true
+		}
+	}
+	if vxlan != 350 || len(inner) < 60 {
+		t.Errorf("%d VXLAN frames of 400 from %d inner hosts; want 350 from about 64", vxlan, len(inner))
+	}
+}
