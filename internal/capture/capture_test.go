@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -450,8 +451,11 @@ func TestDumpTick(t *testing.T) {
 // renaming one breaks scripts, so it breaks this test first.
 var reportKeys = []string{
 	"bucket_frames", "command", "config", "config.buckets", "config.cpus", "config.dispatch", "config.flow_limit",
-	"config.key", "config.overflow", "config.policy", "config.queue_limit", "config.rebalance_seconds", "config.rfs",
-	"config.symmetric", "config.udp_4tuple", "config.workers", "elapsed_seconds", "filter", "input", "interrupted",
+	"config.hash", "config.hash_types", "config.key", "config.overflow", "config.policy", "config.queue_limit",
+	"config.rebalance_seconds", "config.rfs", "config.symmetric", "config.tunnels", "config.udp_4tuple",
+	"config.vxlan_ports", "config.workers", "elapsed_seconds", "encapsulations", "encapsulations.decapsulated",
+	"encapsulations.kinds", "encapsulations.not_decapsulated", "encapsulations.not_decapsulated_kinds",
+	"encapsulations.plain", "encapsulations.stacks", "filter", "input", "interrupted",
 	"live", "live.fanout", "live.hashed_frames", "live.interface", "live.keeps_flows", "live.promiscuous", "live.snaplen",
 	"live.worker_changes", "reasons", "schema", "sources", "sources.filtered", "sources.kernel_dropped",
 	"sources.kernel_received", "sources.name", "sources.queue_freezes", "table", "top_flows", "top_flows.bytes",
@@ -464,12 +468,17 @@ var reportKeys = []string{
 	"workers.queued", "workers.redispatch_drops", "workers.watermark",
 }
 
+// byName are the report's objects keyed by enumeration names rather than
+// field names.
+var byName = map[string]bool{"reasons": true, "encapsulations.kinds": true, "encapsulations.stacks": true,
+	"encapsulations.not_decapsulated_kinds": true}
+
 func collectKeys(prefix string, v any, into map[string]bool) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
-			if prefix == "reasons" {
-				continue // keyed by reason names, checked apart
+			if byName[prefix] {
+				continue // keyed by names, checked apart
 			}
 			name := k
 			if prefix != "" {
@@ -513,6 +522,7 @@ func TestReportJSON(t *testing.T) {
 	}
 	r := NewReport("test", &st)
 	r.Input, r.Filter, r.ElapsedSeconds = "memory", "udp", 1.5
+	r.Encapsulations = countCases(t, steer.HashConfig{}).Report()
 	r.Totals.Read = uint64(len(frames))
 	r.Live = &Live{Interface: "veth0", Fanout: "ebpf", KeepsFlows: true}
 	var b bytes.Buffer
@@ -543,6 +553,27 @@ func TestReportJSON(t *testing.T) {
 	}
 	if tot := generic["totals"].(map[string]any); tot["filtered"] != float64(1) || tot["steered"] != float64(1001) {
 		t.Errorf("totals %v: want 1 filtered, 1001 steered", tot)
+	}
+	cfg = generic["config"].(map[string]any)
+	if cfg["hash"] != "toeplitz" || cfg["hash_types"] != "ipv4,tcp_ipv4,ipv6,tcp_ipv6" || cfg["tunnels"] != "outer" ||
+		fmt.Sprint(cfg["vxlan_ports"]) != "[4789]" {
+		t.Errorf("hash configuration: %v %v %v %v", cfg["hash"], cfg["hash_types"], cfg["tunnels"], cfg["vxlan_ports"])
+	}
+	enc := generic["encapsulations"].(map[string]any)
+	kinds := enc["kinds"].(map[string]any)
+	closed := enc["not_decapsulated_kinds"].(map[string]any)
+	for _, name := range []string{"vlan", "mpls", "pw", "pppoe", "vxlan", "geneve", "gre", "erspan1", "erspan2", "erspan3", "gtpu", "ipip"} {
+		if _, ok := kinds[name]; !ok {
+			t.Errorf("encapsulations.kinds lacks %q: %v", name, kinds)
+		}
+		var k steer.EncapKind
+		k.UnmarshalText([]byte(name))
+		if _, ok := closed[name]; ok != k.Tunnel() {
+			t.Errorf("encapsulations.not_decapsulated_kinds: %q present %v, want it for tunnels only", name, ok)
+		}
+	}
+	if len(kinds) != 12 || kinds["mpls"] != float64(4) || enc["stacks"].(map[string]any)["mpls+pw+vlan"] != float64(1) || closed["gre"] != float64(8) {
+		t.Errorf("encapsulations %v", enc)
 	}
 	if len(generic["top_flows"].([]any)) == 0 {
 		t.Error("RFS on, yet no top flows")

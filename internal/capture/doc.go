@@ -11,4 +11,17 @@
 //   - -version (Version);
 //   - -json, the report as one JSON document with stable field names
 //     (Report, built from steer.Stats).
+//
+// And the flags and counts of the library's own hashing, alike in both:
+//
+//   - -tunnels, -vxlan-ports, -hashtypes, -udp4tuple and -hash, what the
+//     flowid is computed from (HashFlags, checked as package steer checks
+//     a HashConfig, refusals being usage errors);
+//   - frames by encapsulation, counted in each worker without a lock
+//     (EncapCounter, EncapTally), merged, printed as a table and put in the
+//     JSON report (EncapCounts), with the one-line hint of a run that hashed
+//     tunnelled frames by their outer headers.
+//
+// Package encapframes, beside it, builds frames in every encapsulation for
+// the tests.
 package capture

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -45,6 +46,9 @@ type Report struct {
 	// Reasons counts the steered frames by classification reason, every
 	// reason present, by name ("ok", "non-ip", "short-ipv4", ...).
 	Reasons map[steer.Reason]uint64 `json:"reasons"`
+	// Encapsulations counts the handled frames by the encapsulations the
+	// classifier walked.
+	Encapsulations Encapsulations `json:"encapsulations"`
 	// BucketFrames counts hashed frames per indirection-table bucket, and
 	// Table is the table at the end: entry b is bucket b's worker.
 	BucketFrames []uint64 `json:"bucket_frames"`
@@ -69,7 +73,18 @@ type Config struct {
 	// 1a2b3c4d"), never the key.
 	Key       string `json:"key"`
 	Symmetric bool   `json:"symmetric"`
-	UDP4Tuple bool   `json:"udp_4tuple"`
+	// Hash is the hash function, "toeplitz" or "siphash".
+	Hash hash.Algorithm `json:"hash"`
+	// HashTypes is the set of RSS hash types in use, their names joined
+	// by commas ("ipv4,tcp_ipv4,ipv6,tcp_ipv6"); UDP4Tuple says whether
+	// both UDP types are in it.
+	HashTypes hash.Types `json:"hash_types"`
+	UDP4Tuple bool       `json:"udp_4tuple"`
+	// Tunnels is "outer" (tunnelled frames hashed by their outer header)
+	// or "inner" (tunnels opened, the innermost flow hashed), and
+	// VXLANPorts the UDP ports taken for VXLAN.
+	Tunnels    steer.TunnelMode `json:"tunnels"`
+	VXLANPorts []uint16         `json:"vxlan_ports"`
 	// QueueLimit is the per-worker queue limit in frames; zero means the
 	// library's defaults (steer.DefaultQLimit for a live source,
 	// steer.DefaultWaitQLimit for a file).
@@ -146,6 +161,37 @@ type Flow struct {
 	Bytes   uint64 `json:"bytes"`
 }
 
+// Encapsulations counts the handled frames by the shims and tunnels the
+// classifier walked (steer.FlowKey's outer VLAN tags and Encaps). The
+// kinds are named as steer.EncapKind names them, and these names are
+// stable: "vlan" (an outer tag or a tag of an inner Ethernet frame),
+// "mpls", "pw" (a pseudowire control word), "pppoe", "vxlan", "geneve",
+// "gre", "erspan1", "erspan2", "erspan3", "gtpu", "ipip".
+type Encapsulations struct {
+	// Plain is the frames with no encapsulation: no VLAN tag, shim or
+	// tunnel.
+	Plain uint64 `json:"plain"`
+	// Kinds counts, for every kind, the frames that carry it: a frame
+	// counts once under each kind it carries, however often, so the
+	// counts may add up to more than the frames. With tunnels "outer" no
+	// tunnel is walked, so only the shims and VLAN tags are counted.
+	Kinds map[steer.EncapKind]uint64 `json:"kinds"`
+	// Stacks counts the frames by their whole stack of kinds, outermost
+	// first, joined by "+" ("vlan+vxlan", "mpls", "gre+ipip"), and
+	// "plain" for none: the stacks seen, which add up to the handled
+	// frames.
+	Stacks map[string]uint64 `json:"stacks"`
+	// Decapsulated is the frames hashed by a flow inside at least one
+	// tunnel (tunnels "inner").
+	Decapsulated uint64 `json:"decapsulated"`
+	// NotDecapsulated is the frames, with tunnels "outer", that carry a
+	// tunnel with a flow inside and were hashed by their outer header:
+	// what tunnels "inner" would spread. NotDecapsulatedKinds counts them
+	// by their outermost tunnel's kind, every tunnel kind present.
+	NotDecapsulated      uint64                     `json:"not_decapsulated"`
+	NotDecapsulatedKinds map[steer.EncapKind]uint64 `json:"not_decapsulated_kinds"`
+}
+
 // Live is what a live capture adds.
 type Live struct {
 	Interface string `json:"interface"`
@@ -162,7 +208,8 @@ type Live struct {
 }
 
 // NewReport fills a report from a closed dispatcher's stats; the command
-// fills in the rest (Input, Filter, Totals.Read, ...).
+// fills in the rest (Input, Filter, Totals.Read, Encapsulations from its
+// handlers' EncapCounts, ...).
 func NewReport(command string, st *steer.Stats) *Report {
 	c := &st.Config
 	r := &Report{
@@ -171,7 +218,9 @@ func NewReport(command string, st *steer.Stats) *Report {
 		Version: Version(),
 		Config: Config{
 			Workers: c.Workers, CPUs: append([]int{}, c.CPUs...), Policy: c.Policy, Dispatch: c.Dispatch,
-			Buckets: c.Buckets, Key: st.KeyFingerprint, Symmetric: c.Hash.Symmetric, UDP4Tuple: c.Hash.UDP4Tuple,
+			Buckets: c.Buckets, Key: st.KeyFingerprint, Symmetric: c.Hash.Symmetric,
+			Hash: c.Hash.Algorithm, HashTypes: c.Hash.Types, UDP4Tuple: c.Hash.UDP4Tuple,
+			Tunnels: c.Hash.Tunnels, VXLANPorts: append([]uint16{}, c.Hash.VXLANPorts...),
 			QueueLimit: c.Queue.Limit, Overflow: c.Queue.Overflow, FlowLimit: c.Queue.FlowLimit,
 			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(),
 		},
@@ -179,12 +228,13 @@ func NewReport(command string, st *steer.Stats) *Report {
 			Steered: st.Frames, Handled: st.Handled(), Dropped: st.Dropped(), Panicked: st.Panicked(),
 			BucketMoves: st.BucketMoves, FlowMoves: st.FlowMoves,
 		},
-		Workers:      []Worker{},
-		Reasons:      map[steer.Reason]uint64{},
-		BucketFrames: append([]uint64{}, st.BucketFrames...),
-		Table:        append([]int{}, st.Table...),
-		Sources:      []Source{},
-		TopFlows:     []Flow{},
+		Workers:        []Worker{},
+		Encapsulations: newEncapsulations(),
+		Reasons:        map[steer.Reason]uint64{},
+		BucketFrames:   append([]uint64{}, st.BucketFrames...),
+		Table:          append([]int{}, st.Table...),
+		Sources:        []Source{},
+		TopFlows:       []Flow{},
 	}
 	for _, w := range st.Workstreams {
 		r.Workers = append(r.Workers, Worker{
