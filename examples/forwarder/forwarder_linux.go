@@ -102,7 +102,7 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	}
 	f.d, f.workers, err = steer.NewPerWorker(cfg, newState, (*workerState).handle)
 	if err != nil {
-		return f, err
+		return f, fmt.Errorf("starting the dispatcher: %w", err)
 	}
 	f.outFor = map[int]int{}
 	for _, i := range f.rx {

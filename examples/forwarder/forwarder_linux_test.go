@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/internal/cli/clitest"
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afpacket"
 )
 
 // line builds client - forwarder - server namespaces for the test: C's c0
@@ -144,5 +149,28 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := openForwarder(Options{In: "rps-no-such-if0", Out: "rps-no-such-if1"}); err == nil || !strings.Contains(err.Error(), "rps-no-such-if0") {
 		t.Errorf("missing interface: %v", err)
+	}
+}
+
+// TestLibraryRejects: a value of the options that afpacket or steer rejects
+// is a usage error (status 2), as one the command rejects itself.
+func TestLibraryRejects(t *testing.T) {
+	// afpacket checks a ring's settings before it opens a socket: no
+	// privileges needed, only an interface that exists.
+	err := forward(context.Background(), Options{In: "lo", Out: "rps-no-such-if1", BlockTimeout: 500 * time.Microsecond}, false)
+	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, afpacket.ErrConfig) {
+		t.Errorf("-block-timeout 500us: %v; want a usage error wrapping afpacket.ErrConfig", err)
+	}
+	if res := clitest.Run(t, "FORWARDER_MAIN", "-in", "lo", "-out", "rps-no-such-if1", "-block-timeout", "500us"); res.Status != 2 ||
+		!strings.HasPrefix(res.Stderr, "forwarder: usage error: ") {
+		t.Errorf("-block-timeout 500us: status %d, standard error %q; want 2 and a usage error", res.Status, res.Stderr)
+	}
+	// steer refuses the worker count once both ports are open.
+	_, f, _ := line(t)
+	err = f.Do(func() error {
+		return forward(context.Background(), Options{In: "f0", Out: "f1", Workers: 70000}, false)
+	})
+	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, steer.ErrConfig) {
+		t.Errorf("-workers 70000: %v; want a usage error wrapping steer.ErrConfig", err)
 	}
 }

@@ -34,7 +34,7 @@
 //
 // Ctrl-C (SIGINT) or SIGTERM stops it: the readers stop, the workers finish
 // the frames already queued, and it prints how many frames it forwarded
-// each way. It has no data output: its status lines and the report go to
+// each way; a second one ends it at once. It has no data output: its status lines and the report go to
 // standard error.
 //
 // Limits: 802.1Q tags that the kernel strips on receive are not put back
@@ -44,25 +44,37 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afpacket"
 )
 
 func main() {
 	o, report, err := parseFlags(os.Args[1:], os.Stderr)
 	if err == nil {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stop := cli.NotifyContext(context.Background())
 		defer stop()
-		err = run(ctx, o, report)
+		err = forward(ctx, o, report)
 	}
 	cli.Exit("forwarder", err)
+}
+
+// forward runs the forwarder until ctx ends. A value of its options that
+// the library rejects (a worker count steer refuses, a ring setting
+// afpacket refuses) is a usage error.
+func forward(ctx context.Context, o Options, report bool) error {
+	err := run(ctx, o, report)
+	if errors.Is(err, steer.ErrConfig) || errors.Is(err, afpacket.ErrConfig) {
+		return cli.UsageError(err)
+	}
+	return err
 }
 
 // parseFlags parses args into Options and the -stats flag. Its errors wrap
@@ -85,6 +97,8 @@ func parseFlags(args []string, stderr io.Writer) (o Options, stats bool, err err
 	switch {
 	case o.In == "" || o.Out == "":
 		return o, false, cli.Usagef("-in and -out are required")
+	case o.In == o.Out:
+		return o, false, cli.Usagef("-in and -out are both %q: want two interfaces", o.In)
 	case o.Workers < 0:
 		return o, false, cli.Usagef("-workers %d: want 0 or more", o.Workers)
 	}
