@@ -268,3 +268,22 @@ func addressFamilyEtherType(af uint32) uint16 {
 	}
 	return 0
 }
+
+// Headroom returns how many bytes [LinkType.ToEthernet] needs free before
+// a record of this link type, for the Ethernet header it puts in front.
+func (lt LinkType) Headroom() int { return lt.headroom() }
+
+// ToEthernet turns a record of this link type into an Ethernet frame in
+// place, as the Reader does (see the package documentation). region holds
+// lt.Headroom() free bytes followed by the record's captured bytes. It
+// returns the frame (a view into region, capped at its length), the change
+// the rewrite made to the frame's length (add it to the original length),
+// and the interface index a LINUX_SLL2 header carries (zero otherwise).
+// runt is set, and frame empty, when the record is too short for its
+// link-layer header, or the link type is not Supported.
+func (lt LinkType) ToEthernet(region []byte) (frame []byte, delta, ifIndex int, runt bool) {
+	if !lt.Supported() || len(region) < lt.headroom() {
+		return region[:0:0], 0, 0, true
+	}
+	return rewrite(lt, region)
+}
