@@ -22,13 +22,17 @@
 //
 // New takes the link type of the packets (tcpdump's LINKTYPE_* value, as
 // [pcapfile.LinkType]; a gopacket handle's LinkType method gives it as
-// layers.LinkType, which converts). The dispatcher reads Ethernet frames.
-// The adapter takes ETHERNET (1) now; the other link types that pcapfile
-// rewrites into Ethernet (Linux cooked capture, raw IP, BSD loopback) it
-// will take once pcapfile exports that rewrite, so that the two sources
-// agree byte for byte. Until then New returns an error wrapping
-// [pcapfile.ErrLinkType] for them, as for any other link type. Note that
-// layers.LinkType has 8 bits: gopacket reports LINUX_SLL2 (276) as 20.
+// layers.LinkType, which converts). The dispatcher reads Ethernet frames:
+// packets of the other link types pcapfile reads (Linux cooked capture v1
+// and v2, raw IP, BSD loopback, PPP) are rewritten into Ethernet in the arena
+// by pcapfile's own rewrite ([pcapfile.LinkType.ToEthernet]), so the two
+// sources give the same frames: the same headers, the same length
+// adjustments, the LINUX_SLL2 interface index as Frame.IfIndex (unless
+// [WithIfIndex] says otherwise), and a packet too short for its link-layer
+// header delivered with empty Data and counted in [Stats].Runts. Any other
+// link type makes New return an error wrapping [pcapfile.ErrLinkType].
+// Note that layers.LinkType has 8 bits: gopacket reports LINUX_SLL2 (276)
+// as 20, so pass pcapfile.LinkTypeLinuxSLL2 for such a capture.
 //
 // # Batches
 //

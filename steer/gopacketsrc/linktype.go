@@ -8,30 +8,30 @@ import (
 )
 
 // checkLinkType reports whether the adapter can turn packets of link type
-// lt into the Ethernet frames the dispatcher reads.
-//
-// pcapfile rewrites the other link types it reads (Linux cooked capture,
-// raw IP, BSD loopback) into Ethernet in place, but keeps that code
-// unexported; until it exports it, this adapter takes Ethernet only rather
-// than keep a second copy of the rewrite.
+// lt into the Ethernet frames the dispatcher reads: those pcapfile can.
 func checkLinkType(lt pcapfile.LinkType) error {
-	if lt == pcapfile.LinkTypeEthernet {
-		return nil
+	if !lt.Supported() {
+		return fmt.Errorf("gopacketsrc: link type %s (%d) is not supported: %w", lt, uint32(lt), pcapfile.ErrLinkType)
 	}
-	if lt.Supported() {
-		return fmt.Errorf("gopacketsrc: link type %s (%d) is not supported yet (only ETHERNET): %w",
-			lt, uint32(lt), pcapfile.ErrLinkType)
-	}
-	return fmt.Errorf("gopacketsrc: link type %s (%d) is not supported: %w", lt, uint32(lt), pcapfile.ErrLinkType)
+	return nil
 }
 
 // linkHeadroom is how many bytes the arena leaves free before a packet of
 // link type lt, for the Ethernet header toEthernet may put in front of it.
-func linkHeadroom(pcapfile.LinkType) int { return 0 }
+func linkHeadroom(lt pcapfile.LinkType) int { return lt.Headroom() }
 
 // toEthernet makes f the Ethernet frame of its packet, which region holds
-// after s.headroom free bytes, and adjusts f's length and interface index
-// to the link-layer header it replaced. An ETHERNET packet is its frame.
+// after s.headroom free bytes, with pcapfile's rewrite, and adjusts f's
+// length and interface index to the link-layer header it replaced.
 func (s *Source) toEthernet(f *steer.Frame, region []byte) {
-	f.Data = region[s.headroom:]
+	frame, delta, ifIndex, runt := s.link.ToEthernet(region)
+	f.Data = frame
+	if runt {
+		s.stats.runts.Add(1) // Length stays the packet's: the dispatcher counts it too short
+		return
+	}
+	f.Length = max(f.Length+delta, len(frame))
+	if ifIndex > 0 && s.cfg.ifIndex == 0 {
+		f.IfIndex = ifIndex
+	}
 }

@@ -119,6 +119,7 @@ type Stats struct {
 	Timeouts uint64 // reads that ended on the packet source's read timeout
 	Oversize uint64 // packets longer than MaxPacketLen, cut to it
 	BadVLAN  uint64 // AncillaryVLAN values outside 0..4095, ignored
+	Runts    uint64 // packets too short for their link-layer header (delivered with empty Data)
 }
 
 // Source is a [steer.Source] over a gopacket packet data source. ReadBatch
@@ -147,7 +148,7 @@ type Source struct {
 	vlan      vlanDecoder
 
 	stats struct {
-		packets, bytes, batches, timeouts, oversize, badVLAN atomic.Uint64
+		packets, bytes, batches, timeouts, oversize, badVLAN, runts atomic.Uint64
 	}
 }
 
@@ -241,6 +242,7 @@ func (s *Source) Stats() Stats {
 		Timeouts: s.stats.timeouts.Load(),
 		Oversize: s.stats.oversize.Load(),
 		BadVLAN:  s.stats.badVLAN.Load(),
+		Runts:    s.stats.runts.Load(),
 	}
 }
 
