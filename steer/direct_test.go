@@ -3,6 +3,7 @@ package steer
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,5 +73,25 @@ func TestDirectSharedState(t *testing.T) {
 	}
 	if uint64(total) != st.Handled() {
 		t.Errorf("states counted %d frames, the dispatcher handled %d", total, st.Handled())
+	}
+}
+
+// TestTraceShowsLayers: the trace of a tunnelled frame names the layers
+// the classifier walked and how deep the hashed tuple is.
+func TestTraceShowsLayers(t *testing.T) {
+	var out strings.Builder
+	d, err := New(Config{Workers: 1, Hash: HashConfig{Tunnels: TunnelsInner},
+		Trace: func(dc *Decision) { dc.WriteTo(&out) }}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.NewInput()
+	in.Dispatch([]Frame{{Data: vxlan4(42, inner4())}}, nil)
+	in.Close()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "layers walked: vxlan:42") || !strings.Contains(s, "1 tunnel(s) deep") {
+		t.Errorf("trace of a VXLAN frame:\n%s", s)
 	}
 }

@@ -55,6 +55,9 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 		fmt.Fprintf(&b, ", %s > %s, proto %d, ports %d > %d, fragment %v", k.Src, k.Dst, k.Proto, k.SrcPort, k.DstPort, k.Fragment)
 	}
 	fmt.Fprintf(&b, ", reason %s\n", c.Reason)
+	if k.NEncap > 0 {
+		fmt.Fprintf(&b, "  layers walked: %s; the tuple is %d tunnel(s) deep\n", k.Encapsulation(), k.Depth)
+	}
 	if t := c.Tuple(); len(t) > 0 {
 		fmt.Fprintf(&b, "  toeplitz input (%d bytes): %x\n  key: %s\n", len(t), t, dc.KeyFingerprint)
 	} else if c.HashType.IsHash() {
