@@ -264,8 +264,8 @@ func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 // ipv4Tuple is flowOnly's fast path short of the hash, for the
 // dispatcher's batches (see producer.fastChunk): if frame is an untagged
 // simple IPv4 packet (and not UDP to a tunnel port when tunnels are
-// opened) it writes the packet's hash input to t and returns its hash
-// type. A 2-tuple gets zero ports: zero bytes add nothing to a Toeplitz
+// opened), or with tunnels opened the same inside VXLAN (vxlanInner), it
+// writes the packet's hash input to t and returns its hash type. A 2-tuple gets zero ports: zero bytes add nothing to a Toeplitz
 // hash, so every input is 12 bytes, [hash.Toeplitz.SumIPv4Tuples]'s size
 // (sumIPv4 hashes the 8 that count for SipHash).
 func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
@@ -273,8 +273,13 @@ func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.
 		return hash.None, false
 	}
 	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
-	if !(isSimpleIPv4(ip) && c.notTunnel4(ip)) {
+	if !isSimpleIPv4(ip) {
 		return hash.None, false
+	}
+	if !c.notTunnel4(ip) {
+		if ip = c.vxlanInner(frame); ip == nil {
+			return hash.None, false
+		}
 	}
 	ht, n := c.ipv4Type(ip[9])
 	*t = [hash.IPv4Tuple4Len]byte(ip[12:24])
