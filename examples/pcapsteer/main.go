@@ -9,14 +9,16 @@
 //	go run ./examples/pcapsteer -r trace.pcap -c 1000 tcp port 80
 //	go run ./examples/pcapsteer -r trace.pcap -w 'flow-%d.pcap'  # split by worker, so by flow
 //	go run ./examples/pcapsteer -r trace.pcap -json | jq .totals
+//	go run ./examples/pcapsteer -r mirror.pcap -tunnels inner -vxlan-ports 4789,8472
 //
 // It reads pcap or pcapng (link types Ethernet, Linux cooked SLL and SLL2,
 // raw IP, and BSD loopback; package steer/pcapfile turns them all into
 // Ethernet), steers each frame to a worker goroutine with a [steer.Dispatcher],
 // and prints the dispatcher's report in the shape of FreeBSD's `netstat -Q`,
-// then a summary of what the handlers saw: frames by classification reason
-// and hash type, flows and frames per worker, and totals that add up (every
-// frame read is handled, dropped or, had the handler panicked, panicked). With no -r it reads the sample capture
+// then a summary of what the handlers saw: frames by classification reason,
+// by encapsulation and by hash type, flows and frames per worker, and
+// totals that add up (every frame read is handled, dropped or, had the
+// handler panicked, panicked). With no -r it reads the sample capture
 // embedded in the repository (internal/sample). The report goes to
 // standard output, or to standard error when -flows - puts the CSV there.
 // Ctrl-C stops the reading, even of a pipe that delivers nothing, and the
@@ -26,8 +28,8 @@
 // What it teaches:
 //
 //   - The configuration knobs of the steering (policy, dispatch mode, key,
-//     symmetric hashing, indirection buckets, queue limit) as flags, and what
-//     each changes in the report.
+//     symmetric hashing, hash function and types, tunnels, indirection
+//     buckets, queue limit) as flags, and what each changes in the report.
 //   - Per-worker state without locks: steer.NewPerWorker gives every worker
 //     a tally of its own, the handler receives its worker's, and the tallies
 //     are merged only after Dispatcher.Close (see tally.go). Nothing here
@@ -37,7 +39,64 @@
 //     holds the reader back and nothing is dropped; -overflow drop drops at
 //     the tail as a live source would.
 //   - The decision trace (-trace N): each step, from ether_demux to the
-//     worker, for the first N frames.
+//     worker, for the first N frames, and the layers the classifier walked:
+//     the Ethernet header and its VLAN tags, each shim and tunnel, the outer
+//     IP header of a tunnel, the tuple hashed. With tunnels closed, a
+//     tunnelled frame's trace also says what -tunnels inner would hash.
+//   - Tunnels (see below).
+//
+// # Tunnels
+//
+// By default (-tunnels outer) a tunnelled frame is hashed by its outer
+// header, as a NIC's RSS and FreeBSD do, so the flowid is theirs. Traffic
+// between a few tunnel endpoints then lands on a few workers, however many
+// flows it carries: cloud traffic mirroring (VXLAN or GENEVE), SPAN copies
+// over ERSPAN, a mobile core's GTP-U. -tunnels inner opens VXLAN (UDP to
+// the -vxlan-ports, default 4789; Linux's legacy port is 8472), GENEVE, GRE
+// with its key (NVGRE, ERSPAN types I, II and III), GTP-U and IP in IP, up
+// to steer.MaxTunnelDepth deep, and hashes the innermost flow. MPLS label
+// stacks (with pseudowires) and PPPoE sessions are walked either way. The
+// summary counts frames per encapsulation, and a run with tunnels closed
+// that saw tunnelled frames says so in one line, with how many and the flag
+// that spreads them. The sample testdata/vxlan.pcap is 400 frames between
+// two VXLAN endpoints, seven in eight of them VXLAN carrying 64 TCP flows,
+// the rest plain TCP (built by the tests from internal/capture/encapframes):
+//
+//	$ go run ./examples/pcapsteer -r examples/pcapsteer/testdata/vxlan.pcap -key microsoft -workers 4
+//	Frames by encapsulation (outermost first; -tunnels outer):
+//	  encapsulation  frames  bytes  share
+//	  plain          400     49100  100.0%
+//	Hint: 350 of 400 frames (87.5%) are tunnelled (vxlan 350) and were hashed by their outer headers: -tunnels inner would spread them by their inner flows.
+//	...
+//	Frames per worker:
+//	  worker  flows  frames  bytes  share
+//	       0     68     366  46414  91.5%
+//	       1      4      15   1185   3.8%
+//	       2      4      10    790   2.5%
+//	       3      4       9    711   2.2%
+//
+//	$ go run ./examples/pcapsteer -r examples/pcapsteer/testdata/vxlan.pcap -key microsoft -workers 4 -tunnels inner
+//	Frames by encapsulation (outermost first; -tunnels inner):
+//	  encapsulation  frames  bytes  share
+//	  vxlan          350     45150  87.5%
+//	  plain          50      3950   12.5%
+//	  350 frames hashed by a flow inside a tunnel
+//	...
+//	Frames per worker:
+//	  worker  flows  frames  bytes  share
+//	       0     22     113  13777  28.2%
+//	       1     21     125  15375  31.2%
+//	       2     16      71   8659  17.8%
+//	       3     21      91  11289  22.8%
+//
+// The endpoints here set the outer UDP source port from the inner flow, as
+// RFC 7348 asks, so -udp4tuple would spread them by their outer headers
+// too; endpoints that do not, GRE, ERSPAN and IP in IP need -tunnels inner.
+// Which tuple is hashed is -hashtypes, a set of FreeBSD's RSS hash types
+// (ipv4, tcp_ipv4, udp_ipv4, ipv6, tcp_ipv6, udp_ipv6; ipv4,ipv6 hashes by
+// IP pair only), -udp4tuple its one-flag form for UDP; the function is -hash
+// toeplitz (the default) or siphash, keyed, which an attacker who sees
+// collisions cannot aim.
 //
 // It has tcpdump's habits where they fit. A capture filter follows the flags
 // as tcpdump takes it (pcapsteer -r f.pcap tcp port 80), or comes with -f
@@ -53,24 +112,32 @@
 // internal/capture's Report), the text report then going to standard
 // error; so do -w - and -flows -. -version prints the version.
 //
-// The -flows CSV has a header row and one row per flow and worker: src, dst,
-// sport, dport, proto, hashtype, flowid, bucket, worker, packets, bytes. A
-// flow is the classifier's key without VLAN IDs (steer.FlowKey.Flow);
-// hashtype is the M_HASHTYPE_* name; flowid is 0x-prefixed hex; bucket is
-// flowid & (buckets-1), the RSS indirection-table slot; bytes are frame
-// lengths on the wire; frames with no ports give 0. Every handled frame is in
-// exactly one row; dropped frames (only with -overflow drop) are in none.
+// The -flows CSV has a header row and one row per flow key (steer.FlowKey:
+// a key reaches one worker, nothing here moves flows): src, dst, sport,
+// dport, proto, hashtype, flowid, bucket, worker, packets, bytes, encap. The
+// tuple columns are the tuple that was hashed, the innermost one when a
+// tunnel was opened; hashtype is the M_HASHTYPE_* name; flowid is
+// 0x-prefixed hex; bucket is flowid & (buckets-1), the RSS
+// indirection-table slot; bytes are frame lengths on the wire; frames with
+// no ports give 0. encap names the encapsulations walked, outermost first,
+// as steer.FlowKey.Encapsulation does: the VLAN tags, MPLS labels, PPPoE
+// sessions and tunnels with their identifiers, such as vlan:7+vxlan:42,
+// mpls:1600 or gre:key=9+ipip, and is empty for a plain frame: two copies
+// of a flow in two VLANs or VNIs are two rows with one flowid. Every
+// handled frame is in exactly one row; dropped frames (only with -overflow
+// drop) are in none.
 // Frames that were not hashed (hash type NONE) have flowid 0x00000000 and an
 // empty bucket, and the SOURCE policy placed them. Those without IP
 // addresses (ARP, LLDP, frames too short or too malformed to reach the
-// addresses) are not skipped: they share one row per worker with empty src
-// and dst and zero ports and protocol. A malformed IP frame whose addresses
+// addresses) are not skipped: they share one row per encapsulation with
+// empty src and dst and zero ports and protocol. A malformed IP frame whose addresses
 // were read (an IPv4 header with a bad IHL) keeps them in its row.
 package main
 
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,21 +164,19 @@ func main() {
 
 // options are the parsed command-line flags.
 type options struct {
-	read      string
-	workers   int
-	cpus      []int
-	policy    steer.Policy
-	dispatch  steer.DispatchMode
-	key       []byte
-	symmetric bool
-	udp4      bool
-	buckets   int
-	qlimit    int
-	overflow  steer.Overflow
-	rfs       bool
-	flows     string
-	trace     int
-	progress  bool
+	read     string
+	workers  int
+	cpus     []int
+	policy   steer.Policy
+	dispatch steer.DispatchMode
+	hash     steer.HashConfig // -key, -symmetric and capture.HashFlags
+	buckets  int
+	qlimit   int
+	overflow steer.Overflow
+	rfs      bool
+	flows    string
+	trace    int
+	progress bool
 
 	filter      string // the capture filter's text, "" for none
 	count       int64  // -c: stop after this many frames; 0: no limit
@@ -133,9 +198,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
 	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
 	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (as deferred here: the reader is no worker)")
-	key := fs.String("key", "random", fmt.Sprintf("Toeplitz `key`: microsoft (reproducible flowids), symmetric, random, or %d to %d bytes in hex", steer.MinKeyLen, hash.MaxKeyLen))
-	fs.BoolVar(&o.symmetric, "symmetric", false, "hash both directions of a connection alike (canonical order)")
-	fs.BoolVar(&o.udp4, "udp4tuple", false, "hash UDP over addresses and ports (default: addresses only, as FreeBSD)")
+	key := fs.String("key", "random", fmt.Sprintf("hash `key`: random; for toeplitz also microsoft (reproducible flowids), symmetric, or %d to %d bytes in hex; for siphash %d bytes in hex", steer.MinKeyLen, hash.MaxKeyLen, hash.SipHashKeyLen))
+	symmetric := fs.Bool("symmetric", false, "hash both directions of a connection alike (canonical order)")
+	var hf capture.HashFlags
+	hf.Register(fs)
 	fs.IntVar(&o.buckets, "buckets", steer.DefaultBuckets, "indirection table size, a power of two (RSS policy: bucket = flowid & (`n`-1))")
 	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
 	fs.TextVar(&o.overflow, "overflow", steer.OverflowAuto, "what a full queue does to the reader: auto (wait: a file can wait), wait, or drop at the tail as a live source would")
@@ -184,8 +250,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.dispatch, err = steer.ParseDispatch(*dispatch); err != nil {
 		return nil, cli.Usagef("-dispatch: %v", err)
 	}
-	if o.key, err = parseKey(*key); err != nil {
+	k, err := parseKey(*key, hf.Algorithm)
+	if err != nil {
 		return nil, cli.Usagef("-key: %v", err)
+	}
+	if o.hash, err = hf.Config(k, *symmetric); err != nil {
+		return nil, err
 	}
 	if o.workers < 0 {
 		return nil, cli.Usagef("-workers %d is negative", o.workers)
@@ -228,15 +298,21 @@ func parseCPUList(s string) ([]int, error) {
 	return cpus, nil
 }
 
-// parseKey returns the Toeplitz key the -key flag names. A nil key asks the
-// dispatcher for a random one; the report names the key by its fingerprint.
-func parseKey(s string) ([]byte, error) {
+// parseKey returns the key the -key flag names for the hash function alg.
+// A nil key asks the dispatcher for a random one; the report names the key
+// by its fingerprint. The named keys are Toeplitz keys.
+func parseKey(s string, alg hash.Algorithm) ([]byte, error) {
+	sip := alg == hash.AlgorithmSipHash
 	switch s {
 	case "random":
 		return nil, nil
-	case "microsoft":
-		return hash.MicrosoftKey[:], nil
-	case "symmetric":
+	case "microsoft", "symmetric":
+		if sip {
+			return nil, fmt.Errorf("%s is a Toeplitz key: -hash siphash takes random or %d bytes in hex", s, hash.SipHashKeyLen)
+		}
+		if s == "microsoft" {
+			return hash.MicrosoftKey[:], nil
+		}
 		return hash.SymmetricKey[:], nil
 	}
 	h := strings.ReplaceAll(strings.TrimPrefix(strings.ToLower(s), "0x"), ":", "")
@@ -244,7 +320,10 @@ func parseKey(s string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q is neither microsoft, symmetric, random nor hex: %w", s, err)
 	}
-	if len(key) < steer.MinKeyLen || len(key) > hash.MaxKeyLen {
+	switch {
+	case sip && len(key) != hash.SipHashKeyLen:
+		return nil, fmt.Errorf("a SipHash key of %d bytes: want %d", len(key), hash.SipHashKeyLen)
+	case !sip && (len(key) < steer.MinKeyLen || len(key) > hash.MaxKeyLen):
 		return nil, fmt.Errorf("a key of %d bytes: want %d to %d", len(key), steer.MinKeyLen, hash.MaxKeyLen)
 	}
 	return key, nil
@@ -329,7 +408,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer in.close()
-	fmt.Fprintf(report, "Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
+	// The header is printed once the dispatcher took the configuration:
+	// a value it refuses is a usage error, with nothing on the report.
+	header := fmt.Sprintf("Input: %s, %s, link type %s\n", in.name, in.reader.Format(), in.reader.LinkType())
 
 	// The source: the file, then the filter, then the -c limit.
 	var src steer.Source = in.reader
@@ -339,7 +420,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return capture.FilterError(err)
 		}
 		src = fsrc
-		fmt.Fprintf(report, "Filter: %s (%d instructions, run in user space)\n", prog, prog.Len())
+		header += fmt.Sprintf("Filter: %s (%d instructions, run in user space)\n", prog, prog.Len())
 	}
 	var limit *capture.Limit
 	if o.count > 0 {
@@ -362,24 +443,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Policy:   o.policy,
 		Dispatch: o.dispatch,
 		Buckets:  o.buckets,
-		Hash:     steer.HashConfig{Key: o.key, Symmetric: o.symmetric, UDP4Tuple: o.udp4},
+		Hash:     o.hash,
 		Queue:    steer.QueueConfig{Limit: o.qlimit, Overflow: o.overflow},
 		RFS:      steer.RFSConfig{Enabled: o.rfs},
 	}
+	encaps, err := capture.NewEncapCounter(o.hash)
+	if err != nil {
+		return err
+	}
+	var tr *tracer
 	if o.trace > 0 {
-		cfg.Trace = newTracer(report, o.trace)
+		tr = &tracer{out: report, n: o.trace}
+		cfg.Trace = tr.trace
 	}
 	d, workers, err := steer.NewPerWorker(cfg, func(w *steer.Worker) *workerTally {
 		t := newWorkerTally(w)
+		t.encaps = encaps.NewTally()
 		if dump != nil {
 			t.dump = dump.Worker(w.Index())
 		}
 		return t
 	}, (*workerTally).handle)
 	if err != nil {
-		return fmt.Errorf("starting the dispatcher: %w", err)
+		err = fmt.Errorf("starting the dispatcher: %w", err)
+		if errors.Is(err, steer.ErrConfig) {
+			err = cli.UsageError(err) // a flag's value the library refuses
+		}
+		return err
+	}
+	if tr != nil {
+		if err := tr.init(d.Config().Hash); err != nil {
+			d.Close(context.Background())
+			return err
+		}
 	}
 	tally := &tally{workers: workers, buckets: d.Config().Buckets}
+	fmt.Fprintf(report, "%sHash: %s\n", header, capture.HashSummary(o.hash))
 
 	var bar *progress
 	if o.progress && isTerminal(stderr) {
@@ -430,6 +529,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		r.Input, r.Filter, r.Interrupted, r.ElapsedSeconds = in.name, o.filter, interrupted, elapsed.Seconds()
 		r.Totals.Read, r.Totals.AfterCount, r.Totals.Written = counts.read, counts.afterCount, counts.written
 		r.Totals.Balanced = tally.check(&st, counts) == nil
+		r.Encapsulations = tally.encaps().Report()
 		if err := r.Write(stdout); err != nil {
 			return err
 		}
@@ -464,24 +564,132 @@ func writeFlowsFile(path string, stdout io.Writer, t *tally) error {
 	return nil
 }
 
-// newTracer returns a Config.Trace function that prints the decisions for
-// the first n frames. It runs in the goroutine that reads the capture (the
-// one calling Dispatcher.Run), one frame after the other, so a plain counter
-// is enough. The dispatcher still fills a Decision for every frame while
-// Trace is set, which is why the flag defaults to off.
-func newTracer(out io.Writer, n int) func(*steer.Decision) {
-	seen := 0
-	return func(dc *steer.Decision) {
-		if seen >= n {
-			return
+// tracer is the Config.Trace function of -trace n: it prints the decisions
+// for the first n frames, each with the layers its classification walked.
+// It runs in the goroutine that reads the capture (the one calling
+// Dispatcher.Run), one frame after the other, so plain fields are enough.
+// The dispatcher still fills a Decision for every frame while Trace is
+// set, which is why the flag defaults to off.
+type tracer struct {
+	out     io.Writer
+	n, seen int
+	// other classifies as the run does with the other tunnel mode: with
+	// tunnels opened it reads the outer header of a tunnelled frame, with
+	// them closed the flow inside.
+	other   *steer.Classifier
+	tunnels steer.TunnelMode
+	c       steer.Classification
+}
+
+// init readies the tracer for a dispatcher that hashes as hc does (its
+// normalized configuration, key included).
+func (t *tracer) init(hc steer.HashConfig) error {
+	t.tunnels = hc.Tunnels
+	hc.Tunnels = steer.TunnelsInner
+	if t.tunnels == steer.TunnelsInner {
+		hc.Tunnels = steer.TunnelsOuter
+	}
+	var err error
+	if t.other, err = steer.NewClassifier(hc); err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	return nil
+}
+
+func (t *tracer) trace(dc *steer.Decision) {
+	if t.seen >= t.n {
+		return
+	}
+	t.seen++
+	fmt.Fprintf(t.out, "\nTrace %d: ", t.seen)
+	dc.WriteTo(t.out)
+	if t.other != nil {
+		if dc.Frame.HasVLAN {
+			t.other.ClassifyVLAN(dc.Frame.Data, dc.Frame.VLAN, &t.c)
+		} else {
+			t.other.Classify(dc.Frame.Data, &t.c)
 		}
-		seen++
-		fmt.Fprintf(out, "\nTrace %d: ", seen)
-		dc.WriteTo(out)
-		if r := dc.Class.Reason; r != steer.ReasonOK {
-			fmt.Fprintf(out, "  not fully classified (%s): %s\n", r, reasonHelp(r))
+		var outer *steer.FlowKey
+		if t.tunnels == steer.TunnelsInner {
+			outer = &t.c.Key
+		}
+		fmt.Fprintf(t.out, "  headers, outermost first:\n")
+		for _, l := range layers(dc.Class, outer) {
+			fmt.Fprintf(t.out, "    %s\n", l)
+		}
+		if in := &t.c; t.tunnels == steer.TunnelsOuter && in.Key.Depth > 0 {
+			fmt.Fprintf(t.out, "  tunnel not opened (-tunnels outer): -tunnels inner would hash %s, encapsulation %s (flowid 0x%08x, %s)\n",
+				tupleText(&in.Key), in.Key.Encapsulation(), in.FlowID, in.HashType)
 		}
 	}
+	if r := dc.Class.Reason; r != steer.ReasonOK {
+		fmt.Fprintf(t.out, "  not fully classified (%s): %s\n", r, reasonHelp(r))
+	}
+}
+
+// layers names the headers c's classification walked, outermost first:
+// the Ethernet header with its VLAN tags, then each shim and tunnel of the
+// key, with an IP header before each tunnel, the tuple hashed last (or
+// before the tunnel whose inside could not be hashed). outer, when not nil,
+// is the key of the same frame with tunnels closed: its tuple is the outer
+// IP header. The IP headers between two tunnels are not in either key.
+func layers(c *steer.Classification, outer *steer.FlowKey) []string {
+	k := &c.Key
+	eth := "ethernet"
+	for _, id := range k.VLANs[:min(int(k.NVLAN), steer.MaxVLANDepth)] {
+		eth += fmt.Sprintf(", vlan %d", id)
+	}
+	out := []string{eth}
+	hashed := func() string {
+		if !k.Src.IsValid() {
+			return fmt.Sprintf("not IP: ethertype 0x%04x, no hash (%s)", c.EtherType, c.HashType)
+		}
+		return tupleText(k) + fmt.Sprintf(": hashed (%s)", c.HashType)
+	}
+	tunnels, done := 0, false
+	for _, e := range k.Encaps[:min(int(k.NEncap), steer.MaxEncaps)] {
+		if !e.Kind.Tunnel() {
+			out = append(out, e.String())
+			continue
+		}
+		tunnels++
+		switch {
+		case tunnels == int(k.Depth)+1:
+			out = append(out, hashed())
+			done = true
+		case tunnels == 1 && outer != nil && outer.Src.IsValid():
+			out = append(out, tupleText(outer)+" (the outer header)")
+		case tunnels == 1:
+			out = append(out, "ip (the outer header)")
+		default:
+			out = append(out, fmt.Sprintf("ip (inside tunnel %d, not in the flow key)", tunnels-1))
+		}
+		if tunnels > int(k.Depth) {
+			out = append(out, e.String()+" (entered; what it carries was not hashed)")
+		} else {
+			out = append(out, e.String())
+		}
+	}
+	if !done {
+		out = append(out, hashed())
+	}
+	return out
+}
+
+// tupleText prints a key's IP header: addresses, protocol, ports.
+func tupleText(k *steer.FlowKey) string {
+	v := "ipv4"
+	if k.Src.Is6() {
+		v = "ipv6"
+	}
+	s := fmt.Sprintf("%s %s > %s, proto %d", v, k.Src, k.Dst, k.Proto)
+	switch {
+	case k.Fragment:
+		s += ", fragment"
+	case k.SrcPort != 0 || k.DstPort != 0:
+		s += fmt.Sprintf(", ports %d > %d", k.SrcPort, k.DstPort)
+	}
+	return s
 }
 
 // reasonHelp says in words why a frame got its classification reason and
@@ -494,6 +702,17 @@ func reasonHelp(r steer.Reason) string {
 	return cause + "; " + then
 }
 
+// tunnelCauses are the reasons a tunnel the classifier opened gives: the
+// frame keeps the hash of the IP header outside it.
+var tunnelCauses = map[steer.Reason]string{
+	steer.ReasonTunnelNonIP: "the tunnel carries no IP packet (ARP in VXLAN, a GTP-U echo)",
+	steer.ReasonBadVXLAN:    "a VXLAN header cut short, or its I flag clear",
+	steer.ReasonBadGENEVE:   "a GENEVE header or its options cut short, or not version 0",
+	steer.ReasonBadGRE:      "a GRE header cut short, not version 0, or with routing",
+	steer.ReasonBadERSPAN:   "an ERSPAN header cut short, or of the wrong version",
+	steer.ReasonBadGTPU:     "a GTP-U header or its extension headers cut short or malformed",
+}
+
 // reasonCause returns the cause of a classification reason, and what the
 // dispatcher did with such a frame.
 func reasonCause(r steer.Reason) (cause, then string) {
@@ -502,9 +721,15 @@ func reasonCause(r steer.Reason) (cause, then string) {
 		return "fully classified", "hashed"
 	case steer.ReasonShortTransport:
 		return "the TCP/UDP/SCTP header is cut short", "2-tuple hash of the addresses"
+	case steer.ReasonTooDeep:
+		return fmt.Sprintf("more than %d shims and tunnel headers, or tunnels nested more than %d deep", steer.MaxEncaps, steer.MaxTunnelDepth),
+			"the deepest IP header reached, if any, else no hash"
+	}
+	if cause = tunnelCauses[r]; cause != "" {
+		return cause, "the hash of the IP header outside the tunnel"
 	}
 	cause = map[steer.Reason]string{
-		steer.ReasonNonIP:         "not IPv4 or IPv6 (ARP, LLDP, ...)",
+		steer.ReasonNonIP:         "not IPv4 or IPv6 (ARP, LLDP, PPPoE discovery, ...)",
 		steer.ReasonShortEthernet: "shorter than an Ethernet header",
 		steer.ReasonShortVLAN:     "a VLAN tag runs past the end of the frame",
 		steer.ReasonTooManyVLANs:  fmt.Sprintf("more than %d stacked VLAN tags", steer.MaxVLANDepth),
@@ -514,6 +739,10 @@ func reasonCause(r steer.Reason) (cause, then string) {
 		steer.ReasonBadIPLength:   "IPv4 total length below the header length",
 		steer.ReasonShortIPv6:     "fewer than 40 bytes of IPv6 header",
 		steer.ReasonBadExtHeader:  "an IPv6 extension header runs past the packet, or too many",
+		steer.ReasonBadPPPoE:      "a PPPoE session header cut short, or not version 1 type 1 code 0",
+		steer.ReasonPPPNonIP:      "PPPoE carrying PPP other than IPv4 or IPv6 (LCP, IPCP, ...)",
+		steer.ReasonBadMPLS:       "an MPLS label stack or pseudowire control word cut short",
+		steer.ReasonMPLSNonIP:     "no IPv4, IPv6 or pseudowire under the MPLS labels",
 	}[r]
 	if cause == "" {
 		cause = "unknown reason"

@@ -228,9 +228,9 @@ func (r csvRow) uint(t *testing.T, col string) uint64 {
 	return n
 }
 
-// flowIdent names a row by its flow columns and worker.
+// flowIdent names a row by its flow columns, encapsulation and worker.
 func (r csvRow) ident() string {
-	return strings.Join([]string{r["src"], r["dst"], r["sport"], r["dport"], r["proto"], r["worker"]}, " ")
+	return strings.Join([]string{r["src"], r["dst"], r["sport"], r["dport"], r["proto"], r["encap"], r["worker"]}, " ")
 }
 
 // expectedRows classifies frames directly, with the Microsoft key, and
@@ -241,7 +241,13 @@ func expectedRows(t *testing.T, frames []frame, worker func(c *steer.Classificat
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key()})
+	return expectedRowsFor(t, frames, steer.HashConfig{Key: h.Key()}, worker, buckets)
+}
+
+// expectedRowsFor is expectedRows for a classifier that hashes as hc says.
+func expectedRowsFor(t *testing.T, frames []frame, hc steer.HashConfig, worker func(c *steer.Classification) int, buckets int) map[string]csvRow {
+	t.Helper()
+	cls, err := steer.NewClassifier(hc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +255,10 @@ func expectedRows(t *testing.T, frames []frame, worker func(c *steer.Classificat
 	var c steer.Classification
 	for _, f := range frames {
 		cls.Classify(f.data, &c)
-		k := c.Key.Flow()
+		k := c.Key
 		r := csvRow{"proto": strconv.Itoa(int(k.Proto)), "sport": strconv.Itoa(int(k.SrcPort)), "dport": strconv.Itoa(int(k.DstPort)),
-			"hashtype": c.HashType.String(), "flowid": fmt.Sprintf("0x%08x", c.FlowID), "worker": strconv.Itoa(worker(&c))}
+			"hashtype": c.HashType.String(), "flowid": fmt.Sprintf("0x%08x", c.FlowID), "worker": strconv.Itoa(worker(&c)),
+			"encap": k.Encapsulation()}
 		if k.Src.IsValid() {
 			r["src"], r["dst"] = k.Src.String(), k.Dst.String()
 		}
@@ -369,7 +376,7 @@ func TestFlowsCSVMatchesClassifier(t *testing.T) {
 				byteSum += r.uint(t, "bytes")
 				if r["src"] == "" {
 					noAddr++
-					if r["hashtype"] != "NONE" || r["flowid"] != "0x00000000" || r["bucket"] != "" {
+					if r["hashtype"] != "NONE" || r["flowid"] != "0x00000000" || r["bucket"] != "" || r["worker"] != "0" {
 						t.Errorf("a row without addresses: %v", r)
 					}
 				}
@@ -377,10 +384,19 @@ func TestFlowsCSVMatchesClassifier(t *testing.T) {
 			if packets != wantFrames || byteSum != wantBytes {
 				t.Errorf("CSV sums: %d packets, %d bytes; the file has %d frames, %d bytes", packets, byteSum, wantFrames, wantBytes)
 			}
-			if noAddr != 1 {
-				t.Errorf("%d rows without addresses, want 1 (every such frame goes to worker 0)", noAddr)
+			want := expectedRows(t, frames, policies[tc.policy], buckets)
+			wantNoAddr := 0
+			for _, r := range want {
+				if r["src"] == "" {
+					wantNoAddr++
+				}
 			}
-			compareRows(t, rows, expectedRows(t, frames, policies[tc.policy], buckets))
+			// Frames without addresses share a row per key (untagged,
+			// and each stack of VLAN tags), all on worker 0.
+			if noAddr != wantNoAddr || noAddr < 2 {
+				t.Errorf("%d rows without addresses, want %d", noAddr, wantNoAddr)
+			}
+			compareRows(t, rows, want)
 			if in, handled, _ := reportTotals(t, out); in != wantFrames || handled != wantFrames {
 				t.Errorf("report: %d in, %d handled, want %d", in, handled, wantFrames)
 			}
@@ -575,6 +591,15 @@ func TestMainExitStatus(t *testing.T) {
 		{"udp\n-c\n5", 2, "pcapsteer: usage error: flag -c after the arguments \"udp -c 5\": flags go first"},
 		{"-version", 0, ""},
 		{"-r\n/nonexistent/file.pcap", 1, "pcapsteer: open /nonexistent/file.pcap"},
+		{"-tunnels\ninner\n-vxlan-ports\n4789,8472\n-hashtypes\nipv4,ipv6\n-hash\nsiphash", 0, ""},
+		{"-tunnels\nsideways", 2, "pcapsteer: usage error: invalid value \"sideways\" for flag -tunnels"},
+		{"-vxlan-ports\n6081", 2, "pcapsteer: usage error: -vxlan-ports: steer: VXLAN port 6081"},
+		{"-vxlan-ports\n4789,,8472", 2, "pcapsteer: usage error: -vxlan-ports: "},
+		{"-hashtypes\ntcp_ipv4,tcp_ipv6", 2, "pcapsteer: usage error: -hashtypes: steer: hash types"},
+		{"-hashtypes\nippair", 2, "pcapsteer: usage error: invalid value \"ippair\" for flag -hashtypes"},
+		{"-hash\nmurmur", 2, "pcapsteer: usage error: invalid value \"murmur\" for flag -hash"},
+		{"-hash\nsiphash\n-key\nmicrosoft", 2, "pcapsteer: usage error: -key: microsoft is a Toeplitz key"},
+		{"-buckets\n100", 2, "pcapsteer: usage error: starting the dispatcher: steer: "},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "PCAPSTEER_MAIN="+tc.args)
@@ -870,7 +895,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, name := range []string{"r", "workers", "cpus", "policy", "dispatch", "key", "symmetric", "udp4tuple",
-		"buckets", "qlimit", "overflow", "rfs", "flows", "trace", "progress"} {
+		"hashtypes", "hash", "tunnels", "vxlan-ports", "buckets", "qlimit", "overflow", "rfs", "flows", "trace", "progress"} {
 		re := regexp.MustCompile(`(?m)^  -` + name + `\b.*\n\s+\S`)
 		if !re.MatchString(errOut) {
 			t.Errorf("usage does not explain -%s:\n%s", name, errOut)

@@ -35,6 +35,7 @@ type workerTally struct {
 	reasons [steer.NumReasons]count
 	types   [256]count // by hash.HashType
 	total   count
+	encaps  *capture.EncapTally // frames by encapsulation
 	dump    *capture.WorkerDump // -w: this worker's pcap writer, or nil
 }
 
@@ -63,7 +64,8 @@ func (w *workerTally) handle(p *steer.Packet) {
 	w.total.add(p.Length)
 	w.reasons[p.Reason].add(p.Length)
 	w.types[p.HashType].add(p.Length)
-	k := p.Key().Flow() // a flow is the key without its VLAN IDs
+	k := p.Key() // a flow is its whole key, encapsulations included
+	w.encaps.Add(p.Data, &k, p.Length)
 	f := w.flows[k]
 	if f == nil {
 		f = &flowCount{flowid: p.FlowID, hashType: p.HashType}
@@ -113,17 +115,19 @@ type tallyCounts struct {
 // flowRow is one line of the -flows CSV.
 type flowRow struct {
 	key    steer.FlowKey
+	encap  string // key.Encapsulation()
 	worker int
 	*flowCount
 }
 
-// rows merges the workers' flow maps: one row per flow and worker, the
-// busiest flows first.
+// rows merges the workers' flow maps: one row per flow key and worker (a
+// key reaches one worker: nothing here moves a flow), the busiest flows
+// first.
 func (t *tally) rows() []flowRow {
 	var rows []flowRow
 	for i, w := range t.workers {
 		for k, f := range w.flows {
-			rows = append(rows, flowRow{key: k, worker: i, flowCount: f})
+			rows = append(rows, flowRow{key: k, encap: k.Encapsulation(), worker: i, flowCount: f})
 		}
 	}
 	slices.SortFunc(rows, func(a, b flowRow) int {
@@ -137,6 +141,7 @@ func (t *tally) rows() []flowRow {
 			cmp.Compare(a.key.DstPort, b.key.DstPort),
 			cmp.Compare(a.key.Proto, b.key.Proto),
 			boolCompare(a.key.Fragment, b.key.Fragment),
+			strings.Compare(a.encap, b.encap),
 		)
 	})
 	return rows
@@ -153,10 +158,11 @@ func boolCompare(a, b bool) int {
 }
 
 // flowsHeader is the -flows CSV's header row.
-var flowsHeader = []string{"src", "dst", "sport", "dport", "proto", "hashtype", "flowid", "bucket", "worker", "packets", "bytes"}
+var flowsHeader = []string{"src", "dst", "sport", "dport", "proto", "hashtype", "flowid", "bucket", "worker", "packets", "bytes", "encap"}
 
 // writeFlows writes the -flows CSV. Frames without IP addresses have empty
-// src and dst, and frames that were not hashed (NONE) an empty bucket.
+// src and dst, frames that were not hashed (NONE) an empty bucket, and
+// plain frames an empty encap.
 func (t *tally) writeFlows(out io.Writer) error {
 	cw := csv.NewWriter(out)
 	cw.Write(flowsHeader)
@@ -172,7 +178,7 @@ func (t *tally) writeFlows(out io.Writer) error {
 			src, dst,
 			strconv.Itoa(int(r.key.SrcPort)), strconv.Itoa(int(r.key.DstPort)), strconv.Itoa(int(r.key.Proto)),
 			r.hashType.String(), fmt.Sprintf("0x%08x", r.flowid), bucket, strconv.Itoa(r.worker),
-			strconv.FormatUint(r.frames, 10), strconv.FormatUint(r.bytes, 10),
+			strconv.FormatUint(r.frames, 10), strconv.FormatUint(r.bytes, 10), r.encap,
 		})
 	}
 	cw.Flush()
@@ -217,7 +223,7 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 	}
 	fmt.Fprintf(tw, "  frames handled\t%d\t%d bytes on the wire\n", total.frames, total.bytes)
 	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, flow limit, re-dispatch, close)\n", st.Dropped())
-	fmt.Fprintf(tw, "  flows\t%d\t(flow keys without VLAN IDs, per worker)\n", flows)
+	fmt.Fprintf(tw, "  flows\t%d\t(flow keys: the tuple hashed and its encapsulations)\n", flows)
 	if c.writtenTo != "" {
 		fmt.Fprintf(tw, "  frames written\t%d\tto %s\n", c.written, c.writtenTo)
 	}
@@ -233,6 +239,14 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 		}
 	}
 	tw.Flush()
+
+	if _, err := io.WriteString(out, b.String()); err != nil {
+		return err
+	}
+	b.Reset()
+	if err := t.encaps().WriteText(out); err != nil {
+		return err
+	}
 
 	fmt.Fprintf(&b, "\nFrames by hash type (M_HASHTYPE_*):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -265,6 +279,15 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 	fmt.Fprintf(&b, "handled %d + dropped %d + panicked %d: %s\n", st.Handled(), st.Dropped(), st.Panicked(), ok)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// encaps merges the workers' counts by encapsulation.
+func (t *tally) encaps() *capture.EncapCounts {
+	var sum capture.EncapCounts
+	for _, w := range t.workers {
+		sum.Merge(w.encaps.Counts())
+	}
+	return &sum
 }
 
 // check returns an error unless every frame read was filtered, read past
