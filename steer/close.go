@@ -145,8 +145,7 @@ var handlerFrames = []string{
 }
 
 // calledFromHandler reports whether the calling goroutine is running user
-// code the dispatcher called. It walks the stack, so only Close and an
-// input about to wait for room call it.
+// code the dispatcher called. It walks the stack, so only Close calls it.
 func calledFromHandler() bool {
 	pcs := make([]uintptr, 256)
 	for {

@@ -205,7 +205,6 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
 	}
 	in := d.newInput(!isLive(src))
-	in.p.waitFixed = true // every call from this goroutine: mayWait asks once
 	defer in.Close()
 	if s, ok := src.(sourceStatser); ok {
 		d.mu.Lock()

@@ -198,21 +198,6 @@ func (p *producer) flush(w int, wait bool) {
 	p.setTails(&p.marks[w], k, base, n)
 }
 
-// mayWait reports whether this producer, whose input waits on a full
-// queue, may wait now: not when its goroutine is running user code the
-// dispatcher called (a handler feeding an Input), which would wait for a
-// queue only its own worker empties. The answer is kept for the rest of
-// the dispatch call (see dispatch).
-func (p *producer) mayWait() bool {
-	if p.waitOK == 0 {
-		p.waitOK = 1
-		if calledFromHandler() {
-			p.waitOK = -1
-		}
-	}
-	return p.waitOK > 0
-}
-
 func (p *producer) flushAll() {
 	p.rfsMiss = false
 	for w := range p.pending {

@@ -37,8 +37,11 @@ func (w *Worker) init() {
 // hold it already, and reports whether it took it (for unlockState). A
 // goroutine holds at most one state lock, so two cannot wait for each
 // other: p holds none, or w's (handOff and moveHooks see to it).
-func (p *producer) lockState(w *Worker) bool {
-	if !w.shared || p.stateHeld == w {
+func (p *producer) lockState(w *Worker) bool { return w.shared && p.takeState(w) }
+
+// takeState is lockState past the check that inlines.
+func (p *producer) takeState(w *Worker) bool {
+	if p.stateHeld == w {
 		return false
 	}
 	w.stateMu.Lock()
@@ -49,9 +52,14 @@ func (p *producer) lockState(w *Worker) bool {
 // unlockState releases what lockState took.
 func (p *producer) unlockState(w *Worker, took bool) {
 	if took {
-		p.stateHeld = nil
-		w.stateMu.Unlock()
+		p.releaseState(w)
 	}
+}
+
+// releaseState is unlockState's unlocking half.
+func (p *producer) releaseState(w *Worker) {
+	p.stateHeld = nil
+	w.stateMu.Unlock()
 }
 
 // tick runs the state's Tick.

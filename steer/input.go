@@ -17,7 +17,10 @@ type Input struct {
 // NewInput returns an input with the next free source id. Its caller can
 // wait, so under OverflowAuto a full queue holds Dispatch back rather than
 // drop: a caller feeding frames it cannot hold back (a live capture) sets
-// Config.Queue.Overflow to OverflowDrop.
+// Config.Queue.Overflow to OverflowDrop. A handler must not feed an input
+// of its own dispatcher that waits (it would wait for room its own worker
+// has to make): it re-dispatches with Packet.Redispatch, which never waits.
+// Feeding another dispatcher's input, a pipeline, is fine.
 func (d *Dispatcher) NewInput() *Input { return d.newInput(true) }
 
 // newInput returns an input for a source that can (or cannot) wait.

@@ -53,8 +53,6 @@ type producer struct {
 	mask         uint32    // buckets - 1
 	batchCap     int
 	wait         bool        // a full queue holds this producer back (Config.Queue)
-	waitOK       int8        // mayWait's answer for this dispatch call: 0 not asked yet
-	waitFixed    bool        // waitOK holds for every call (Run's input: one goroutine)
 	stateHeld    *Worker     // the shared state this goroutine holds the lock of (lockState)
 	limit        int         // the queue limit this producer fills to
 	source       int         // the source id its packets carry: id, or a re-dispatched packet's
@@ -147,9 +145,13 @@ func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
 // has queued nothing yet, so no move can reorder), its counts and, with
 // RFS, its flow table. Stats reads them under p.mu.
 func (p *producer) prepare() {
-	if p.pending != nil {
-		return
+	if p.pending == nil {
+		p.makeTables()
 	}
+}
+
+// makeTables is prepare's first call.
+func (p *producer) makeTables() {
 	d := p.d
 	n, nb := len(d.workers), len(d.table.ents)
 	p.mu.Lock()
@@ -201,9 +203,6 @@ func (p *producer) initFlows() {
 // dispatch steers one source batch. The caller holds d.intake shared.
 func (p *producer) dispatch(frames []Frame, release func()) {
 	ref := newBatchRef(release, len(frames))
-	if !p.waitFixed {
-		p.waitOK = 0
-	}
 	p.prepare()
 	p.lockers.Lock()
 	plain := p.plainPath()

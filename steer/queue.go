@@ -152,21 +152,17 @@ func (w *Worker) enqueueControl(c *control) bool {
 // limit frames. It returns the queue position before b's first frame and
 // how many of b's frames were queued; the rest are dropped and released
 // here. With a waiter, the producer of an input whose source can wait, it
-// blocks until there is room, unlocking the producer meanwhile, unless the
-// waiter may not wait now (mayWait). Once enqueue returns, b belongs to the
-// worker: the caller reads nothing of it.
+// blocks until there is room, unlocking the producer meanwhile. Once
+// enqueue returns, b belongs to the worker: the caller reads nothing of it.
 func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n int) {
 	n = b.n
 	w.mu.Lock()
 	wait := waiter != nil
 	var unlock sync.Locker
+	if wait {
+		unlock = waiter.lockers
+	}
 	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
-		if unlock == nil {
-			if wait = waiter.mayWait(); !wait {
-				break
-			}
-			unlock = waiter.lockers
-		}
 		w.waiters++
 		w.wakeAt = max(w.wakeAt, limit/2)
 		if unlock != nil {

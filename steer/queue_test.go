@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -80,45 +79,6 @@ func TestNewPerWorkerRefusesValueState(t *testing.T) {
 	}
 	if states[0].n != 100 {
 		t.Errorf("pointer state counted %d frames, want 100", states[0].n)
-	}
-}
-
-// TestInputFedFromHandlerNeverWaits: a handler that feeds frames through
-// an Input of its own would wait for room in its own worker's queue, which
-// only it empties. An input fed from inside a handler drops instead.
-func TestInputFedFromHandlerNeverWaits(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	var d *Dispatcher
-	var in2 *Input
-	frames := dtTraffic(rand.New(rand.NewPCG(4, 4)), 8, 64)
-	fed, done := false, make(chan struct{})
-	d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: 16}}, func(p *Packet) {
-		if !fed {
-			fed = true
-			for range 4 {
-				in2.Dispatch(frames, nil) // 256 frames into a 16-frame queue
-			}
-			close(done)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in2 = d.NewInput()
-	in := d.NewInput()
-	in.Dispatch(frames[:1], nil)
-	in.Close()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the input fed from a handler waited for its own worker")
-	}
-	if err := d.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st := checkAccounting(t, d, 1+4*64)
-	if st.Dropped() == 0 {
-		t.Error("nothing dropped: the handler's input should drop what does not fit")
 	}
 }
 
