@@ -5,12 +5,18 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/bpfsteer"
 	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afpacket"
 )
 
 // TestMain lets a test run main() in a child process, to see its exit
@@ -37,7 +43,10 @@ func TestParseFlags(t *testing.T) {
 	for _, args := range [][]string{{}, {"-i", "eth0", "-fanout", "nope"}, {"-i", "eth0", "-policy", "nope"},
 		{"-i", "eth0", "-dispatch", "later"}, {"-i", "eth0", "-key", "nope"}, {"-i", "eth0", "-qlimit", "20000"},
 		{"-i", "eth0", "-workers", "-1"}, {"-i", "eth0", "tcp", "-c", "5"}, {"-i", "eth0", "-c", "-1"},
-		{"-i", "eth0", "-s", "-1"}, {"-i", "eth0", "-json", "-w", "-"}, {"-i", "eth0", "-f", "tcp", "udp"}} {
+		{"-i", "eth0", "-s", "-1"}, {"-i", "eth0", "-json", "-w", "-"}, {"-i", "eth0", "-f", "tcp", "udp"},
+		{"-i", "eth0", "-tunnels", "deep"}, {"-i", "eth0", "-vxlan-ports", "6081"}, {"-i", "eth0", "-vxlan-ports", "0"},
+		{"-i", "eth0", "-hashtypes", "tcp_ipv4"}, {"-i", "eth0", "-hashtypes", "ippair"}, {"-i", "eth0", "-hash", "crc32"},
+		{"-i", "eth0", "-hash", "siphash", "-key", "microsoft"}, {"-i", "eth0", "-hash", "siphash", "-key", "symmetric"}} {
 		if _, err := parseFlags(args, io.Discard); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
@@ -57,5 +66,69 @@ func TestParseFlags(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), options{version: true}, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "livesteer version ") {
 		t.Errorf("run -version: %v, %q", err, out.String())
+	}
+}
+
+// TestConfig: the hash flags reach the dispatcher's configuration, with the
+// key, the dispatch default and the rest.
+func TestConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want func(c steer.Config) bool
+	}{
+		{[]string{}, func(c steer.Config) bool {
+			h := c.Hash
+			return h.Tunnels == steer.TunnelsOuter && h.Types == hash.DefaultTypes && !h.UDP4Tuple && h.Algorithm == hash.AlgorithmToeplitz &&
+				h.VXLANPorts == nil && h.Key == nil && c.Dispatch == steer.Deferred
+		}},
+		{[]string{"-udp4tuple", "-key", "microsoft"}, func(c steer.Config) bool {
+			return c.Hash.UDP4Tuple && string(c.Hash.Key) == string(hash.MicrosoftKey[:]) && !c.Hash.Symmetric
+		}},
+		{[]string{"-key", "symmetric", "-fanout", "ebpf"}, func(c steer.Config) bool {
+			return c.Hash.Symmetric && string(c.Hash.Key) == string(hash.SymmetricKey[:]) && c.Dispatch == steer.Direct
+		}},
+		{[]string{"-tunnels", "inner", "-vxlan-ports", "8472,4789", "-hashtypes", "ipv4,ipv6", "-hash", "siphash"}, func(c steer.Config) bool {
+			h := c.Hash
+			return h.Tunnels == steer.TunnelsInner && slices.Equal(h.VXLANPorts, []uint16{8472, 4789}) &&
+				h.Types == hash.TypeIPv4|hash.TypeIPv6 && h.Algorithm == hash.AlgorithmSipHash && h.Key == nil
+		}},
+	} {
+		o, err := parseFlags(append([]string{"-i", "eth0"}, tc.args...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		c, err := o.config()
+		if err != nil || !tc.want(c) {
+			t.Errorf("%q: config %+v, %v", tc.args, c, err)
+			continue
+		}
+		// And steer takes it: the dispatcher hashes as the flags say.
+		d, err := steer.New(c, func(*steer.Packet) {})
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		got := d.Config().Hash
+		d.Close(context.Background())
+		if got.Tunnels != c.Hash.Tunnels || got.Algorithm != c.Hash.Algorithm || got.UDP4Tuple != c.Hash.UDP4Tuple ||
+			got.Types&^(hash.TypeUDPIPv4|hash.TypeUDPIPv6) != c.Hash.Types&^(hash.TypeUDPIPv4|hash.TypeUDPIPv6) {
+			t.Errorf("%q: the dispatcher hashes with %+v", tc.args, got)
+		}
+	}
+}
+
+// TestSteeringError: a configuration the fanout group or its kernel
+// program refuses is a usage error (exit 2) that keeps its message and
+// sentinel; other errors stay what they are.
+func TestSteeringError(t *testing.T) {
+	for _, sentinel := range []error{afpacket.ErrConfig, steer.ErrConfig, bpfsteer.ErrKeyLength} {
+		err := steeringError(fmt.Errorf("afpacket: building the steering program: %w", sentinel))
+		if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, sentinel) || !strings.Contains(err.Error(), sentinel.Error()) {
+			t.Errorf("%v: %v, want a usage error", sentinel, err)
+		}
+	}
+	if err := steeringError(afpacket.ErrNotSupported); errors.Is(err, cli.ErrUsage) {
+		t.Errorf("%v is a usage error", err)
 	}
 }

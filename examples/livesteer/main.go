@@ -24,6 +24,7 @@
 //
 //	sudo go run ./examples/livesteer -i eth0 -fanout ebpf -workers 4
 //	sudo go run ./examples/livesteer -i eth0 -fanout none -dispatch deferred -duration 10s
+//	sudo go run ./examples/livesteer -i eth0 -tunnels inner -vxlan-ports 4789,8472 -udp4tuple
 //
 // It has tcpdump's habits where they fit:
 //
@@ -43,6 +44,21 @@
 // one JSON document (internal/capture's Report), the text reports then
 // going to standard error, as they do with -w -; -version prints the
 // version.
+//
+// What the flowid hashes is chosen as in pcapsteer: -tunnels inner opens
+// VXLAN (UDP to the -vxlan-ports, default 4789), GENEVE, GRE and ERSPAN,
+// GTP-U and IP in IP and hashes the innermost flow, so that the flows
+// between a few tunnel endpoints spread over the workers; -hashtypes is the
+// set of RSS hash types (-udp4tuple its one-flag form for UDP, so that a
+// DNS monitor between two hosts does not land on one worker); -hash
+// toeplitz or siphash. They steer with -fanout none, where user space picks
+// the worker, and with -fanout ebpf, whose kernel program computes the same
+// flowid, or refuses a combination it cannot (a usage error, never another
+// steering). The other fanout modes pick the worker in the kernel by their
+// own rules, so there the flags change only the flowids the report counts.
+// The final report counts frames by encapsulation, and when tunnelled
+// frames were hashed by their outer headers it says so in one line, with
+// the flag that would spread them.
 //
 // Stop it with Ctrl-C (or SIGTERM), or let -duration or -c stop it. It first
 // stops intake at the sockets (a filter that drops every frame, so the
@@ -64,6 +80,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/bpfsteer"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
@@ -79,6 +96,7 @@ type options struct {
 	dispatch string // empty: direct with a fanout group, deferred without
 	policy   string
 	key      string // random, microsoft or symmetric
+	hash     capture.HashFlags
 	duration time.Duration
 	interval time.Duration
 	quiet    bool // only the final report
@@ -122,7 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (and sockets in a fanout group); 0: steer.DefaultWorkers(), one per CPU this process may run on")
 	fs.StringVar(&o.dispatch, "dispatch", "", "`mode`: direct, hybrid or deferred (default: direct with a fanout group, deferred without)")
 	fs.StringVar(&o.policy, "policy", "rss", "steering `policy`: rss, flow, source (ebpf needs rss)")
-	fs.StringVar(&o.key, "key", "random", "Toeplitz `key`: random, microsoft or symmetric")
+	fs.StringVar(&o.key, "key", "random", "hash `key`: random; for toeplitz also microsoft or symmetric")
+	o.hash.Register(fs)
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this `long` (0: until Ctrl-C)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "report `interval`")
 	fs.BoolVar(&o.quiet, "q", false, "print only the final report")
@@ -184,13 +203,45 @@ func (o options) check() error {
 			return cli.Usagef("-fanout: %v", err)
 		}
 	}
-	return nil
+	_, err := o.config()
+	return err
 }
 
-// worker is one worker's state (steer.NewPerWorker): its pcap writer for -w,
-// or nil. A real program would keep its per-flow tables here.
+// config is the dispatcher's configuration the options give. Its errors
+// are usage errors.
+func (o options) config() (steer.Config, error) {
+	cfg := steer.Config{Workers: o.workers, Queue: steer.QueueConfig{Limit: o.qlimit}}
+	cfg.Policy, _ = steer.ParsePolicy(o.policy) // checked
+	dispatch := o.dispatch
+	if dispatch == "" {
+		dispatch = "deferred"
+		if o.fanout != "none" {
+			dispatch = "direct"
+		}
+	}
+	cfg.Dispatch, _ = steer.ParseDispatch(dispatch) // checked
+	var key []byte
+	symmetric := false
+	switch o.key {
+	case "microsoft":
+		key = hash.MicrosoftKey[:]
+	case "symmetric":
+		key, symmetric = hash.SymmetricKey[:], true
+	}
+	if key != nil && o.hash.Algorithm == hash.AlgorithmSipHash {
+		return cfg, cli.Usagef("-key %s is a Toeplitz key: -hash siphash takes -key random", o.key)
+	}
+	var err error
+	cfg.Hash, err = o.hash.Config(key, symmetric)
+	return cfg, err
+}
+
+// worker is one worker's state (steer.NewPerWorker): its counts by
+// encapsulation, and its pcap writer for -w, or nil. A real program would
+// keep its per-flow tables here.
 type worker struct {
-	dump *capture.WorkerDump
+	encaps *capture.EncapTally
+	dump   *capture.WorkerDump
 }
 
 // Tick lets the pcap writer write what it holds (steer.Ticker).
@@ -233,21 +284,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	if o.enter == nil {
 		o.enter = func(fn func() error) error { return fn() }
 	}
-	cfg := steer.Config{Workers: o.workers, Queue: steer.QueueConfig{Limit: o.qlimit}}
-	cfg.Policy, _ = steer.ParsePolicy(o.policy) // checked
-	if o.dispatch == "" {
-		o.dispatch = "deferred"
-		if o.fanout != "none" {
-			o.dispatch = "direct"
-		}
-	}
-	cfg.Dispatch, _ = steer.ParseDispatch(o.dispatch) // checked
-	switch o.key {
-	case "microsoft":
-		cfg.Hash.Key = hash.MicrosoftKey[:]
-	case "symmetric":
-		cfg.Hash = steer.HashConfig{Key: hash.SymmetricKey[:], Symmetric: true}
-	}
+	cfg, _ := o.config() // checked
 	srcCfg := afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc}
 	if o.filter != "" {
 		// Compiled where the socket opens, for that interface.
@@ -265,22 +302,33 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		defer dump.Close()
 	}
 
-	// The handler counts flow moves and writes -w: a real program would
-	// parse, count or forward here. The counter is made once the
-	// dispatcher says how many workers it has, before any frame arrives.
+	// The handler counts flow moves and encapsulations and writes -w: a
+	// real program would parse, count or forward here. The flow-move
+	// counter is made once the dispatcher says how many workers it has,
+	// before any frame arrives.
+	encaps, err := capture.NewEncapCounter(cfg.Hash)
+	if err != nil {
+		return err
+	}
 	var fm *afpacket.FlowMoves
 	d, workers, err := steer.NewPerWorker(cfg, func(w *steer.Worker) *worker {
-		if dump == nil {
-			return &worker{}
+		st := &worker{encaps: encaps.NewTally()}
+		if dump != nil {
+			st.dump = dump.Worker(w.Index())
 		}
-		return &worker{dump: dump.Worker(w.Index())}
+		return st
 	}, func(w *worker, p *steer.Packet) {
 		fm.Observe(p.FlowID, p.HashType.IsHash(), p.Worker)
+		k := p.Key()
+		w.encaps.Add(p.Data, &k, p.Length)
 		if w.dump != nil {
 			w.dump.Write(p)
 		}
 	})
 	if err != nil {
+		if errors.Is(err, steer.ErrConfig) {
+			err = cli.UsageError(err) // a flag's value the library refuses
+		}
 		return err
 	}
 	fm = afpacket.NewFlowMoves(d.Workers(), 0)
@@ -339,7 +387,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		if st, err = afpacket.NewSteering(d, g, afpacket.SteeringOptions{}); err != nil {
 			d.Close(context.Background())
 			g.Close()
-			return err
+			return steeringError(err)
 		}
 		closers = append(closers, st.Close)
 		srcs := st.Sources()
@@ -352,8 +400,8 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	if o.filter != "" {
 		filterNote = fmt.Sprintf(", filter %q (%d instructions, in the kernel)", o.filter, len(srcCfg.Filter))
 	}
-	fmt.Fprintf(errOut, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s%s\n",
-		o.iface, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key, filterNote)
+	fmt.Fprintf(errOut, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s, hash %s%s\n",
+		o.iface, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key, capture.HashSummary(cfg.Hash), filterNote)
 
 	report := func(final bool) {
 		s := d.Stats()
@@ -430,6 +478,13 @@ loop:
 		}
 	}
 	report(true)
+	var enc capture.EncapCounts
+	for _, w := range workers { // read after Close
+		enc.Merge(w.encaps.Counts())
+	}
+	if err := enc.WriteText(out); err != nil && failed == nil {
+		failed = err
+	}
 	s := d.Stats()
 	k := kernelTotals(socks)
 	if limit != nil {
@@ -448,6 +503,7 @@ loop:
 			}
 		}
 		r.Totals.Balanced = k.err == nil && k.balanced(&s)
+		r.Encapsulations = enc.Report()
 		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: o.fanout == "none",
 			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc}
 		if st != nil {
@@ -458,6 +514,17 @@ loop:
 		}
 	}
 	return failed
+}
+
+// steeringError returns an error of afpacket.NewSteering as the command
+// reports it: a configuration the group or the kernel's steering program
+// cannot honour (a hash function, hash types or tunnels it does not
+// compute, a key length it cannot take) is a usage error, with its message.
+func steeringError(err error) error {
+	if errors.Is(err, afpacket.ErrConfig) || errors.Is(err, steer.ErrConfig) || errors.Is(err, bpfsteer.ErrKeyLength) {
+		return cli.UsageError(err)
+	}
+	return err
 }
 
 // drain waits, for at most timeout, until every socket has handed out every

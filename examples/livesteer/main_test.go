@@ -99,6 +99,13 @@ func trafficPair(t *testing.T) (*netns.Pair, string) {
 	t.Helper()
 	netns.Require(t, "trafgen", "ethtool")
 	p := netns.New(t, netns.Options{})
+	return p, udpConf(t, p)
+}
+
+// udpConf writes the trafgen configuration of trafficPair: 64-byte UDP
+// frames from B to A, random source and destination ports.
+func udpConf(t *testing.T, p *netns.Pair) string {
+	t.Helper()
 	conf := filepath.Join(t.TempDir(), "udp.cfg")
 	src, dst := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
 	cfg := "{ fill(0xff, 6), 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, c16(0x0800),\n" +
@@ -107,7 +114,7 @@ func trafficPair(t *testing.T) (*netns.Pair, string) {
 	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return p, conf
+	return conf
 }
 
 // TestReconcileUnderTraffic stops the command while trafgen is still
@@ -331,21 +338,7 @@ func TestWriteAndJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.enter = p.A.Do
-	var stdout, errOut syncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	wait := runBackground(ctx, o, &stdout, &errOut)
-	time.Sleep(300 * time.Millisecond)
-	send(t, p, conf, 3000)
-	time.Sleep(200 * time.Millisecond)
-	stop()
-	if err := wait(t); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	var r capture.Report
-	if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
-		t.Fatalf("standard output is not the JSON report: %v\n%s", err, stdout.String())
-	}
+	r, errOut := runJSON(t, p, o, conf, 3000)
 	tot := r.Totals
 	if r.Command != "livesteer" || r.Input != p.A.Link || r.Live == nil || r.Live.Fanout != "ebpf" || !r.Live.KeepsFlows ||
 		r.Live.SnapLen != 48 || r.Live.Promiscuous || !r.Interrupted {
@@ -355,7 +348,7 @@ func TestWriteAndJSON(t *testing.T) {
 		tot.Read != tot.Steered || len(r.Sources) != 2 {
 		t.Errorf("totals %+v, %d sources", tot, len(r.Sources))
 	}
-	if !strings.Contains(errOut.String(), "--- final report") {
+	if !strings.Contains(errOut, "--- final report") {
 		t.Error("the text report is not on standard error")
 	}
 	var records uint64
@@ -395,6 +388,30 @@ func TestWriteAndJSON(t *testing.T) {
 	if records != tot.Written {
 		t.Errorf("the files hold %d records, the report says %d written", records, tot.Written)
 	}
+}
+
+// runJSON runs the command with o (-json among its flags) in p's A side
+// while B sends n frames of conf, stops it, and returns its JSON report
+// and its standard error.
+func runJSON(t *testing.T, p *netns.Pair, o options, conf string, n int) (capture.Report, string) {
+	t.Helper()
+	o.enter = p.A.Do
+	var stdout, errOut syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	wait := runBackground(ctx, o, &stdout, &errOut)
+	time.Sleep(300 * time.Millisecond)
+	send(t, p, conf, n)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	if err := wait(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var r capture.Report
+	if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
+		t.Fatalf("standard output is not the JSON report: %v\n%s", err, stdout.String())
+	}
+	return r, errOut.String()
 }
 
 // TestInterrupt runs the command in a child process inside the namespace
