@@ -24,11 +24,11 @@ import (
 //
 // The key and symmetric hashing stay the commands' own flags.
 type HashFlags struct {
-	Tunnels   steer.TunnelMode
-	Types     hash.Types
-	UDP4Tuple bool
-	Algorithm hash.Algorithm
-	ports     string
+	Tunnels   steer.TunnelMode // -tunnels
+	Types     hash.Types       // -hashtypes
+	UDP4Tuple bool             // -udp4tuple
+	Algorithm hash.Algorithm   // -hash
+	ports     string           // -vxlan-ports, parsed by Config
 }
 
 // Register adds the flags to fs.
@@ -97,7 +97,7 @@ func parsePorts(s string) ([]uint16, error) {
 	return ports, nil
 }
 
-// HashSummary describes a normalized hash configuration in one line, for
+// HashSummary describes a hash configuration in one line, for
 // the commands' headers: the function, the hash types, and the tunnel
 // mode with the VXLAN ports, such as "toeplitz over ipv4,tcp_ipv4,ipv6,tcp_ipv6,
 // tunnels inner (vxlan ports 4789)".
