@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -20,31 +19,14 @@ import (
 	"github.com/rpsgo/rps/steer"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/vxlan.pcap")
+// The VXLAN capture of the spread tests: 400 frames between two VXLAN
+// endpoints, seven in eight of them VXLAN carrying 64 TCP flows.
+const vxlanFrames, vxlanFlows = 400, 64
 
-// The VXLAN capture of testdata: 400 frames, 64 inner flows, seed 1.
-const (
-	vxlanFile              = "testdata/vxlan.pcap"
-	vxlanFrames, vxlanFlow = 400, 64
-)
-
-// TestVXLANTestdata: testdata/vxlan.pcap, the capture the package
-// documentation runs, is what encapframes.VXLANCapture builds (go test
-// -run TestVXLANTestdata -update rewrites it).
-func TestVXLANTestdata(t *testing.T) {
-	want := encapframes.Pcap(encapframes.VXLANCapture(vxlanFrames, vxlanFlow, 1))
-	if *update {
-		if err := os.WriteFile(vxlanFile, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(vxlanFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is not what encapframes.VXLANCapture builds: run go test -run TestVXLANTestdata -update", vxlanFile)
-	}
+// vxlanCapture writes the VXLAN capture to a file and returns its name.
+func vxlanCapture(t *testing.T) string {
+	t.Helper()
+	return writeFile(t, "vxlan.pcap", encapframes.Pcap(encapframes.VXLANCapture(vxlanFrames, vxlanFlows, 1)))
 }
 
 // encapFrames is a capture of every encapsulation: each case carrying
@@ -253,6 +235,7 @@ func workerShares(t *testing.T, out string) []float64 {
 // and -tunnels inner spreads them over all workers by their inner flows.
 func TestVXLANSpread(t *testing.T) {
 	const workers = 4
+	vxlanFile := vxlanCapture(t)
 	for _, tunnels := range []string{"outer", "inner"} {
 		t.Run(tunnels, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "flows.csv")
@@ -306,6 +289,7 @@ func TestVXLANSpread(t *testing.T) {
 // the tunnel with tunnels opened, and with them closed what opening them
 // would hash.
 func TestTraceLayers(t *testing.T) {
+	vxlanFile := vxlanCapture(t)
 	out, _, err := runCmd(t, "-r", vxlanFile, "-key", "microsoft", "-tunnels", "inner", "-trace", "1")
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +371,7 @@ func TestLayers(t *testing.T) {
 // TestEncapJSON: the JSON report has the per-encapsulation counts and the
 // hash configuration.
 func TestEncapJSON(t *testing.T) {
+	vxlanFile := vxlanCapture(t)
 	for _, tunnels := range []string{"outer", "inner"} {
 		stdout, _, err := runCmd(t, "-r", vxlanFile, "-json", "-tunnels", tunnels, "-hashtypes", "ipv4,ipv6,tcp_ipv4,tcp_ipv6")
 		if err != nil {
@@ -441,9 +426,6 @@ func TestDocExample(t *testing.T) {
 		}
 		runs++
 		args := strings.Fields(strings.TrimPrefix(line, cmd))
-		for j, a := range args {
-			args[j] = strings.TrimPrefix(a, "examples/pcapsteer/")
-		}
 		out, _, err := runCmd(t, args...)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
@@ -460,5 +442,28 @@ func TestDocExample(t *testing.T) {
 	}
 	if runs != 2 {
 		t.Errorf("%d documented runs, want 2", runs)
+	}
+}
+
+// TestSampleFlag: -sample tunnels reads the embedded tunnels capture,
+// -sample main (or nothing) the main one.
+func TestSampleFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		name string
+		data []byte
+	}{
+		{nil, sample.Name, sample.Pcap},
+		{[]string{"-sample", "main"}, sample.Name, sample.Pcap},
+		{[]string{"-sample", "tunnels"}, sample.TunnelsName, sample.Tunnels},
+	} {
+		out, _, err := runCmd(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _, _ := reportTotals(t, out)
+		if n := uint64(len(readFrames(t, tc.data))); !strings.HasPrefix(out, "Input: "+tc.name+" (embedded sample)") || in != n {
+			t.Errorf("%q: %d frames in, want %d of %s:\n%s", tc.args, in, n, tc.name, out[:min(len(out), 200)])
+		}
 	}
 }

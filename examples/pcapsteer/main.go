@@ -9,6 +9,7 @@
 //	go run ./examples/pcapsteer -r trace.pcap -c 1000 tcp port 80
 //	go run ./examples/pcapsteer -r trace.pcap -w 'flow-%d.pcap'  # split by worker, so by flow
 //	go run ./examples/pcapsteer -r trace.pcap -json | jq .totals
+//	go run ./examples/pcapsteer -sample tunnels -tunnels inner   # hash the flows inside the tunnels
 //	go run ./examples/pcapsteer -r mirror.pcap -tunnels inner -vxlan-ports 4789,8472
 //
 // It reads pcap or pcapng (link types Ethernet, Linux cooked SLL and SLL2,
@@ -18,8 +19,10 @@
 // then a summary of what the handlers saw: frames by classification reason,
 // by encapsulation and by hash type, flows and frames per worker, and
 // totals that add up (every frame read is handled, dropped or, had the
-// handler panicked, panicked). With no -r it reads the sample capture
-// embedded in the repository (internal/sample). The report goes to
+// handler panicked, panicked). With no -r it reads a sample capture
+// embedded in the repository (internal/sample): the main one, mixed
+// traffic, or with -sample tunnels traffic between tunnel endpoints. The
+// report goes to
 // standard output, or to standard error when -flows - puts the CSV there.
 // Ctrl-C stops the reading, even of a pipe that delivers nothing, and the
 // report still covers every frame read; a second Ctrl-C ends the program at
@@ -58,40 +61,56 @@
 // stacks (with pseudowires) and PPPoE sessions are walked either way. The
 // summary counts frames per encapsulation, and a run with tunnels closed
 // that saw tunnelled frames says so in one line, with how many and the flag
-// that spreads them. The sample testdata/vxlan.pcap is 400 frames between
-// two VXLAN endpoints, seven in eight of them VXLAN carrying 64 TCP flows,
-// the rest plain TCP (built by the tests from internal/capture/encapframes):
+// that spreads them. The embedded sample -sample tunnels is a minute of TCP
+// connections between a few tunnel endpoints, most of them in VXLAN
+// (internal/sample); with tunnels closed one worker of four gets nearly
+// two thirds of the frames, with them opened each gets about a quarter:
 //
-//	$ go run ./examples/pcapsteer -r examples/pcapsteer/testdata/vxlan.pcap -key microsoft -workers 4
+//	$ go run ./examples/pcapsteer -sample tunnels -key microsoft -workers 4
 //	Frames by encapsulation (outermost first; -tunnels outer):
-//	  encapsulation  frames  bytes  share
-//	  plain          400     49100  100.0%
-//	Hint: 350 of 400 frames (87.5%) are tunnelled (vxlan 350) and were hashed by their outer headers: -tunnels inner would spread them by their inner flows.
+//	  encapsulation  frames  bytes   share
+//	  plain          1053    248053  88.1%
+//	  pppoe          62      10266   5.2%
+//	  mpls           52      9575    4.4%
+//	  mpls+pw        28      5426    2.3%
+//	Hint: 1041 of 1195 frames (87.1%) are tunnelled (vxlan 734, geneve 80, gre 124, gtpu 75, ipip 28) and were hashed by their outer headers: -tunnels inner would spread them by their inner flows.
 //	...
 //	Frames per worker:
-//	  worker  flows  frames  bytes  share
-//	       0     68     366  46414  91.5%
-//	       1      4      15   1185   3.8%
-//	       2      4      10    790   2.5%
-//	       3      4       9    711   2.2%
+//	  worker  flows  frames   bytes  share
+//	       0     11      67   11708   5.6%
+//	       1     12     135   33867  11.3%
+//	       2     11     230   47894  19.2%
+//	       3    108     763  179851  63.8%
 //
-//	$ go run ./examples/pcapsteer -r examples/pcapsteer/testdata/vxlan.pcap -key microsoft -workers 4 -tunnels inner
+//	$ go run ./examples/pcapsteer -sample tunnels -key microsoft -workers 4 -tunnels inner
 //	Frames by encapsulation (outermost first; -tunnels inner):
-//	  encapsulation  frames  bytes  share
-//	  vxlan          350     45150  87.5%
-//	  plain          50      3950   12.5%
-//	  350 frames hashed by a flow inside a tunnel
+//	  encapsulation  frames  bytes   share
+//	  vxlan          670     151516  56.1%
+//	  gre            96      14994   8.0%
+//	  geneve         80      25186   6.7%
+//	  gtpu           77      21716   6.4%
+//	  pppoe          62      10266   5.2%
+//	  mpls           52      9575    4.4%
+//	  vxlan+gre      34      12173   2.8%
+//	  vxlan+vlan     32      7045    2.7%
+//	  gre+erspan2    28      7552    2.3%
+//	  ipip           28      2627    2.3%
+//	  mpls+pw        28      5426    2.3%
+//	  plain          8       5244    0.7%
+//	  1041 frames hashed by a flow inside a tunnel
 //	...
 //	Frames per worker:
 //	  worker  flows  frames  bytes  share
-//	       0     22     113  13777  28.2%
-//	       1     21     125  15375  31.2%
-//	       2     16      71   8659  17.8%
-//	       3     21      91  11289  22.8%
+//	       0     41     293  73019  24.5%
+//	       1     39     289  60474  24.2%
+//	       2     46     338  76368  28.3%
+//	       3     36     275  63459  23.0%
 //
-// The endpoints here set the outer UDP source port from the inner flow, as
-// RFC 7348 asks, so -udp4tuple would spread them by their outer headers
-// too; endpoints that do not, GRE, ERSPAN and IP in IP need -tunnels inner.
+// Endpoints that set the outer UDP source port from the inner flow, as RFC
+// 7348 asks of VXLAN, let -udp4tuple spread their UDP tunnels by the outer
+// header too, but the flowid is then not the inner flow's (its two
+// directions, or one flow in two tunnels, differ), and GRE, ERSPAN and IP
+// in IP have no ports: -tunnels inner is the way to hash by the flow.
 // Which tuple is hashed is -hashtypes, a set of FreeBSD's RSS hash types
 // (ipv4, tcp_ipv4, udp_ipv4, ipv6, tcp_ipv6, udp_ipv6; ipv4,ipv6 hashes by
 // IP pair only), -udp4tuple its one-flag form for UDP; the function is -hash
@@ -165,6 +184,7 @@ func main() {
 // options are the parsed command-line flags.
 type options struct {
 	read     string
+	sample   string // -sample: "main" or "tunnels", "" for main
 	workers  int
 	cpus     []int
 	policy   steer.Policy
@@ -193,7 +213,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"Steers the frames of a capture file over worker goroutines, as FreeBSD's netisr\n"+
 			"and RSS do in the kernel, and prints a netstat -Q-like report. A capture filter\n"+
 			"in tcpdump's syntax may follow the flags, as tcpdump takes it.", stderr)
-	fs.StringVar(&o.read, "r", "", "read this pcap or pcapng `file` (\"-\" for standard input); default: the embedded sample capture")
+	fs.StringVar(&o.read, "r", "", "read this pcap or pcapng `file` (\"-\" for standard input); default: an embedded sample capture (-sample)")
+	fs.StringVar(&o.sample, "sample", "", "without -r, read this embedded sample `capture`: main (mixed traffic, the default) or tunnels (TCP connections in VXLAN, GENEVE, GRE, ERSPAN, GTP-U, IP in IP, MPLS and PPPoE between a few tunnel endpoints)")
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (workstreams); 0: one per -cpus entry, else steer.DefaultWorkers(), one per CPU this process may run on")
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
 	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
@@ -225,6 +246,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.count < 0 {
 		return nil, cli.Usagef("-c %d is negative", o.count)
+	}
+	switch {
+	case o.sample != "" && o.read != "":
+		return nil, cli.Usagef("-r and -sample both name the input: choose one")
+	case o.sample != "" && o.sample != "main" && o.sample != "tunnels":
+		return nil, cli.Usagef("-sample %q: want main or tunnels", o.sample)
 	}
 	stdouts := 0
 	for _, b := range []bool{o.json, o.write == "-", o.flows == "-"} {
@@ -339,17 +366,20 @@ type input struct {
 }
 
 // openInput opens the capture named by -r: a file, "-" for standard input,
-// or the embedded sample when path is empty. Reads from anything but a
-// regular file or the sample (a pipe, a terminal, a FIFO) end when ctx
-// ends, even while no data arrives.
-func openInput(ctx context.Context, path string) (*input, error) {
+// or, when path is empty, the embedded sample named by -sample. Reads from
+// anything but a regular file or a sample (a pipe, a terminal, a FIFO) end
+// when ctx ends, even while no data arrives.
+func openInput(ctx context.Context, path, sampleName string) (*input, error) {
 	var (
 		rd   io.Reader
 		in   = &input{name: path, close: func() error { return nil }}
 		what = path
 	)
-	switch path {
-	case "":
+	switch {
+	case path == "" && sampleName == "tunnels":
+		in.name, what = sample.TunnelsName+" (embedded sample)", "the embedded tunnels sample"
+		rd, in.size = sample.TunnelsReader(), int64(len(sample.Tunnels))
+	case path == "":
 		in.name, what = sample.Name+" (embedded sample)", "the embedded sample"
 		rd, in.size = sample.Reader(), int64(len(sample.Pcap))
 	default:
@@ -400,7 +430,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.flows == "-" || o.write == "-" || o.json {
 		report = stderr // standard output carries the CSV, the pcap or the JSON alone
 	}
-	in, err := openInput(ctx, o.read)
+	in, err := openInput(ctx, o.read, o.sample)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w before the capture's header arrived", cli.ErrInterrupted)

@@ -600,6 +600,9 @@ func TestMainExitStatus(t *testing.T) {
 		{"-hash\nmurmur", 2, "pcapsteer: usage error: invalid value \"murmur\" for flag -hash"},
 		{"-hash\nsiphash\n-key\nmicrosoft", 2, "pcapsteer: usage error: -key: microsoft is a Toeplitz key"},
 		{"-buckets\n100", 2, "pcapsteer: usage error: starting the dispatcher: steer: "},
+		{"-sample\ntunnels", 0, ""},
+		{"-sample\nbig", 2, "pcapsteer: usage error: -sample \"big\": want main or tunnels"},
+		{"-sample\nmain\n-r\nx.pcap", 2, "pcapsteer: usage error: -r and -sample both name the input"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "PCAPSTEER_MAIN="+tc.args)
@@ -894,7 +897,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, name := range []string{"r", "workers", "cpus", "policy", "dispatch", "key", "symmetric", "udp4tuple",
+	for _, name := range []string{"r", "sample", "workers", "cpus", "policy", "dispatch", "key", "symmetric", "udp4tuple",
 		"hashtypes", "hash", "tunnels", "vxlan-ports", "buckets", "qlimit", "overflow", "rfs", "flows", "trace", "progress"} {
 		re := regexp.MustCompile(`(?m)^  -` + name + `\b.*\n\s+\S`)
 		if !re.MatchString(errOut) {
@@ -996,7 +999,7 @@ func TestProgress(t *testing.T) {
 		t.Errorf("progressLine without a size: %q", line)
 	}
 
-	in, err := openInput(context.Background(), "")
+	in, err := openInput(context.Background(), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,8 @@
 // ERSPAN types I, II and III, GTP-U, IP in IP, and tunnels nested in
 // tunnels), with gopacket's layers where gopacket can write the header and
 // by hand where it cannot (GENEVE, ERSPAN III, the pseudowire control
-// word), and writes them as a capture. It is for tests: the capture
-// commands' and package capture's, and for making the VXLAN capture of
-// examples/pcapsteer's testdata. The commands themselves do not link
+// word), and writes them as a capture. It is for tests, the capture
+// commands' and package capture's; the commands themselves do not link
 // gopacket.
 package encapframes
 
