@@ -121,6 +121,36 @@ func TestFlowsCSVEncapsulations(t *testing.T) {
 	}
 }
 
+// TestFlowsCSVTunnelsSample: the CSV of the embedded tunnels capture, its
+// odd frames included (ARP in VXLAN, cut VXLAN headers, GTP-U echoes, an
+// outer fragment, PPPoE discovery and LCP), against the classifier, with
+// tunnels opened and closed.
+func TestFlowsCSVTunnelsSample(t *testing.T) {
+	frames := readFrames(t, sample.Tunnels)
+	const workers, buckets = 3, 64
+	for _, tunnels := range []steer.TunnelMode{steer.TunnelsOuter, steer.TunnelsInner} {
+		t.Run(tunnels.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "flows.csv")
+			if _, _, err := runCmd(t, "-sample", "tunnels", "-tunnels", tunnels.String(), "-key", "microsoft",
+				"-workers", strconv.Itoa(workers), "-buckets", strconv.Itoa(buckets), "-flows", path); err != nil {
+				t.Fatal(err)
+			}
+			worker := func(c *steer.Classification) int {
+				if !c.HashType.IsHash() {
+					return 0 // SOURCE: input 0, ifindex 0
+				}
+				return int(c.FlowID&(buckets-1)) % workers
+			}
+			want := expectedRowsFor(t, frames, steer.HashConfig{Key: hash.MicrosoftKey[:], Tunnels: tunnels}, worker, buckets)
+			rows := readCSV(t, path)
+			if len(rows) != len(want) {
+				t.Errorf("%d rows, want %d: one per flow key", len(rows), len(want))
+			}
+			compareRows(t, rows, want)
+		})
+	}
+}
+
 // TestEncapCSVColumn: the encap column names the encapsulations outermost
 // first in the forms the issue shows.
 func TestEncapCSVColumn(t *testing.T) {
