@@ -248,12 +248,17 @@ func (c *Classifier) ipv4Type(proto uint8) (hash.HashType, int) {
 
 // flowOnly is Classify for the dispatcher, where the handler's goroutine
 // derives the flow key when it asks for it (see Packet.Key): for an
-// untagged simple IPv4 packet, the bulk of most traffic, it sets EtherType,
+// untagged simple IPv4 packet, the bulk of most traffic, and with tunnels
+// opened for such a packet inside VXLAN (vxlanTuple), it sets EtherType,
 // HashType, FlowID and Reason as Classify would, leaves the key and the
 // tuple alone and marks out keyless; any other frame it classifies fully.
 func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 	var t [hash.IPv4Tuple4Len]byte
-	if ht, ok := c.ipv4Tuple(frame, &t); ok {
+	ht, ok := c.ipv4Tuple(frame, &t)
+	if !ok && c.tunnels != nil {
+		ht, ok = c.vxlanTuple(frame, &t)
+	}
+	if ok {
 		out.EtherType, out.Reason, out.HashType, out.keyless = etherTypeIPv4, ReasonOK, ht, true
 		out.FlowID = c.sumIPv4(&t, ht)
 		return
@@ -264,8 +269,8 @@ func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 // ipv4Tuple is flowOnly's fast path short of the hash, for the
 // dispatcher's batches (see producer.fastChunk): if frame is an untagged
 // simple IPv4 packet (and not UDP to a tunnel port when tunnels are
-// opened), or with tunnels opened the same inside VXLAN (vxlanInner), it
-// writes the packet's hash input to t and returns its hash type. A 2-tuple gets zero ports: zero bytes add nothing to a Toeplitz
+// opened) it writes the packet's hash input to t and returns its hash
+// type. A 2-tuple gets zero ports: zero bytes add nothing to a Toeplitz
 // hash, so every input is 12 bytes, [hash.Toeplitz.SumIPv4Tuples]'s size
 // (sumIPv4 hashes the 8 that count for SipHash).
 func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
@@ -277,9 +282,7 @@ func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.
 		return hash.None, false
 	}
 	if !c.notTunnel4(ip) {
-		if ip = c.vxlanInner(frame); ip == nil {
-			return hash.None, false
-		}
+		return hash.None, false
 	}
 	ht, n := c.ipv4Type(ip[9])
 	*t = [hash.IPv4Tuple4Len]byte(ip[12:24])

@@ -51,10 +51,11 @@ type FlowKey struct {
 	// NEncap is the number of headers recorded in Encaps.
 	NEncap uint8
 	// Encaps are the shim and tunnel headers walked after the outer VLAN
-	// tags, outermost first, each read whole. The first Depth tunnels of
-	// the list enclose the tuple; a tunnel after them is one the classifier
-	// entered but could not hash the inside of (the Reason says why), and
-	// the tuple is the IP header just outside it.
+	// tags, outermost first, each read whole. When the classifier entered
+	// a tunnel but could not hash its inside (the Reason says why), the
+	// headers read in it are listed too, and the tuple is the IP header
+	// just outside it: Depth counts only the tunnels that enclose the
+	// tuple.
 	Encaps [MaxEncaps]Encap
 }
 

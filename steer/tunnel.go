@@ -225,35 +225,35 @@ func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
 	}
 }
 
-// vxlanInner is ipv4Tuple's way into the tunnel most traffic mirrors
-// arrive in: frame is an untagged simple IPv4 packet (isSimpleIPv4) to a
-// tunnel port. If the port is a VXLAN port, the VXLAN header is sound and
-// the inner frame is an untagged simple IPv4 packet not itself to a
-// tunnel port, it returns that packet, whose tuple ipv4Tuple writes as
-// for a plain frame; else nil, and the frame takes the general path. Both
-// give the same flowid, hash type, EtherType and reason.
-func (c *Classifier) vxlanInner(frame []byte) *[simpleIPv4Len]byte {
+// vxlanTuple is ipv4Tuple for the tunnel most traffic mirrors arrive in:
+// if frame is an untagged simple IPv4 packet (isSimpleIPv4) to a VXLAN
+// port with a sound VXLAN header, and the inner frame one that ipv4Tuple
+// takes, it writes the inner packet's hash input to t as ipv4Tuple does;
+// else it returns false, and the frame takes the general path. Both give
+// the same flowid, hash type, EtherType and reason.
+func (c *Classifier) vxlanTuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
+	if len(frame) < ethHeaderLen+simpleIPv4Len || binary.BigEndian.Uint16(frame[12:14]) != etherTypeIPv4 {
+		return hash.None, false
+	}
+	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
+	if !isSimpleIPv4(ip) || c.notTunnel4(ip) {
+		return hash.None, false
+	}
 	p := frame[ethHeaderLen:]
 	if tl := int(binary.BigEndian.Uint16(p[2:4])); tl < len(p) {
 		p = p[:tl]
 	}
 	if port := binary.BigEndian.Uint16(p[22:24]); port == GENEVEPort || port == GTPUPort || len(p) < ipv4MinHeaderLen+udpHeaderLen {
-		return nil
+		return hash.None, false
 	}
 	u := p[ipv4MinHeaderLen:]
 	if l := int(binary.BigEndian.Uint16(u[4:6])); l >= udpHeaderLen && l < len(u) {
 		u = u[:l]
 	}
-	const innerAt = udpHeaderLen + vxlanHeaderLen + ethHeaderLen
-	if len(u) < innerAt+simpleIPv4Len || u[udpHeaderLen]&vxlanFlagI == 0 ||
-		binary.BigEndian.Uint16(u[innerAt-2:innerAt]) != etherTypeIPv4 {
-		return nil
+	if len(u) < udpHeaderLen+vxlanHeaderLen || u[udpHeaderLen]&vxlanFlagI == 0 {
+		return hash.None, false
 	}
-	ip := (*[simpleIPv4Len]byte)(u[innerAt : innerAt+simpleIPv4Len])
-	if !isSimpleIPv4(ip) || !c.notTunnel4(ip) {
-		return nil
-	}
-	return ip
+	return c.ipv4Tuple(u[udpHeaderLen+vxlanHeaderLen:], t)
 }
 
 // vxlan opens a VXLAN header v.

@@ -634,23 +634,24 @@ func TestClassifySipHash(t *testing.T) {
 	}
 }
 
-// TestClassifyVXLANFastPath: the dispatcher's fast path takes a VXLAN
-// frame whose outer and inner packets are untagged simple IPv4, and gives
-// it what Classify gives; any other tunnelled frame takes the general
-// path.
+// TestClassifyVXLANFastPath: flowOnly takes a VXLAN frame whose outer and
+// inner packets are untagged simple IPv4 without classifying it fully,
+// and gives it what Classify gives; any other tunnelled frame is
+// classified fully.
 func TestClassifyVXLANFastPath(t *testing.T) {
 	c := tunnelClassifier(t, HashConfig{Tunnels: TunnelsInner})
-	fast := map[string]bool{"vxlan tcp4": true, "vxlan outer with tunnels off": true, "vxlan outer udp 4-tuple with tunnels off": true} // the same frame
+	// The same frame, in three cases.
+	fast := map[string]bool{"vxlan tcp4": true, "vxlan outer with tunnels off": true, "vxlan outer udp 4-tuple with tunnels off": true}
 	for _, tc := range encapCases() {
 		var tuple [hash.IPv4Tuple4Len]byte
-		_, ok := c.ipv4Tuple(tc.frame, &tuple)
+		_, ok := c.vxlanTuple(tc.frame, &tuple)
 		if ok != fast[tc.name] {
 			t.Errorf("%s: fast path %v, want %v", tc.name, ok, fast[tc.name])
 		}
 		var got, want Classification
 		c.flowOnly(tc.frame, &got)
 		c.Classify(tc.frame, &want)
-		if got.FlowID != want.FlowID || got.HashType != want.HashType || got.EtherType != want.EtherType || got.Reason != want.Reason {
+		if got.FlowID != want.FlowID || got.HashType != want.HashType || got.EtherType != want.EtherType || got.Reason != want.Reason || got.keyless != ok {
 			t.Errorf("%s: flowOnly %#x %v %#x %v, Classify %#x %v %#x %v", tc.name, got.FlowID, got.HashType, got.EtherType, got.Reason,
 				want.FlowID, want.HashType, want.EtherType, want.Reason)
 		}
