@@ -353,19 +353,21 @@ func ExampleStats_WriteReport() {
 	// every frame accounted for: true
 	//
 	// Configuration:
-	//                  Setting    Current  Limit
-	//             Thread count          2      2
-	//  Queue limit (drop/wait)    256/512  10240
-	//           Queue overflow       auto    n/a
-	//          Dispatch policy     direct    n/a
-	//          Steering policy        rss    n/a
-	//    Threads bound to CPUs   disabled    n/a
-	//      Indirection buckets        128  65536
-	//                 Hash key  microsoft    n/a
-	//           Symmetric hash   disabled    n/a
-	//         UDP 4-tuple hash   disabled    n/a
-	//                      RFS   disabled    n/a
-	//               Flow limit   disabled    n/a
+	//                  Setting                      Current  Limit
+	//             Thread count                            2      2
+	//  Queue limit (drop/wait)                      256/512  10240
+	//           Queue overflow                         auto    n/a
+	//          Dispatch policy                       direct    n/a
+	//          Steering policy                          rss    n/a
+	//    Threads bound to CPUs                     disabled    n/a
+	//      Indirection buckets                          128  65536
+	//            Hash function                     toeplitz    n/a
+	//                 Hash key                    microsoft    n/a
+	//               Hash types  ipv4,tcp_ipv4,ipv6,tcp_ipv6    n/a
+	//           Symmetric hash                     disabled    n/a
+	//        Tunnels hashed by                        outer    n/a
+	//                      RFS                     disabled    n/a
+	//               Flow limit                     disabled    n/a
 	//
 	// Workstreams:
 	//  WSID  CPU  Len  WMark  Disp'd  HDisp'd  QDrops  Queued  Handled
