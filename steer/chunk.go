@@ -75,18 +75,32 @@ var _ [64 - chunkLen]struct{} // chunkLen <= 64
 // (fastChunk) unless a trace wants every frame's whole classification, and
 // count them. The counts come before any frame is steered: while a full
 // queue holds the input back, Stats may read them.
-func (p *producer) classifyChunk(chunk []Frame) []Classification {
+//
+// With compact set (the plain path, queuePlain), a frame of the fast path
+// gets only its result in p.res, 12 bytes where a Classification takes
+// 184, and its bit in p.resFast; fast reports whether its Classification
+// is left unwritten. Every frame gets its p.res.
+func (p *producer) classifyChunk(chunk []Frame, compact bool) []Classification {
 	cls := p.clsBuf[:len(chunk)]
 	slow := ^uint64(0) >> (64 - len(chunk))
 	p.frames += uint64(len(chunk))
+	p.resFast = 0
 	if p.tr == nil {
 		fc := &p.fast
 		slow = fc.run(p.d.cls, chunk)
 		mask := p.d.table.mask
 		for k, i := range fc.at[:fc.n] {
+			sum, ht := fc.sums[k], fc.types[k]
+			p.bucketFrames[sum&mask]++
+			if compact {
+				p.res[i] = flowResult{sum, ht, ReasonOK}
+				continue
+			}
 			c := &cls[i]
-			c.EtherType, c.Reason, c.HashType, c.keyless, c.FlowID = etherTypeIPv4, ReasonOK, fc.types[k], true, fc.sums[k]
-			p.bucketFrames[c.FlowID&mask]++
+			c.EtherType, c.Reason, c.HashType, c.keyless, c.FlowID = etherTypeIPv4, ReasonOK, ht, true, sum
+		}
+		if compact {
+			p.resFast = ^slow & (^uint64(0) >> (64 - len(chunk)))
 		}
 	}
 	for ; slow != 0; slow &= slow - 1 {
@@ -94,8 +108,27 @@ func (p *producer) classifyChunk(chunk []Frame) []Classification {
 		c := &cls[i]
 		p.classify(&chunk[i], c)
 		p.count(c)
+		p.res[i] = flowResult{c.FlowID, c.HashType, c.Reason}
 	}
 	return cls
+}
+
+// flowResult is what the plain path keeps of a frame's classification.
+type flowResult struct {
+	flowID uint32
+	hash   hash.HashType
+	reason Reason
+}
+
+// classification returns frame i's Classification, written from its
+// compact result if classifyChunk left it unwritten.
+func (p *producer) classification(cls []Classification, i int) *Classification {
+	c := &cls[i]
+	if p.resFast&(1<<i) != 0 {
+		r := &p.res[i]
+		c.EtherType, c.Reason, c.HashType, c.keyless, c.FlowID = etherTypeIPv4, ReasonOK, r.hash, true, r.flowID
+	}
+	return c
 }
 
 // count counts a classified frame by reason, and in its bucket's load

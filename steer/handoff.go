@@ -70,10 +70,11 @@ func (p *producer) queue(f *Frame, c *Classification, ref *batchRef, w int, ent 
 // returns.
 func (p *producer) queuePlain(chunk []Frame, cls []Classification, ref *batchRef) {
 	for i := range chunk {
-		f, c := &chunk[i], &cls[i]
-		bucket := c.FlowID & p.mask
+		f, r := &chunk[i], &p.res[i]
+		bucket := r.flowID & p.mask
 		w, current := p.rssView(bucket)
-		if !current || !c.HashType.IsHash() {
+		if !current || !r.hash.IsHash() {
+			c := p.classification(cls, i)
 			w, ent := p.selectWorker(f, c)
 			p.handOff(f, c, ref, w, ent, 0)
 			continue
@@ -86,7 +87,7 @@ func (p *producer) queuePlain(chunk []Frame, cls []Classification, ref *batchRef
 		}
 		pkt := &b.pkts[b.n]
 		p.fillFrame(pkt, f, ref, w, 0)
-		pkt.FlowID, pkt.HashType, pkt.Reason, pkt.keyed = c.FlowID, c.HashType, c.Reason, false
+		pkt.FlowID, pkt.HashType, pkt.Reason, pkt.keyed = r.flowID, r.hash, r.reason, false
 		p.marks[w].bucket[b.n] = bucket
 		b.n++
 		if b.n == p.batchCap {

@@ -29,6 +29,8 @@ type producer struct {
 	flows       *rfstable.Table          // RFS, nil when off
 	fast        fastChunk                // the chunk's frames on the IPv4 fast path
 	clsBuf      [chunkLen]Classification // the chunk's classifications
+	res         [chunkLen]flowResult     // the plain path's compact results (classifyChunk)
+	resFast     uint64                   // frames whose Classification is left to res
 	ids         [chunkLen]uint32         // the chunk's flowids, for RFS's prefetch
 	hints       [chunkLen]rfstable.Hint  // RFS: the slots found while prefetching
 	hint        rfstable.Hint            // the slot rfs may find its flow in, 0 if none
@@ -208,7 +210,7 @@ func (p *producer) dispatch(frames []Frame, release func()) {
 	plain := p.plainPath()
 	for start := 0; start < len(frames); start += chunkLen {
 		chunk := frames[start:min(start+chunkLen, len(frames))]
-		cls := p.classifyChunk(chunk)
+		cls := p.classifyChunk(chunk, plain)
 		if plain {
 			p.queuePlain(chunk, cls, ref)
 			continue
