@@ -174,7 +174,7 @@ func (c *Classifier) Classify(frame []byte, out *Classification) {
 			return
 		}
 	}
-	out.reset()
+	out.resetFast() // classify clears the rest unless a fast path writes it
 	c.classify(frame, out)
 }
 
@@ -413,16 +413,18 @@ func symmetricIPv4(t *[hash.IPv4Tuple4Len]byte, n int) {
 // VLAN ID (its low 12 bits; priority and DEI are dropped) is recorded as the
 // outermost VLAN, and counts towards [MaxVLANDepth].
 func (c *Classifier) ClassifyVLAN(frame []byte, vlan uint16, out *Classification) {
-	out.reset()
+	out.resetFast()
 	out.Key.VLANs[0] = vlan & vlanIDMask
 	out.Key.NVLAN = 1
 	c.classify(frame, out)
 }
 
-// classify is the general path. out is zeroed except for VLANs recorded
-// out of band.
+// classify is the general path. out has had resetFast, and holds VLANs
+// recorded out of band; classify clears the tuple's fields (clearTuple)
+// on every path that does not end in simpleIPv4 or simpleIPv6.
 func (c *Classifier) classify(frame []byte, out *Classification) {
 	if len(frame) < ethHeaderLen {
+		out.clearTuple()
 		out.Reason = ReasonShortEthernet
 		return
 	}
@@ -431,6 +433,7 @@ func (c *Classifier) classify(frame []byte, out *Classification) {
 	nv := int(out.Key.NVLAN)
 	for isVLAN(et) {
 		if len(p) < vlanTagLen || nv >= MaxVLANDepth {
+			out.clearTuple()
 			out.EtherType, out.Reason, out.Key.NVLAN = et, vlanReason(p), uint8(nv)
 			return
 		}
@@ -441,25 +444,31 @@ func (c *Classifier) classify(frame []byte, out *Classification) {
 	}
 	out.Key.NVLAN = uint8(nv)
 	// The IP cases of ether, written out: the common frames skip a call.
-	out.EtherType = et
 	switch et {
 	case etherTypeIPv4:
 		if len(p) >= simpleIPv4Len {
 			if ip := (*[simpleIPv4Len]byte)(p); isSimpleIPv4(ip) && c.notTunnel4(ip) {
+				out.EtherType = et
 				c.simpleIPv4(ip, out)
 				return
 			}
 		}
+		out.clearTuple()
+		out.EtherType = et
 		c.ipv4(p, out)
 	case etherTypeIPv6:
 		if len(p) >= simpleIPv6Len {
 			if ip := (*[simpleIPv6Len]byte)(p); isSimpleIPv6(ip) && c.notTunnel6(ip) {
+				out.EtherType = et
 				c.simpleIPv6(ip, out)
 				return
 			}
 		}
+		out.clearTuple()
+		out.EtherType = et
 		c.ipv6(p, out)
 	default:
+		out.clearTuple()
 		c.ether(et, p, out)
 	}
 }

@@ -191,19 +191,21 @@ type Classification struct {
 // classification leaves zero. Clearing the whole value costs the fast
 // path more than the rest of its work on the key.
 func (c *Classification) reset() {
-	k := &c.Key
-	if k.NEncap != 0 {
-		k.Encaps = [MaxEncaps]Encap{}
-	}
-	k.Src, k.Dst = netip.Addr{}, netip.Addr{}
-	k.SrcPort, k.DstPort, k.Proto, k.Fragment, k.NVLAN = 0, 0, 0, false, 0
-	k.VLANs = [MaxVLANDepth]uint16{}
-	k.Depth, k.NEncap = 0, 0
-	c.EtherType, c.HashType, c.FlowID, c.Reason, c.tupleLen, c.keyless = 0, hash.None, 0, ReasonOK, 0, false
+	c.resetFast()
+	c.clearTuple()
 }
 
-// resetFast is reset for the IPv4 fast path, which writes the other
-// fields itself: it clears only what that path leaves alone.
+// clearTuple is the part of reset that the fast paths (simpleIPv4,
+// simpleIPv6) need not do, as they write these fields themselves.
+func (c *Classification) clearTuple() {
+	k := &c.Key
+	k.Src, k.Dst = netip.Addr{}, netip.Addr{}
+	k.SrcPort, k.DstPort, k.Proto = 0, 0, 0
+	c.EtherType, c.HashType, c.FlowID, c.tupleLen = 0, hash.None, 0, 0
+}
+
+// resetFast is reset without clearTuple: what a path that ends in
+// simpleIPv4 or simpleIPv6, which write the rest, must clear.
 func (c *Classification) resetFast() {
 	k := &c.Key
 	if k.NEncap != 0 {

@@ -657,3 +657,34 @@ func TestClassifyVXLANFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyOverwrites: whatever an earlier classification left in out,
+// each path of Classify and ClassifyVLAN overwrites all of it.
+func TestClassifyOverwrites(t *testing.T) {
+	c := tunnelClassifier(t, HashConfig{Tunnels: TunnelsInner})
+	var prior []Classification
+	for _, tc := range classifyCases() {
+		var p Classification
+		c.Classify(tc.frame, &p)
+		prior = append(prior, p)
+		c.ClassifyVLAN(tc.frame, 9, &p)
+		prior = append(prior, p)
+	}
+	for _, tc := range classifyCases() {
+		var fresh, freshV Classification
+		c.Classify(tc.frame, &fresh)
+		c.ClassifyVLAN(tc.frame, 5, &freshV)
+		for i := range prior {
+			got := prior[i]
+			c.Classify(tc.frame, &got)
+			if !sameClassification(&got, &fresh) {
+				t.Fatalf("%s after %+v:\n%+v\nwant %+v", tc.name, prior[i], got, fresh)
+			}
+			got = prior[i]
+			c.ClassifyVLAN(tc.frame, 5, &got)
+			if !sameClassification(&got, &freshV) {
+				t.Fatalf("%s (out-of-band tag) after %+v:\n%+v\nwant %+v", tc.name, prior[i], got, freshV)
+			}
+		}
+	}
+}
