@@ -10,6 +10,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/rpsgo/rps/hash"
 )
 
 // Program is the loaded steering program and its two maps. Its methods are
@@ -17,15 +19,16 @@ import (
 type Program struct {
 	mu    sync.Mutex
 	prog  *ebpf.Program
-	toep  *ebpf.Map
+	keyed *ebpf.Map // the Toeplitz table or the SipHash state
 	table *ebpf.Map
 	n     int // indirection table length
 }
 
 // New builds the program for opts, creates its maps (the Toeplitz
-// contribution table and the indirection table) and loads it as a
-// BPF_PROG_TYPE_SOCKET_FILTER program. Attach it to a PACKET_FANOUT_EBPF
-// group with setsockopt(PACKET_FANOUT_DATA, FD()).
+// contribution table or the SipHash state, and the indirection table) and
+// loads it as a BPF_PROG_TYPE_SOCKET_FILTER program. Attach it to a
+// PACKET_FANOUT_EBPF group with setsockopt(PACKET_FANOUT_DATA, FD()).
+// Loading needs CAP_BPF (or root): the program calls functions of its own.
 //
 // On kernels before 5.11 map memory is charged to RLIMIT_MEMLOCK; raise it
 // (for example with cilium/ebpf's rlimit.RemoveMemlock) before calling New.
@@ -34,29 +37,36 @@ func New(opts Options) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	tab, err := toeplitzTable(opts.Key)
-	if err != nil {
-		return nil, err
+	name, value := ToeplitzMapName, []byte(nil)
+	if opts.Algorithm == hash.AlgorithmSipHash {
+		v := sipState(opts.Key)
+		name, value = SipHashMapName, encode64(v[:])
+	} else {
+		tab, err := toeplitzTable(opts.Key)
+		if err != nil {
+			return nil, err
+		}
+		value = encode(tab)
 	}
 	p := &Program{n: len(opts.Table)}
-	p.toep, err = ebpf.NewMap(&ebpf.MapSpec{
-		Name:       ToeplitzMapName,
+	p.keyed, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name:       name,
 		Type:       ebpf.Array,
 		KeySize:    4,
-		ValueSize:  uint32(4 * len(tab)),
+		ValueSize:  uint32(len(value)),
 		MaxEntries: 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bpfsteer: creating the Toeplitz map: %w", err)
+		return nil, fmt.Errorf("bpfsteer: creating the %s map: %w", name, err)
 	}
-	if err := p.toep.Put(uint32(0), encode(tab)); err != nil {
+	if err := p.keyed.Put(uint32(0), value); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("bpfsteer: filling the Toeplitz map: %w", err)
+		return nil, fmt.Errorf("bpfsteer: filling the %s map: %w", name, err)
 	}
-	// The table never changes: make it read-only from user space.
-	if err := p.toep.Freeze(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+	// The key's map never changes: make it read-only from user space.
+	if err := p.keyed.Freeze(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
 		p.Close()
-		return nil, fmt.Errorf("bpfsteer: freezing the Toeplitz map: %w", err)
+		return nil, fmt.Errorf("bpfsteer: freezing the %s map: %w", name, err)
 	}
 	p.table, err = ebpf.NewMap(&ebpf.MapSpec{
 		Name:       TableMapName,
@@ -73,7 +83,7 @@ func New(opts Options) (*Program, error) {
 		p.Close()
 		return nil, fmt.Errorf("bpfsteer: filling the indirection map: %w", err)
 	}
-	if err := associate(insns, map[string]*ebpf.Map{ToeplitzMapName: p.toep, TableMapName: p.table}); err != nil {
+	if err := associate(insns, map[string]*ebpf.Map{name: p.keyed, TableMapName: p.table}); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -112,6 +122,14 @@ func encode(v []uint32) []byte {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.NativeEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}
+
+func encode64(v []uint64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.NativeEndian.PutUint64(b[8*i:], x)
 	}
 	return b
 }
@@ -180,13 +198,13 @@ func (p *Program) Close() error {
 	if p.prog != nil {
 		errs = append(errs, p.prog.Close())
 	}
-	if p.toep != nil {
-		errs = append(errs, p.toep.Close())
+	if p.keyed != nil {
+		errs = append(errs, p.keyed.Close())
 	}
 	if p.table != nil {
 		errs = append(errs, p.table.Close())
 	}
-	p.prog, p.toep, p.table = nil, nil, nil
+	p.prog, p.keyed, p.table = nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpfsteer: close: %w", err)
 	}

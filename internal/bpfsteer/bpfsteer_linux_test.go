@@ -656,47 +656,53 @@ func TestTestRunShape(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	key := make([]byte, 40)
-	for _, tc := range []struct {
-		opts Options
-		err  error
-	}{
-		{Options{Key: make([]byte, 39), Table: make([]uint32, 128)}, ErrKeyLength},
-		{Options{Key: make([]byte, 65), Table: make([]uint32, 128)}, ErrKeyLength},
-		{Options{Key: key, Table: nil}, ErrTableLength},
-		{Options{Key: key, Table: make([]uint32, 96)}, ErrTableLength},
-		{Options{Key: key, Table: make([]uint32, 1<<17)}, ErrTableLength},
-	} {
-		if _, err := Instructions(tc.opts); !errors.Is(err, tc.err) {
-			t.Errorf("Instructions(key %d, table %d) = %v, want %v", len(tc.opts.Key), len(tc.opts.Table), err, tc.err)
-		}
+	for _, tc := range rejectCases() {
 		if _, err := New(tc.opts); !errors.Is(err, tc.err) {
-			t.Errorf("New(key %d, table %d) = %v, want %v", len(tc.opts.Key), len(tc.opts.Table), err, tc.err)
+			t.Errorf("New(%s) = %v, want %v", tc.name, err, tc.err)
 		}
 	}
 }
 
-// TestProgramSize reports the program's size and the verifier's work, and
-// keeps them within bounds the kernel accepts everywhere (4096 instructions
-// for unprivileged loaders, a million verified).
+// TestProgramSize reports the program's size and the verifier's work for
+// every configuration, and keeps them within the classic BPF_MAXINSNS
+// (4096 instructions) and a fifth of the million instructions the
+// verifier follows at most: a change that costs the verifier's pruning
+// much fails here before it fails to load.
 func TestProgramSize(t *testing.T) {
 	requirePriv(t)
-	key, _ := hash.RandomKey(40)
-	for _, sym := range []bool{false, true} {
-		opts := Options{Key: key, Table: make([]uint32, 128), Symmetric: sym, UDP4Tuple: true}
-		insns, err := Instructions(opts)
-		if err != nil {
-			t.Fatal(err)
+	for _, alg := range []hash.Algorithm{hash.AlgorithmToeplitz, hash.AlgorithmSipHash} {
+		n := 40
+		if alg == hash.AlgorithmSipHash {
+			n = hash.SipHashKeyLen
 		}
-		p := load(t, opts)
-		info, err := p.ebpfProgram().Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		verified, _ := info.VerifiedInstructions()
-		t.Logf("symmetric %v: %d instructions, %d verified", sym, len(insns), verified)
-		if len(insns) > 4096 || verified > 1_000_000 {
-			t.Errorf("program too large: %d instructions, %d verified", len(insns), verified)
+		key, _ := hash.RandomKey(40)
+		for _, tun := range []bool{false, true} {
+			for _, sym := range []bool{false, true} {
+				for _, types := range []hash.Types{hash.TypeIPv4 | hash.TypeIPv6, hash.DefaultTypes, hash.AllTypes} {
+					opts := Options{Algorithm: alg, Key: key[:n], Table: make([]uint32, 128), Symmetric: sym, Types: types, Tunnels: tun}
+					if tun && types == hash.AllTypes {
+						opts.VXLANPorts = make([]uint16, MaxVXLANPorts)
+						for i := range opts.VXLANPorts {
+							opts.VXLANPorts[i] = uint16(8000 + i)
+						}
+					}
+					insns, err := Instructions(opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p := load(t, opts)
+					info, err := p.ebpfProgram().Info()
+					if err != nil {
+						t.Fatal(err)
+					}
+					verified, _ := info.VerifiedInstructions()
+					t.Logf("%v tunnels %v symmetric %v types %v: %d instructions, %d verified", alg, tun, sym, types, len(insns), verified)
+					if len(insns) > 4096 || verified > 200_000 {
+						t.Errorf("program too large: %d instructions, %d verified", len(insns), verified)
+					}
+					p.Close()
+				}
+			}
 		}
 	}
 }

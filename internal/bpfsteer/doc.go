@@ -9,9 +9,15 @@
 // (fanout_demux_bpf in net/packet/af_packet.c) and delivers the frame to
 // socket number "return value modulo group size". The program returns
 // Table[flowid & (len(Table)-1)], so a frame lands on the worker that the
-// user-space dispatcher, with the same key, table and options, would pick.
-// It is built instruction by instruction with cilium/ebpf's asm package:
-// no C compiler is needed, and [Instructions] shows the result.
+// user-space dispatcher, with the same hash configuration and table, would
+// pick. It is built instruction by instruction with cilium/ebpf's asm
+// package: no C compiler is needed, and [Instructions] shows the result.
+//
+// It honours every field of steer.HashConfig ([Options] mirrors them): the
+// hash function (Toeplitz or SipHash) and its key, the hash-type set, the
+// symmetric order, and tunnel decapsulation with the VXLAN ports. What it
+// cannot do, [Instructions] and [New] refuse with [ErrOptions] (a VXLAN port
+// list longer than [MaxVXLANPorts]), never steering differently.
 //
 // # What the program does, step by step
 //
@@ -32,52 +38,102 @@
 //     offset 14) but strips no VLAN tag: a test frame carries all its tags
 //     inline, and the program walks them like any inner tag.
 //  2. Walk the VLAN tags (0x8100, 0x88a8, 0x9100), counting the one in
-//     skb->vlan_tci (__sk_buff.vlan_present), up to four in all, like
-//     steer's Classifier.ClassifyVLAN. More tags, a tag cut short, a
-//     non-IP EtherType: the fallback socket ([Options.Fallback]).
-//  3. IPv4: version 4, IHL at least 5 and the header within the frame,
-//     total length at least the header length (else the fallback). The
-//     addresses go to the tuple. A fragment (MF or an offset) hashes its
-//     2-tuple. The packet ends at the smaller of the total length and the
-//     frame; the transport header starts after the options.
-//  4. IPv6: version 6 (else the fallback), the addresses to the tuple, the
-//     packet cut at 40 + payload length when that is non-zero and shorter
-//     than the frame. Hop-by-hop, routing and destination options
-//     ((len+1)*8 bytes), AH ((len+2)*4 bytes) and fragment headers (8
-//     bytes) are walked, at most eight, each within the packet, else the
-//     fallback. An atomic fragment (offset 0, M clear) is walked through; a
-//     real one hashes its 2-tuple.
-//  5. Ports: TCP always, UDP and SCTP with [Options.UDP4Tuple], when four
-//     bytes of transport header lie within the packet; otherwise the
-//     2-tuple. The tuple is FreeBSD's: source and destination address,
-//     then source and destination port, network byte order, 8, 12, 32 or
-//     36 bytes.
-//  6. With [Options.Symmetric], swap the endpoints when the source
+//     skb->vlan_tci (__sk_buff.vlan_present), up to [MaxVLANDepth] in all,
+//     like steer's Classifier.ClassifyVLAN. More tags, a tag cut short: the
+//     fallback socket ([Options.Fallback]).
+//  3. Walk the shims to an IP header (rps_seg), always, as steer's shim.go
+//     does: a PPPoE session (0x8864: version and type 0x11, code 0, its
+//     length bounding the payload, PPP protocol 0x21 or 0x57, compressed or
+//     not), an MPLS label stack (0x8847, 0x8848, rps_mpls) to the
+//     bottom-of-stack entry, then IPv4, IPv6 or a pseudowire control word
+//     and an Ethernet frame, whose VLAN tags are walked (rps_eth) and after
+//     which the walk starts again. Each label, session, control word and
+//     inner tag counts towards [MaxEncaps]. Anything else: not IP, the
+//     fallback socket.
+//  4. The IP header (rps_ip). IPv4: version 4, IHL at least 5 and the
+//     header within the packet, total length at least the header length
+//     (else the fallback); the packet ends at the smaller of the total
+//     length and what is left; the transport header starts after the
+//     options. IPv6: version 6, the packet cut at 40 + payload length when
+//     that is non-zero and shorter; hop-by-hop, routing and destination
+//     options ((len+1)*8 bytes), AH ((len+2)*4 bytes) and fragment headers
+//     (8 bytes) walked, at most eight, each within the packet, else the
+//     fallback; an atomic fragment (offset 0, M clear) is walked through. A
+//     fragment (IPv4 MF or offset, a real IPv6 fragment header) hashes its
+//     2-tuple.
+//  5. The tuple, by the hash types ([Options.Types], FreeBSD's
+//     rss_gethashconfig): TCP's ports when its type is in the set, UDP's
+//     and SCTP's when UDP's is, if four bytes of transport header lie
+//     within the packet; otherwise the 2-tuple. The tuple is FreeBSD's:
+//     source and destination address, then source and destination port,
+//     network byte order, 8, 12, 32 or 36 bytes.
+//  6. With [Options.Tunnels], a tunnel is opened (rps_tun), as steer's
+//     tunnel.go does, up to [MaxTunnelDepth] inside one another: UDP to a
+//     VXLAN port ([Options.VXLANPorts]), to 6081 (GENEVE) or 2152 (GTP-U),
+//     GRE (protocol 47, with transparent Ethernet and ERSPAN types I, II
+//     and III) and IP in IP (4, 41); never a fragment. The flowid of the
+//     IP header around the tunnel is computed first; the tunnel's payload
+//     is then walked from step 3. If anything inside fails (a header cut
+//     short or malformed, a payload that is not IP, one header past
+//     MaxEncaps), that flowid is the frame's: the deepest IP header read
+//     whole, as in user space.
+//  7. With [Options.Symmetric], swap the endpoints when the source
 //     (address, port) is above the destination's, compared big-endian
 //     (hash.Canonical's order).
-//  7. Toeplitz: the hash is linear, so the hash of a tuple is the XOR of
-//     one 32-bit contribution per byte: T[i][v], the hash of byte value v
-//     at position i. New computes T from the key with package hash and
-//     stores it in an array map ([ToeplitzMapName], one 36 KiB value,
-//     frozen); the program does one load per tuple byte, unrolled, the
-//     byte value (0..255, as the verifier knows from the byte load) times
-//     four giving the bounded offset.
-//  8. Look the bucket up in the indirection table ([TableMapName], one value
+//  8. Hash (rps_hash). Toeplitz: the hash is linear, so the hash of a
+//     tuple is the XOR of one 32-bit contribution per byte: T[i][v], the
+//     hash of byte value v at position i. New computes T from the key with
+//     package hash and stores it in an array map ([ToeplitzMapName], one
+//     36 KiB value, frozen); the program does one load per tuple byte,
+//     unrolled, the byte value (0..255, as the verifier knows from the byte
+//     load) times four giving the bounded offset. SipHash-2-4: the state
+//     after the key comes from a frozen map ([SipHashMapName]); the
+//     rounds are unrolled, and the flowid is the low 32 bits, as package
+//     hash computes it.
+//  9. Look the bucket up in the indirection table ([TableMapName], one value
 //     of len(Table) 32-bit words) and return the worker.
+//
+// # How it is built, for the verifier
+//
+// The program is a main function and six of its own (rps_seg, rps_mpls,
+// rps_eth, rps_ip, rps_tun, rps_hash), called with BPF-to-BPF calls: the
+// walk is unrolled to fixed depths (tunnels one depth at a time, label
+// stacks, tags, extension headers and pseudowires each to its bound), and
+// each depth calls the same functions instead of repeating their code.
+// The functions share a parse state in the main function's stack (the next
+// header's offset and kind, the packet's end, the header count, the tuple,
+// the saved flowid). Every packet read is bpf_skb_load_bytes after a check
+// against the end of the header's packet, so a bounds check precedes every
+// access and the helper checks again at run time.
+//
+// The verifier follows every path through the program, pruning a path when
+// its state matches one it has followed. So the program keeps out of its
+// state what does not change the outcome: the offsets and the header count
+// start from a zero the verifier cannot see through (they would otherwise
+// be constants that differ on every path), the count is checked only where
+// it decides the outcome (before each IP header), a tunnel's kind, not its
+// port, is carried to rps_tun, and the ports of a 2-tuple are zero, so the
+// hash branches on the tuple's family, not its length (a zero byte adds
+// nothing to a Toeplitz hash; SipHash puts the length in its last word).
+// Loading needs CAP_BPF (or root), as BPF-to-BPF calls do.
 //
 // # What is not the same as user space
 //
 // Frames user space gives HashType NONE (non-IP, malformed link or IP
-// header) go to [Options.Fallback]; user space places them with the
-// SOURCE policy, which the kernel cannot know. The agreement covers every
-// hashed frame, and is tested frame by frame both with BPF_PROG_TEST_RUN
-// and on a real fanout group (on loopback in a private network namespace).
+// header, one header past MaxEncaps outside any tunnel) go to
+// [Options.Fallback]; user space places them with the SOURCE policy, which
+// the kernel cannot know. The agreement covers every hashed frame, and is
+// tested frame by frame with BPF_PROG_TEST_RUN over random frames of every
+// encapsulation and every configuration, frames at each limit, and frames
+// cut at every byte, and on a real fanout group (on loopback in a private
+// network namespace).
 //
 // User space must classify what the ring delivers: the frame from its MAC
 // header with ClassifyVLAN when the ring reports a stripped tag
 // (TP_STATUS_VLAN_VALID), Classify otherwise, and with a snap length that
-// keeps the headers: a frame cut inside its headers is classified on what
-// is left, while the program sees all of it.
+// keeps the headers, tunnel headers and inner headers included: a frame cut
+// inside its headers is classified on what is left, while the program sees
+// all of it.
 //
 // The indirection table's length is fixed when the program is built (the
 // mask is an immediate); [Program.SetTable] replaces its contents with one

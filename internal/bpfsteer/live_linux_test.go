@@ -42,17 +42,26 @@ func TestLiveFanout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inNamespace(t, func() {
+		g := &frameGen{r: rand.New(rand.NewPCG(rand.Uint64(), 3))}
+		liveBody(t, p, cls, opts, sockets, g.frame, nil)
+	})
+}
+
+// inNamespace runs body on a thread of its own in a new network namespace,
+// within 30 seconds. The thread is never unlocked, so Go discards it, and
+// the namespace with it, when body returns.
+func inNamespace(t *testing.T, body func()) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// The thread enters a new network namespace and is never unlocked,
-		// so Go discards it when this goroutine ends.
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			t.Errorf("unshare(CLONE_NEWNET): %v", err)
 			return
 		}
-		liveBody(t, p, cls, opts, sockets)
+		body()
 	}()
 	select {
 	case <-done:
@@ -61,7 +70,52 @@ func TestLiveFanout(t *testing.T) {
 	}
 }
 
-func liveBody(t *testing.T, p *Program, cls *steer.Classifier, opts Options, sockets int) {
+// TestLiveFanoutTunnels is TestLiveFanout with tunnels opened, SipHash
+// and UDP 4-tuples, over frames of every encapsulation, half of them
+// VXLAN carrying TCP and UDP flows: every copy lands where user space
+// puts it, many by an inner header.
+func TestLiveFanoutTunnels(t *testing.T) {
+	requirePriv(t)
+	hc := steer.HashConfig{Algorithm: hash.AlgorithmSipHash, Key: randKey(t, hash.SipHashKeyLen),
+		Tunnels: steer.TunnelsInner, UDP4Tuple: true, VXLANPorts: []uint16{VXLANPort, 8472}}
+	cls, err := steer.NewClassifier(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sockets = 4
+	table := make([]uint32, 64)
+	for i := range table {
+		table[i] = uint32(i % 3)
+	}
+	opts := optionsFor(hc, table, 3)
+	p := load(t, opts)
+	var inner int
+	inNamespace(t, func() {
+		r := rand.New(rand.NewPCG(rand.Uint64(), 4))
+		g := &encGen{r: r, vxlan: hc.VXLANPorts}
+		gen := func() []byte {
+			if r.IntN(2) == 0 {
+				return g.frame()
+			}
+			in := tEth(etIPv4, tIPv4(byte(r.IntN(256)), uint8(g.pick(protoTCP, protoUDP)), g.bytes(20)), 0)
+			return tEth(etIPv4, tIPv4(7, protoUDP, tUDP(hc.VXLANPorts[r.IntN(2)], append([]byte{0x08, 0, 0, 0, 0, 0, 9, 0}, in...))), r.IntN(2))
+		}
+		liveBody(t, p, cls, opts, sockets, gen, func(c *steer.Classification) {
+			if c.HashType != hash.None && c.Key.Depth > 0 {
+				inner++
+			}
+		})
+	})
+	t.Logf("%d copies hashed by an inner header", inner)
+	if inner < 200 {
+		t.Errorf("only %d copies were hashed by an inner header", inner)
+	}
+}
+
+// liveBody runs the test in the namespace: frames from gen, each copy
+// classified by cls (and passed to seen, if set) and checked against the
+// socket it arrived on.
+func liveBody(t *testing.T, p *Program, cls *steer.Classifier, opts Options, sockets int, gen func() []byte, seen func(*steer.Classification)) {
 	// Bring lo up in the new namespace.
 	ctl, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -128,10 +182,9 @@ func liveBody(t *testing.T, p *Program, cls *steer.Classifier, opts Options, soc
 		return
 	}
 	defer unix.Close(tx)
-	g := &frameGen{r: rand.New(rand.NewPCG(rand.Uint64(), 3))}
 	const frames = 400
 	for i := 0; i < frames; i++ {
-		f := g.frame()
+		f := gen()
 		f[0] = f[0]&^1 | 2 // unicast, locally administered: not for this host
 		if err := unix.Sendto(tx, f, 0, sll); err != nil {
 			t.Errorf("send %d-byte frame: %v", len(f), err)
@@ -186,6 +239,9 @@ func liveBody(t *testing.T, p *Program, cls *steer.Classifier, opts Options, soc
 					cls.ClassifyVLAN(frame, aux.Vlan_tci, &c)
 				} else {
 					cls.Classify(frame, &c)
+				}
+				if seen != nil {
+					seen(&c)
 				}
 				want := opts.Fallback
 				if c.HashType != hash.None {

@@ -1,6 +1,7 @@
 package bpfsteer
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -14,31 +15,56 @@ import (
 var (
 	// ErrNotSupported is returned on systems without eBPF socket filters.
 	ErrNotSupported = errors.New("eBPF steering is not supported on this system")
-	// ErrKeyLength is returned for a key shorter than MinKeyLen or longer
-	// than hash.MaxKeyLen bytes.
-	ErrKeyLength = errors.New("key must be 40 to 64 bytes (the IPv6 4-tuple is 36 bytes)")
+	// ErrKeyLength is returned for a Toeplitz key shorter than MinKeyLen or
+	// longer than hash.MaxKeyLen bytes, or a SipHash key that is not
+	// hash.SipHashKeyLen bytes.
+	ErrKeyLength = errors.New("key must be 40 to 64 bytes for Toeplitz (the IPv6 4-tuple is 36 bytes), 16 for SipHash")
 	// ErrTableLength is returned for an indirection table whose length is
 	// not a power of two between 1 and MaxTableLen, or, for SetTable, not
 	// the length the program was built with.
 	ErrTableLength = errors.New("indirection table length must be a power of two from 1 to 65536")
+	// ErrOptions is returned for options the program cannot honour: an
+	// unknown hash algorithm, a hash-type set without both 2-tuple types,
+	// a VXLAN port list longer than MaxVXLANPorts or naming port 0, the
+	// GENEVE or the GTP-U port.
+	ErrOptions = errors.New("steering options the program cannot honour")
 	// ErrClosed is returned by the methods of a closed Program.
 	ErrClosed = errors.New("program closed")
 )
 
-// Limits on Options.
+// Limits on Options, and the classifier's limits the program keeps. The
+// last four equal steer's constants of the same names (not imported:
+// internal packages sit below steer); a test checks that they do.
 const (
-	// MinKeyLen is the shortest key the program accepts: the 36-byte IPv6
-	// 4-tuple needs 36+4 bytes of Toeplitz key.
+	// MinKeyLen is the shortest Toeplitz key the program accepts: the
+	// 36-byte IPv6 4-tuple needs 36+4 bytes of key.
 	MinKeyLen = hash.IPv6Tuple4Len + 4
 	// MaxTableLen is the longest indirection table (a power of two).
 	MaxTableLen = 1 << 16
-	// MaxVLANDepth is how many stacked VLAN tags the program walks, counting
-	// a tag the kernel removed into skb->vlan_tci; it equals
-	// steer.MaxVLANDepth (not imported: internal packages sit below steer).
+	// MaxVXLANPorts is the longest Options.VXLANPorts list: each port is
+	// one comparison in the program.
+	MaxVXLANPorts = 16
+	// VXLANPort, GENEVEPort and GTPUPort are the UDP destination ports of
+	// the UDP tunnels, as in steer.
+	VXLANPort  = 4789
+	GENEVEPort = 6081
+	GTPUPort   = 2152
+	// MaxVLANDepth is how many stacked VLAN tags the program walks in one
+	// Ethernet header, counting, in the outermost, a tag the kernel removed
+	// into skb->vlan_tci.
 	MaxVLANDepth = 4
+	// MaxEncaps is how many shim and tunnel headers a frame may have (MPLS
+	// labels, PPPoE sessions, pseudowires, the VLAN tags of inner Ethernet
+	// frames, tunnel and ERSPAN headers, counted together).
+	MaxEncaps = 8
+	// MaxTunnelDepth is how many tunnels, one inside another, the program
+	// opens with Options.Tunnels.
+	MaxTunnelDepth = 4
 	// maxExtHeaders is how many IPv6 extension headers the program walks,
 	// as the user-space classifier does.
 	maxExtHeaders = 8
+	// maxGTPUExtHeaders is how many GTP-U extension headers it skips.
+	maxGTPUExtHeaders = 8
 )
 
 // Map and program names, also the references in [Instructions].
@@ -47,6 +73,10 @@ const (
 	// contribution table: one value of 36*256 u32, entry [i*256+v] being
 	// the hash of byte value v at tuple position i.
 	ToeplitzMapName = "rps_toeplitz"
+	// SipHashMapName is the array map holding, with AlgorithmSipHash, the
+	// SipHash state after the key is loaded: one value of four u64 (v0 to
+	// v3, native byte order).
+	SipHashMapName = "rps_siphash"
 	// TableMapName is the array map holding the indirection table: one value
 	// of len(Table) u32, bucket -> worker (socket index in the fanout group).
 	TableMapName = "rps_indir"
@@ -54,10 +84,15 @@ const (
 	ProgramName = "rps_steer"
 )
 
-// Options configure the steering program.
+// Options configure the steering program: the fields of steer.HashConfig
+// it honours, the indirection table and the socket for frames it cannot
+// hash.
 type Options struct {
-	// Key is the Toeplitz key, 40 to 64 bytes (only the first 40 are used:
-	// the longest tuple is 36 bytes).
+	// Algorithm is the hash function: hash.AlgorithmToeplitz (the default)
+	// or hash.AlgorithmSipHash.
+	Algorithm hash.Algorithm
+	// Key is the hash key: 40 to 64 bytes for Toeplitz (only the first 40
+	// are used: the longest tuple is 36 bytes), 16 for SipHash.
 	Key []byte
 	// Table is the indirection table, bucket -> worker, of a power-of-two
 	// length. A frame goes to socket Table[flowid & (len(Table)-1)] of the
@@ -66,8 +101,20 @@ type Options struct {
 	// Symmetric puts the endpoints in canonical order before hashing, as the
 	// user-space classifier's Symmetric option does.
 	Symmetric bool
-	// UDP4Tuple hashes UDP and SCTP over addresses and ports.
+	// Types is the set of RSS hash types, as steer.HashConfig.Types: TCP
+	// and UDP (SCTP with UDP) get their 4-tuple when their type is in the
+	// set. Zero means hash.DefaultTypes; the set must hold hash.TypeIPv4
+	// and hash.TypeIPv6.
+	Types hash.Types
+	// UDP4Tuple adds hash.TypeUDPIPv4 and hash.TypeUDPIPv6 to Types.
 	UDP4Tuple bool
+	// Tunnels decapsulates VXLAN, GENEVE, GRE (with transparent Ethernet
+	// and ERSPAN), GTP-U and IP in IP and hashes the innermost IP header,
+	// as steer.TunnelsInner does.
+	Tunnels bool
+	// VXLANPorts are the UDP destination ports taken for VXLAN with
+	// Tunnels. Nil means VXLANPort; at most MaxVXLANPorts.
+	VXLANPorts []uint16
 	// Fallback is the socket index for frames the user-space classifier
 	// gives HashType NONE (non-IP, malformed link or IP header). User space
 	// would place them with the SOURCE policy; the kernel has no such state,
@@ -77,10 +124,52 @@ type Options struct {
 
 // validate checks o and returns the table mask.
 func (o *Options) validate() (uint32, error) {
-	if len(o.Key) < MinKeyLen || len(o.Key) > hash.MaxKeyLen {
-		return 0, fmt.Errorf("bpfsteer: key of %d bytes: %w", len(o.Key), ErrKeyLength)
+	switch o.Algorithm {
+	case hash.AlgorithmToeplitz:
+		if len(o.Key) < MinKeyLen || len(o.Key) > hash.MaxKeyLen {
+			return 0, fmt.Errorf("bpfsteer: Toeplitz key of %d bytes: %w", len(o.Key), ErrKeyLength)
+		}
+	case hash.AlgorithmSipHash:
+		if len(o.Key) != hash.SipHashKeyLen {
+			return 0, fmt.Errorf("bpfsteer: SipHash key of %d bytes: %w", len(o.Key), ErrKeyLength)
+		}
+	default:
+		return 0, fmt.Errorf("bpfsteer: hash algorithm %d: %w", o.Algorithm, ErrOptions)
+	}
+	if t := o.types(); t&^hash.AllTypes != 0 || !t.Has(hash.TypeIPv4|hash.TypeIPv6) {
+		return 0, fmt.Errorf("bpfsteer: hash types %v: want a set of %v holding ipv4 and ipv6: %w", t, hash.AllTypes, ErrOptions)
+	}
+	if o.Tunnels {
+		if len(o.VXLANPorts) > MaxVXLANPorts {
+			return 0, fmt.Errorf("bpfsteer: %d VXLAN ports, at most %d: %w", len(o.VXLANPorts), MaxVXLANPorts, ErrOptions)
+		}
+		for _, p := range o.VXLANPorts {
+			if p == 0 || p == GENEVEPort || p == GTPUPort {
+				return 0, fmt.Errorf("bpfsteer: VXLAN port %d: %w", p, ErrOptions)
+			}
+		}
 	}
 	return tableMask(len(o.Table))
+}
+
+// types is the hash-type set in use.
+func (o *Options) types() hash.Types {
+	t := o.Types
+	if t == 0 {
+		t = hash.DefaultTypes
+	}
+	if o.UDP4Tuple {
+		t |= hash.TypeUDPIPv4 | hash.TypeUDPIPv6
+	}
+	return t
+}
+
+// vxlanPorts is the VXLAN port list in use.
+func (o *Options) vxlanPorts() []uint16 {
+	if o.VXLANPorts == nil {
+		return []uint16{VXLANPort}
+	}
+	return o.VXLANPorts
 }
 
 func tableMask(n int) (uint32, error) {
@@ -112,6 +201,20 @@ func toeplitzTable(key []byte) ([]uint32, error) {
 	return t, nil
 }
 
+// sipState returns the contents of the SipHash map for a 16-byte key: the
+// state v0..v3 after the key is loaded (the key's halves read as
+// little-endian words k0 and k1, XORed with the algorithm's constants).
+func sipState(key []byte) [4]uint64 {
+	k0 := binary.LittleEndian.Uint64(key[0:8])
+	k1 := binary.LittleEndian.Uint64(key[8:16])
+	return [4]uint64{
+		k0 ^ 0x736f6d6570736575,
+		k1 ^ 0x646f72616e646f6d,
+		k0 ^ 0x6c7967656e657261,
+		k1 ^ 0x7465646279746573,
+	}
+}
+
 // __sk_buff field offsets (include/uapi/linux/bpf.h).
 const (
 	skbLen         = 0  // skb->len: bytes from skb->data to the end
@@ -120,26 +223,88 @@ const (
 	skbVLANPresent = 20 // 1 when a VLAN tag was moved into skb->vlan_tci
 )
 
-// Frame offsets the program uses.
+// Frame offsets, EtherTypes and protocol numbers the program uses.
 const (
 	packetOutgoing = 4 // PACKET_OUTGOING: a transmitted frame, skb->data at the MAC header
 	ethHeaderLen   = 14
+
+	etIPv4    = 0x0800
+	etIPv6    = 0x86dd
+	etPPPoE   = 0x8864
+	etMPLS    = 0x8847
+	etMPLSMC  = 0x8848
+	etTEB     = 0x6558 // transparent Ethernet bridging
+	etERSPAN2 = 0x88be // ERSPAN types I and II
+	etERSPAN3 = 0x22eb
+	// kindEthernet in the state's EtherType field says that an Ethernet
+	// frame starts at the offset (the payload of VXLAN, GENEVE or GRE
+	// with 0x6558, ERSPAN, an MPLS pseudowire). It is no EtherType, so
+	// that 0x6558 read from a frame is told apart: that is not IP.
+	kindEthernet = 0x10000
+
+	protoIPIP = 4
+	protoTCP  = 6
+	protoUDP  = 17
+	protoIPv6 = 41
+	protoGRE  = 47
+	protoSCTP = 132
 )
 
-// Stack layout (offsets from R10, the frame pointer). Stack accesses must
-// be aligned to their size.
+// The main program's stack (offsets from R10, the frame pointer). Stack
+// accesses must be aligned to their size.
 const (
-	stTuple = -40 // 40 bytes: the tuple (36 used), zeroed at entry
-	stHdr   = -80 // 40 bytes: the header being parsed (IPv6 is the longest)
-	stKey   = -88 // 4 bytes: the map key 0
+	stHdr   = -40  // 40 bytes: the header being parsed, in the main program
+	stKey   = -48  // 4 bytes: the map key 0, in the main program and fnHash
+	stState = -144 // 96 bytes: the parse state the functions share, fields f*
 )
 
-// Registers. R1-R5 are clobbered by helper calls; R6-R9 survive them.
+// Fields of the parse state, from stState. A function gets a pointer to
+// it in R2 and keeps it in rSt.
 const (
-	rCtx = asm.R6 // the skb
-	rOff = asm.R7 // offset of the current header, from skb->data
-	rEnd = asm.R8 // end of the IP packet, from skb->data; the VLAN count before it
-	rVal = asm.R9 // EtherType, next header, then the tuple length
+	fOff   = 0  // offset of the next header from skb->data
+	fEnd   = 8  // end of the packet or payload the header is in
+	fEt    = 16 // what the next header is: an EtherType, or kindEthernet
+	fNEnc  = 24 // shim and tunnel headers walked (FlowKey.NEncap)
+	fTLen  = 32 // the tuple's length: 8, 12, 32 or 36
+	fFam   = 40 // the tuple's family: its 2-tuple length, 8 or 32
+	fSaved = 48 // the flowid of the IP header around the current tunnel
+	fTuple = 56 // 40 bytes: the tuple of the IP header being parsed (36 used)
+	fSize  = fTuple + 40
+)
+
+// Registers of the main program and fnHash. R1-R5 are clobbered by
+// helper and function calls; R6-R9 survive them.
+const (
+	rCtx = asm.R6 // the skb, in every function
+	rOff = asm.R7 // offset of the current header, from skb->data; the Toeplitz table
+	rEnd = asm.R8 // the VLAN count; the tuple length; the Toeplitz table's second base
+	rVal = asm.R9 // the EtherType, then the bucket; the tuple's family
+)
+
+// Registers of the parsing functions.
+const (
+	rSt  = asm.R7 // the parse state (in the main program's stack)
+	rPos = asm.R8 // offset of the header being parsed (fOff)
+	rLim = asm.R9 // end of the packet it is in (fEnd)
+)
+
+// The functions, and what they return in R0.
+const (
+	fnSeg  = "rps_seg"  // EtherType or Ethernet frame to an IP header: retFail, 4, 6
+	fnEth  = "rps_eth"  // an inner Ethernet header and its VLAN tags: retFail or the EtherType
+	fnIP   = "rps_ip"   // an IP header to its tuple: retFail, retHashed, or a tunnel
+	fnTun  = "rps_tun"  // a tunnel header: retFail or retNext
+	fnHash = "rps_hash" // the tuple's flowid
+
+	retFail   = 0 // the header cannot be walked: the IP header around it is hashed
+	retHashed = 1 // the tuple is complete and the packet is no tunnel to open
+	retNext   = 1 // the state names the next header
+	retIPIP4  = 2 // IP in IP: IPv4 follows
+	retIPIP6  = 3 // IP in IP: IPv6 follows
+	retGRE    = 4
+	retVXLAN  = 5 // UDP to a VXLAN port
+	retGENEVE = 6
+	retGTPU   = 7
 )
 
 // builder emits instructions with labels.
@@ -148,6 +313,7 @@ type builder struct {
 	pending string
 	opts    *Options
 	mask    uint32
+	types   hash.Types
 }
 
 func (b *builder) emit(ins ...asm.Instruction) {
@@ -169,14 +335,14 @@ func (b *builder) label(name string) {
 	b.pending = name
 }
 
-// loadBytes emits bpf_skb_load_bytes(skb, rOff+delta, R10+dst, n) and a
+// loadBytes emits bpf_skb_load_bytes(skb, offReg+delta, R10+dst, n) and a
 // jump to fail when it returns an error (the offset or length runs past
-// skb->len). offReg holds the offset from skb->data.
+// skb->len). offReg holds the offset from skb->data; it may be R2, not R1.
 func (b *builder) loadBytes(offReg asm.Register, delta int32, dst int16, n int32, fail string) {
-	b.emit(
-		asm.Mov.Reg(asm.R1, rCtx),
-		asm.Mov.Reg(asm.R2, offReg),
-	)
+	b.emit(asm.Mov.Reg(asm.R1, rCtx))
+	if offReg != asm.R2 {
+		b.emit(asm.Mov.Reg(asm.R2, offReg))
+	}
 	if delta != 0 {
 		b.emit(asm.Add.Imm(asm.R2, delta))
 	}
@@ -197,6 +363,15 @@ func (b *builder) loadBE16(dst asm.Register, off int16) {
 	)
 }
 
+// hiNibble loads the high four bits of the byte at R10+off into dst: an
+// IP version, an ERSPAN version, the first nibble of an MPLS payload.
+func (b *builder) hiNibble(dst asm.Register, off int16) {
+	b.emit(
+		asm.LoadMem(dst, asm.RFP, off, asm.Byte),
+		asm.RSh.Imm(dst, 4),
+	)
+}
+
 // loadBE32 loads the big-endian 32-bit value at R10+off into dst.
 func (b *builder) loadBE32(dst asm.Register, off int16) {
 	b.emit(
@@ -206,49 +381,72 @@ func (b *builder) loadBE32(dst asm.Register, off int16) {
 }
 
 // lookup0 emits bpf_map_lookup_elem(map, &0) and leaves the value pointer
-// in R0, jumping to fallback when the lookup fails.
-func (b *builder) lookup0(mapName string) {
+// in R0, jumping to fail when the lookup fails (it cannot: the maps are
+// arrays of one value, but the verifier wants the check).
+func (b *builder) lookup0(mapName, fail string) {
 	b.emit(
 		asm.StoreImm(asm.RFP, stKey, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference(mapName),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stKey),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "fallback"),
+		asm.JEq.Imm(asm.R0, 0, fail),
 	)
 }
 
-// Instructions returns the steering program for opts, with its two maps
-// left as references named [ToeplitzMapName] and [TableMapName] (the
-// LoadMapPtr instructions carry them; [New] associates the real maps).
-// It needs no kernel and works on every system, for inspection and tests.
+// call calls a parsing function with the skb and the parse state.
+func (b *builder) call(fn string) {
+	b.emit(
+		asm.Mov.Reg(asm.R1, rCtx),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stState),
+		asm.Call.Label(fn),
+	)
+}
+
+// Instructions returns the steering program for opts, with its maps left
+// as references named [ToeplitzMapName] (or [SipHashMapName]) and
+// [TableMapName] (the LoadMapPtr instructions carry them; [New]
+// associates the real maps). The main program comes first, then the
+// functions it calls. It needs no kernel and works on every system, for
+// inspection and tests.
 func Instructions(opts Options) (asm.Instructions, error) {
 	mask, err := opts.validate()
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{opts: &opts, mask: mask}
+	b := &builder{opts: &opts, mask: mask, types: opts.types()}
 	b.label(ProgramName)
 	b.prologue()
 	b.vlans()
-	b.ipv4()
-	b.ipv6()
-	b.transport()
-	if opts.Symmetric {
-		b.symmetric()
+	b.walk()
+	b.label("tuple")
+	b.call(fnHash)
+	if opts.Tunnels {
+		b.emit(asm.Ja.Label("bucket"))
+		b.label("restore")
+		b.emit(asm.LoadMem(asm.R0, asm.RFP, stState+fSaved, asm.DWord))
 	}
-	b.toeplitz()
+	b.label("bucket")
+	b.bucket(asm.R0)
 	b.indirection()
 	b.label("fallback")
 	b.emit(
 		asm.Mov.Imm32(asm.R0, int32(opts.Fallback)),
 		asm.Return(),
 	)
+	b.hashFunc()
+	b.segFunc()
+	b.ethFunc()
+	b.ipFunc()
+	if opts.Tunnels {
+		b.tunFunc()
+	}
 	return b.insns, nil
 }
 
-// prologue saves the context, zeroes the tuple and finds the EtherType
-// and the offset of what follows the Ethernet header.
+// prologue saves the context, zeroes the parse state, and
+// finds the EtherType and the offset of what follows the Ethernet header.
 //
 // On receive, eth_type_trans has pulled the MAC header and
 // __netif_receive_skb_core has moved an outermost VLAN tag into
@@ -264,8 +462,8 @@ func (b *builder) prologue() {
 		asm.Mov.Reg(rCtx, asm.R1),
 		asm.Mov.Imm(asm.R1, 0),
 	)
-	for off := int16(stTuple); off < 0; off += 8 {
-		b.emit(asm.StoreMem(asm.RFP, off, asm.R1, asm.DWord))
+	for off := int16(0); off < fSize; off += 8 {
+		b.emit(asm.StoreMem(asm.RFP, stState+off, asm.R1, asm.DWord))
 	}
 	b.emit(
 		asm.LoadMem(rVal, rCtx, skbPktType, asm.Word),
@@ -313,286 +511,180 @@ func (b *builder) vlans() {
 			asm.Add.Imm(rEnd, 1),
 		)
 	}
+}
+
+// walk fills the parse state for the header after the outer VLAN tags and
+// walks the frame to the IP header to hash, one depth of tunnels at a
+// time (MaxTunnelDepth with Tunnels, else none): the shims to an IP
+// header (fnSeg), the IP header to its tuple (fnIP), and, when it is a
+// tunnel and the depth allows, the tunnel header (fnTun), which first
+// saves the flowid of the IP header around it. A walk that fails at depth
+// 0 goes to the fallback socket; deeper, the saved flowid is the answer
+// ("restore"), as user space hashes the deepest IP header read whole.
+//
+// The offset and the header count start from a zero the verifier cannot
+// see through (opaqueZero). Known, every path through the headers would
+// carry its own constants, and the verifier, which prunes a path only
+// when its state matches one already followed, would follow each on its
+// own: a million instructions and more. Nothing needs them known: every
+// packet read is bpf_skb_load_bytes, checked at run time.
+func (b *builder) walk() {
 	b.label("l3")
+	b.opaqueZero(asm.R1)
 	b.emit(
-		asm.JEq.Imm(rVal, 0x0800, "ipv4"),
-		asm.JEq.Imm(rVal, 0x86dd, "ipv6"),
-		asm.Ja.Label("fallback"),
-	)
-}
-
-// ipv4 checks the IPv4 header as the user-space classifier does, copies
-// the addresses into the tuple, and finds the transport header and the
-// packet's end (the smaller of the total length and the frame).
-func (b *builder) ipv4() {
-	b.label("ipv4")
-	b.loadBytes(rOff, 0, stHdr, 20, "fallback")
-	b.emit(
-		// version
-		asm.LoadMem(asm.R1, asm.RFP, stHdr, asm.Byte),
-		asm.Mov.Reg(asm.R2, asm.R1),
-		asm.RSh.Imm(asm.R2, 4),
-		asm.JNE.Imm(asm.R2, 4, "fallback"),
-		// R1 = header length, at least 20 and within the frame
-		asm.And.Imm(asm.R1, 0x0f),
-		asm.LSh.Imm(asm.R1, 2),
-		asm.JLT.Imm(asm.R1, 20, "fallback"),
-		asm.LoadMem(asm.R2, rCtx, skbLen, asm.Word),
-		asm.Sub.Reg(asm.R2, rOff), // R2 = bytes from the IP header to the frame's end
-		asm.JGT.Reg(asm.R1, asm.R2, "fallback"),
-	)
-	// R3 = total length, at least the header length
-	b.loadBE16(asm.R3, stHdr+2)
-	b.emit(
-		asm.JLT.Reg(asm.R3, asm.R1, "fallback"),
-		// addresses
-		asm.LoadMem(asm.R4, asm.RFP, stHdr+12, asm.Word),
-		asm.StoreMem(asm.RFP, stTuple, asm.R4, asm.Word),
-		asm.LoadMem(asm.R4, asm.RFP, stHdr+16, asm.Word),
-		asm.StoreMem(asm.RFP, stTuple+4, asm.R4, asm.Word),
-	)
-	// a fragment: addresses only
-	b.loadBE16(asm.R4, stHdr+6)
-	b.emit(
-		asm.And.Imm(asm.R4, 0x3fff),
-		asm.JNE.Imm(asm.R4, 0, "v4_2tuple"),
-		// the packet ends at min(total length, frame)
-		asm.JLE.Reg(asm.R3, asm.R2, "v4_end"),
-		asm.Mov.Reg(asm.R3, asm.R2),
-	)
-	b.label("v4_end")
-	b.emit(
-		asm.Mov.Reg(rEnd, rOff),
-		asm.Add.Reg(rEnd, asm.R3),
+		asm.StoreMem(asm.RFP, stState+fNEnc, asm.R1, asm.DWord),
 		asm.Add.Reg(rOff, asm.R1),
-		asm.LoadMem(rVal, asm.RFP, stHdr+9, asm.Byte),
-		asm.Mov.Imm(asm.R5, hash.IPv4Tuple2Len),
-		asm.Ja.Label("l4"),
+		asm.StoreMem(asm.RFP, stState+fOff, rOff, asm.DWord),
+		asm.LoadMem(asm.R1, rCtx, skbLen, asm.Word),
+		asm.StoreMem(asm.RFP, stState+fEnd, asm.R1, asm.DWord),
+		asm.StoreMem(asm.RFP, stState+fEt, rVal, asm.DWord),
 	)
-	b.label("v4_2tuple")
-	b.emit(
-		asm.Mov.Imm(rVal, hash.IPv4Tuple2Len),
-		asm.Ja.Label("tuple"),
-	)
-}
-
-// ipv6 checks the IPv6 header, copies the addresses into the tuple and
-// walks the extension headers; a real fragment gets a 2-tuple.
-func (b *builder) ipv6() {
-	b.label("ipv6")
-	b.loadBytes(rOff, 0, stHdr, 40, "fallback")
-	b.emit(
-		asm.LoadMem(asm.R1, asm.RFP, stHdr, asm.Byte),
-		asm.RSh.Imm(asm.R1, 4),
-		asm.JNE.Imm(asm.R1, 6, "fallback"),
-	)
-	for i := int16(0); i < 32; i += 8 {
-		b.emit(
-			asm.LoadMem(asm.R1, asm.RFP, stHdr+8+i, asm.DWord),
-			asm.StoreMem(asm.RFP, stTuple+i, asm.R1, asm.DWord),
-		)
+	depth := 0
+	if b.opts.Tunnels {
+		depth = MaxTunnelDepth
 	}
-	// R2 = bytes from the IPv6 header to the frame's end, cut to 40 +
-	// payload length when that is non-zero and shorter.
-	b.emit(
-		asm.LoadMem(asm.R2, rCtx, skbLen, asm.Word),
-		asm.Sub.Reg(asm.R2, rOff),
-	)
-	b.loadBE16(asm.R3, stHdr+4)
-	b.emit(
-		asm.JEq.Imm(asm.R3, 0, "v6_end"),
-		asm.Add.Imm(asm.R3, 40),
-		asm.JGE.Reg(asm.R3, asm.R2, "v6_end"),
-		asm.Mov.Reg(asm.R2, asm.R3),
-	)
-	b.label("v6_end")
-	b.emit(
-		asm.Mov.Reg(rEnd, rOff),
-		asm.Add.Reg(rEnd, asm.R2),
-		asm.LoadMem(rVal, asm.RFP, stHdr+6, asm.Byte),
-		asm.Add.Imm(rOff, 40),
-	)
-	for n := 0; n <= maxExtHeaders; n++ {
-		opt, ah, frag := fmt.Sprintf("ext%d_opt", n), fmt.Sprintf("ext%d_ah", n), fmt.Sprintf("ext%d_frag", n)
-		next := fmt.Sprintf("ext%d", n+1)
-		if n == maxExtHeaders {
-			// one header too many: the chain is too long
-			opt, ah, frag = "fallback", "fallback", "fallback"
+	for d := 0; d <= depth; d++ {
+		fail := "restore"
+		if d == 0 {
+			fail = "fallback"
 		}
+		b.call(fnSeg)
 		b.emit(
-			asm.JEq.Imm(rVal, 0, opt),
-			asm.JEq.Imm(rVal, 43, opt),
-			asm.JEq.Imm(rVal, 60, opt),
-			asm.JEq.Imm(rVal, 51, ah),
-			asm.JEq.Imm(rVal, 44, frag),
-			asm.Ja.Label("v6_l4"),
+			asm.JEq.Imm(asm.R0, retFail, fail),
+			asm.Mov.Reg(asm.R3, asm.R0),
 		)
-		if n == maxExtHeaders {
+		b.call(fnIP)
+		b.emit(asm.JEq.Imm(asm.R0, retFail, fail))
+		if d == depth {
+			// Too deep for another tunnel: this header is hashed.
+			b.emit(asm.Ja.Label("tuple"))
 			break
 		}
-		// hop-by-hop, routing, destination options: (len+1)*8 bytes
-		// AH: (len+2)*4 bytes; both need their first two bytes in the packet
-		for _, isAH := range []bool{false, true} {
-			if isAH {
-				b.label(ah)
-			} else {
-				b.label(opt)
-			}
-			b.emit(
-				asm.Mov.Reg(asm.R1, rOff),
-				asm.Add.Imm(asm.R1, 2),
-				asm.JGT.Reg(asm.R1, rEnd, "fallback"),
-			)
-			b.loadBytes(rOff, 0, stHdr, 2, "fallback")
-			b.emit(asm.LoadMem(asm.R1, asm.RFP, stHdr+1, asm.Byte))
-			if isAH {
-				b.emit(asm.Add.Imm(asm.R1, 2), asm.LSh.Imm(asm.R1, 2))
-			} else {
-				b.emit(asm.Add.Imm(asm.R1, 1), asm.LSh.Imm(asm.R1, 3))
-			}
-			b.emit(
-				asm.Mov.Reg(asm.R2, rEnd),
-				asm.Sub.Reg(asm.R2, rOff),
-				asm.JGT.Reg(asm.R1, asm.R2, "fallback"),
-				asm.LoadMem(rVal, asm.RFP, stHdr, asm.Byte),
-				asm.Add.Reg(rOff, asm.R1),
-				asm.Ja.Label(next),
-			)
-		}
-		// fragment header: 8 bytes; offset or M set is a real fragment
-		b.label(frag)
 		b.emit(
-			asm.Mov.Reg(asm.R1, rOff),
-			asm.Add.Imm(asm.R1, 8),
-			asm.JGT.Reg(asm.R1, rEnd, "fallback"),
+			asm.JEq.Imm(asm.R0, retHashed, "tuple"),
+			asm.Mov.Reg(asm.R3, asm.R0),
 		)
-		b.loadBytes(rOff, 0, stHdr, 8, "fallback")
-		b.loadBE16(asm.R1, stHdr+2)
-		b.emit(
-			asm.And.Imm(asm.R1, 0xfff9),
-			asm.JNE.Imm(asm.R1, 0, "v6_2tuple"),
-			asm.LoadMem(rVal, asm.RFP, stHdr, asm.Byte),
-			asm.Add.Imm(rOff, 8),
-		)
-		b.label(next)
+		b.call(fnTun)
+		b.emit(asm.JEq.Imm(asm.R0, retFail, "restore"))
 	}
-	b.label("v6_l4")
+}
+
+// opaqueZero sets r to zero in a way the verifier does not follow:
+// skb->len minus skb->len, read twice, is to it any value within ±2^32.
+// It uses R2.
+func (b *builder) opaqueZero(r asm.Register) {
 	b.emit(
-		asm.Mov.Imm(asm.R5, hash.IPv6Tuple2Len),
-		asm.Ja.Label("l4"),
-	)
-	b.label("v6_2tuple")
-	b.emit(
-		asm.Mov.Imm(rVal, hash.IPv6Tuple2Len),
-		asm.Ja.Label("tuple"),
+		asm.LoadMem(r, rCtx, skbLen, asm.Word),
+		asm.LoadMem(asm.R2, rCtx, skbLen, asm.Word),
+		asm.Sub.Reg(r, asm.R2),
 	)
 }
 
-// transport reads the ports of TCP (and, with UDP4Tuple, UDP and SCTP)
-// into the tuple after the addresses. On entry rVal is the protocol, R5
-// the 2-tuple length, rOff the transport header, rEnd the packet's end.
-// On exit rVal is the tuple length.
-func (b *builder) transport() {
-	b.label("l4")
-	b.emit(asm.JEq.Imm(rVal, 6, "ports"))
-	if b.opts.UDP4Tuple {
+// hTuple is fnHash's copy of the tuple, in its own stack.
+const hTuple = -40
+
+// hashFunc emits fnHash: the flowid of the tuple in the parse state (fFam
+// its family, fTLen its length), returned in R0. It copies the tuple into
+// its own stack, puts it in canonical order with Symmetric, and hashes it
+// with Toeplitz or SipHash.
+func (b *builder) hashFunc() {
+	b.label(fnHash)
+	b.emit(asm.Mov.Reg(rSt, asm.R2))
+	for i := int16(0); i < 40; i += 8 {
 		b.emit(
-			asm.JEq.Imm(rVal, 17, "ports"),
-			asm.JEq.Imm(rVal, 132, "ports"),
+			asm.LoadMem(asm.R1, rSt, fTuple+i, asm.DWord),
+			asm.StoreMem(asm.RFP, hTuple+i, asm.R1, asm.DWord),
 		)
 	}
 	b.emit(
-		asm.Mov.Reg(rVal, asm.R5),
-		asm.Ja.Label("tuple"),
+		asm.LoadMem(rVal, rSt, fFam, asm.DWord),
+		asm.LoadMem(rEnd, rSt, fTLen, asm.DWord),
 	)
-	b.label("ports")
+	if b.opts.Symmetric {
+		b.symmetric()
+	}
+	b.label("hash")
+	if b.opts.Algorithm == hash.AlgorithmSipHash {
+		b.siphash()
+	} else {
+		b.toeplitz()
+	}
+	b.emit(asm.Return())
+	b.label("hash_null")
 	b.emit(
-		asm.Mov.Reg(rVal, asm.R5),
-		asm.Mov.Reg(asm.R1, rOff),
-		asm.Add.Imm(asm.R1, 4),
-		asm.JGT.Reg(asm.R1, rEnd, "tuple"), // truncated: 2-tuple
-		// R3 = &tuple[rVal]: 8 or 32, both within the tuple
-		asm.Mov.Reg(asm.R1, rCtx),
-		asm.Mov.Reg(asm.R2, rOff),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, stTuple+hash.IPv4Tuple2Len),
-		asm.JEq.Imm(rVal, hash.IPv4Tuple2Len, "ports_load"),
-		asm.Add.Imm(asm.R3, hash.IPv6Tuple2Len-hash.IPv4Tuple2Len),
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
 	)
-	b.label("ports_load")
-	b.emit(
-		asm.Mov.Imm(asm.R4, 4),
-		asm.FnSkbLoadBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, "tuple"), // cannot happen after the bound check; 2-tuple
-		asm.Add.Imm(rVal, 4),
-	)
-	b.label("tuple")
 }
 
 // symmetric swaps the two endpoints in the tuple when the source (address,
-// port) is above the destination's, comparing big-endian. Unused port
-// bytes are zero, so a 2-tuple compares its addresses only.
+// port) is above the destination's, comparing big-endian. A 2-tuple
+// compares its addresses only: when they are equal, swapping the ports
+// behind it changes no byte that is hashed.
 func (b *builder) symmetric() {
 	b.emit(asm.JGE.Imm(rVal, hash.IPv6Tuple2Len, "sym6"))
 	// IPv4
-	b.loadBE32(asm.R1, stTuple)
-	b.loadBE32(asm.R2, stTuple+4)
+	b.loadBE32(asm.R1, hTuple)
+	b.loadBE32(asm.R2, hTuple+4)
 	b.emit(
 		asm.JLT.Reg(asm.R1, asm.R2, "hash"),
 		asm.JGT.Reg(asm.R1, asm.R2, "swap4"),
 	)
-	b.loadBE16(asm.R1, stTuple+8)
-	b.loadBE16(asm.R2, stTuple+10)
+	b.loadBE16(asm.R1, hTuple+8)
+	b.loadBE16(asm.R2, hTuple+10)
 	b.emit(asm.JLE.Reg(asm.R1, asm.R2, "hash"))
 	b.label("swap4")
 	b.emit(
-		asm.LoadMem(asm.R1, asm.RFP, stTuple, asm.Word),
-		asm.LoadMem(asm.R2, asm.RFP, stTuple+4, asm.Word),
-		asm.StoreMem(asm.RFP, stTuple, asm.R2, asm.Word),
-		asm.StoreMem(asm.RFP, stTuple+4, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, stTuple+8, asm.Half),
-		asm.LoadMem(asm.R2, asm.RFP, stTuple+10, asm.Half),
-		asm.StoreMem(asm.RFP, stTuple+8, asm.R2, asm.Half),
-		asm.StoreMem(asm.RFP, stTuple+10, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, asm.RFP, hTuple, asm.Word),
+		asm.LoadMem(asm.R2, asm.RFP, hTuple+4, asm.Word),
+		asm.StoreMem(asm.RFP, hTuple, asm.R2, asm.Word),
+		asm.StoreMem(asm.RFP, hTuple+4, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, hTuple+8, asm.Half),
+		asm.LoadMem(asm.R2, asm.RFP, hTuple+10, asm.Half),
+		asm.StoreMem(asm.RFP, hTuple+8, asm.R2, asm.Half),
+		asm.StoreMem(asm.RFP, hTuple+10, asm.R1, asm.Half),
 		asm.Ja.Label("hash"),
 	)
 	// IPv6: four big-endian words of each address, then the ports
 	b.label("sym6")
 	for i := int16(0); i < 16; i += 4 {
-		b.loadBE32(asm.R1, stTuple+i)
-		b.loadBE32(asm.R2, stTuple+16+i)
+		b.loadBE32(asm.R1, hTuple+i)
+		b.loadBE32(asm.R2, hTuple+16+i)
 		b.emit(
 			asm.JLT.Reg(asm.R1, asm.R2, "hash"),
 			asm.JGT.Reg(asm.R1, asm.R2, "swap6"),
 		)
 	}
-	b.loadBE16(asm.R1, stTuple+32)
-	b.loadBE16(asm.R2, stTuple+34)
+	b.loadBE16(asm.R1, hTuple+32)
+	b.loadBE16(asm.R2, hTuple+34)
 	b.emit(asm.JLE.Reg(asm.R1, asm.R2, "hash"))
 	b.label("swap6")
 	for i := int16(0); i < 16; i += 8 {
 		b.emit(
-			asm.LoadMem(asm.R1, asm.RFP, stTuple+i, asm.DWord),
-			asm.LoadMem(asm.R2, asm.RFP, stTuple+16+i, asm.DWord),
-			asm.StoreMem(asm.RFP, stTuple+i, asm.R2, asm.DWord),
-			asm.StoreMem(asm.RFP, stTuple+16+i, asm.R1, asm.DWord),
+			asm.LoadMem(asm.R1, asm.RFP, hTuple+i, asm.DWord),
+			asm.LoadMem(asm.R2, asm.RFP, hTuple+16+i, asm.DWord),
+			asm.StoreMem(asm.RFP, hTuple+i, asm.R2, asm.DWord),
+			asm.StoreMem(asm.RFP, hTuple+16+i, asm.R1, asm.DWord),
 		)
 	}
 	b.emit(
-		asm.LoadMem(asm.R1, asm.RFP, stTuple+32, asm.Half),
-		asm.LoadMem(asm.R2, asm.RFP, stTuple+34, asm.Half),
-		asm.StoreMem(asm.RFP, stTuple+32, asm.R2, asm.Half),
-		asm.StoreMem(asm.RFP, stTuple+34, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, asm.RFP, hTuple+32, asm.Half),
+		asm.LoadMem(asm.R2, asm.RFP, hTuple+34, asm.Half),
+		asm.StoreMem(asm.RFP, hTuple+32, asm.R2, asm.Half),
+		asm.StoreMem(asm.RFP, hTuple+34, asm.R1, asm.Half),
 	)
 }
 
-// toeplitz hashes the first rVal bytes of the tuple (8, 12, 32 or 36)
-// into R5, one table load per byte, unrolled. The table value is 36 KiB;
-// an instruction's offset field reaches 32 KiB, so positions 32 to 35 use
-// a second base pointer 32 KiB in.
+// toeplitz hashes the tuple, one table load per byte, unrolled, into R0.
+// An IPv4
+// tuple (rVal 8) is hashed over 12 bytes, an IPv6 one over 36: the ports
+// of a 2-tuple are zero, and a zero byte adds nothing to a Toeplitz hash
+// (so the program branches on the family, not on the tuple's length,
+// which would leave the verifier four times the paths to follow). The
+// table value is 36 KiB; an instruction's offset field reaches 32 KiB, so
+// positions 32 to 35 use a second base pointer 32 KiB in.
 func (b *builder) toeplitz() {
-	b.label("hash")
-	b.lookup0(ToeplitzMapName)
+	b.lookup0(ToeplitzMapName, "hash_null")
 	b.emit(
 		asm.Mov.Reg(rOff, asm.R0),
 		asm.Mov.Reg(rEnd, asm.R0),
@@ -600,16 +692,15 @@ func (b *builder) toeplitz() {
 		asm.Mov.Imm(asm.R5, 0),
 	)
 	for i := 0; i < hash.MaxTupleLen; i++ {
-		switch i {
-		case hash.IPv4Tuple2Len, hash.IPv4Tuple4Len, hash.IPv6Tuple2Len:
-			b.emit(asm.JEq.Imm(rVal, int32(i), "hashed"))
+		if i == hash.IPv4Tuple4Len {
+			b.emit(asm.JEq.Imm(rVal, hash.IPv4Tuple2Len, "hashed"))
 		}
 		base, off := rOff, int16(i*1024)
 		if i >= 32 {
 			base, off = rEnd, int16((i-32)*1024)
 		}
 		b.emit(
-			asm.LoadMem(asm.R1, asm.RFP, stTuple+int16(i), asm.Byte),
+			asm.LoadMem(asm.R1, asm.RFP, hTuple+int16(i), asm.Byte),
 			asm.LSh.Imm(asm.R1, 2),
 			asm.Add.Reg(asm.R1, base),
 			asm.LoadMem(asm.R1, asm.R1, off, asm.Word),
@@ -617,8 +708,14 @@ func (b *builder) toeplitz() {
 		)
 	}
 	b.label("hashed")
+	b.emit(asm.Mov.Reg(asm.R0, asm.R5))
+}
+
+// bucket leaves in rVal the offset in the indirection table of the bucket
+// of the flowid in r (its low 32 bits).
+func (b *builder) bucket(r asm.Register) {
 	b.emit(
-		asm.Mov.Reg(rVal, asm.R5),
+		asm.Mov.Reg(rVal, r),
 		asm.And.Imm(rVal, int32(b.mask)),
 		asm.LSh.Imm(rVal, 2),
 	)
@@ -626,7 +723,7 @@ func (b *builder) toeplitz() {
 
 // indirection returns table[flowid & mask].
 func (b *builder) indirection() {
-	b.lookup0(TableMapName)
+	b.lookup0(TableMapName, "fallback")
 	b.emit(
 		asm.Add.Reg(asm.R0, rVal),
 		asm.LoadMem(asm.R0, asm.R0, 0, asm.Word),

@@ -1,0 +1,72 @@
+package bpfsteer
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/steer"
+)
+
+// TestLimitsMatchSteer checks that the program walks as far as the
+// classifier does and knows the same tunnel ports.
+func TestLimitsMatchSteer(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		ours, steer int
+	}{
+		{"MaxVLANDepth", MaxVLANDepth, steer.MaxVLANDepth},
+		{"MaxEncaps", MaxEncaps, steer.MaxEncaps},
+		{"MaxTunnelDepth", MaxTunnelDepth, steer.MaxTunnelDepth},
+		{"VXLANPort", VXLANPort, steer.VXLANPort},
+		{"GENEVEPort", GENEVEPort, steer.GENEVEPort},
+		{"GTPUPort", GTPUPort, steer.GTPUPort},
+	} {
+		if c.ours != c.steer {
+			t.Errorf("%s is %d, steer's %d", c.name, c.ours, c.steer)
+		}
+	}
+}
+
+type rejectCase struct {
+	name string
+	opts Options
+	err  error
+}
+
+// rejectCases are options the program refuses, and why.
+func rejectCases() []rejectCase {
+	key := make([]byte, 40)
+	key[0] = 1
+	t128 := make([]uint32, 128)
+	ports := make([]uint16, MaxVXLANPorts+1)
+	for i := range ports {
+		ports[i] = uint16(8000 + i)
+	}
+	return []rejectCase{
+		{"a 39-byte Toeplitz key", Options{Key: make([]byte, 39), Table: t128}, ErrKeyLength},
+		{"a 65-byte Toeplitz key", Options{Key: make([]byte, 65), Table: t128}, ErrKeyLength},
+		{"a 40-byte SipHash key", Options{Algorithm: hash.AlgorithmSipHash, Key: key, Table: t128}, ErrKeyLength},
+		{"an unknown algorithm", Options{Algorithm: 7, Key: key, Table: t128}, ErrOptions},
+		{"types without ipv4", Options{Key: key, Table: t128, Types: hash.TypeIPv6 | hash.TypeTCPIPv6}, ErrOptions},
+		{"an unknown type", Options{Key: key, Table: t128, Types: hash.DefaultTypes | 1<<12}, ErrOptions},
+		{"too many VXLAN ports", Options{Key: key, Table: t128, Tunnels: true, VXLANPorts: ports}, ErrOptions},
+		{"the GENEVE port as VXLAN's", Options{Key: key, Table: t128, Tunnels: true, VXLANPorts: []uint16{GENEVEPort}}, ErrOptions},
+		{"port 0 as VXLAN's", Options{Key: key, Table: t128, Tunnels: true, VXLANPorts: []uint16{4789, 0}}, ErrOptions},
+		{"no table", Options{Key: key}, ErrTableLength},
+		{"96 buckets", Options{Key: key, Table: make([]uint32, 96)}, ErrTableLength},
+		{"2^17 buckets", Options{Key: key, Table: make([]uint32, 1<<17)}, ErrTableLength},
+	}
+}
+
+func TestInstructionsRejects(t *testing.T) {
+	for _, tc := range rejectCases() {
+		if _, err := Instructions(tc.opts); !errors.Is(err, tc.err) {
+			t.Errorf("Instructions(%s) = %v, want %v", tc.name, err, tc.err)
+		}
+	}
+	// The VXLAN ports are not looked at when tunnels are not opened.
+	if _, err := Instructions(Options{Key: make([]byte, 40), Table: make([]uint32, 2), VXLANPorts: make([]uint16, 100)}); err != nil {
+		t.Errorf("VXLAN ports without tunnels: %v", err)
+	}
+}
