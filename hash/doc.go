@@ -47,7 +47,8 @@
 // has no such structure. Toeplitz stays the default because its flowid is
 // the one a NIC, FreeBSD and a kernel program compute; choose SipHash when
 // the traffic may be hostile and no hardware hash has to match. SipHash
-// over an IPv4 4-tuple costs about three Toeplitz table sums.
+// costs more per tuple than a Toeplitz sum (docs/performance.md has the
+// figures).
 //
 // # Symmetric hashing
 //
