@@ -16,10 +16,18 @@
 // tracing:
 //
 //  1. Classify (ether_demux). [Classifier.Classify] walks the Ethernet header,
-//     up to four 802.1Q/802.1ad tags, the IPv4 header or the IPv6 extension
-//     chain, and the transport ports, into a fixed-size [FlowKey]. It never
-//     drops: a frame it cannot read fully gets a [Reason], counted in the
-//     stats, and is delivered anyway. Any byte sequence is a valid input.
+//     up to four 802.1Q/802.1ad tags, the shims that hide an IP header
+//     (PPPoE sessions; MPLS label stacks, with pseudowires), the IPv4 header
+//     or the IPv6 extension chain, and the transport ports, into a
+//     fixed-size [FlowKey]. With Config.Hash.Tunnels set to [TunnelsInner]
+//     it also opens VXLAN, GENEVE, GRE (with ERSPAN and transparent
+//     Ethernet), GTP-U and IP in IP, up to [MaxTunnelDepth] deep, and the
+//     innermost IP header is the one hashed; the key records the layers
+//     walked ([FlowKey.Encapsulation]). An outer fragment is never opened,
+//     and a tunnel that cannot be read leaves the frame on its outer hash.
+//     The classifier never drops: a frame it cannot read fully gets a
+//     [Reason], counted in the stats, and is delivered anyway. Any byte
+//     sequence is a valid input.
 //     For a queued plain TCP or UDP over IPv4 packet the input reads no
 //     more than the hash needs, as Linux's RPS leaves protocol parsing to
 //     the backlog CPU: [Packet.Key] derives the key in the handler's worker,
@@ -29,9 +37,13 @@
 //     the Toeplitz hash of the 4-tuple or 2-tuple, with the tuple bytes
 //     FreeBSD's rss_hash_ip4_4tuple uses, becomes the flowid
 //     ([Packet.FlowID]), and the [hash.HashType] (M_HASHTYPE_*) says what
-//     was hashed: TCP gets RSS_TCP_IPV4/6 over addresses and ports; UDP the
-//     2-tuple RSS_IPV4/6 unless Config.Hash.UDP4Tuple; fragments always the
-//     2-tuple; non-IP frames NONE and no flowid. Config.Hash.Key is the
+//     was hashed. Config.Hash.Types is the set of hash types in use
+//     (rss_gethashconfig): by default TCP gets RSS_TCP_IPV4/6 over addresses
+//     and ports and UDP the 2-tuple RSS_IPV4/6 (Config.Hash.UDP4Tuple adds
+//     UDP's 4-tuple); fragments always get the 2-tuple; non-IP frames NONE
+//     and no flowid. Config.Hash.Algorithm may replace Toeplitz with a keyed
+//     SipHash of the same tuple, which an attacker who sees collisions
+//     cannot extend. Config.Hash.Key is the
 //     Toeplitz key (nil: a fresh random key; at least [MinKeyLen] bytes, so
 //     that an IPv6 4-tuple is hashed in full); Config.Hash.Symmetric gives
 //     both directions of a connection one flowid.
