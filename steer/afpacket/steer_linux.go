@@ -26,12 +26,14 @@ const holdPoll = time.Millisecond
 // show each socket's kernel counters (PACKET_STATISTICS) as a source.
 //
 // In FanoutEBPF mode NewSteering builds the steering program from the
-// dispatcher's own key, indirection table, Symmetric and UDP4Tuple
-// settings and attaches it, so the kernel picks exactly the worker the
-// user-space RSS policy would: for every hashed frame, Packet.Worker ==
-// Table()[FlowID & (buckets-1)]. SetTable then changes the table in the
-// kernel and in the dispatcher together without reordering any flow (see
-// SetTable).
+// dispatcher's indirection table and its whole hash configuration (the
+// algorithm, Toeplitz or SipHash, and key, the hash types, Symmetric, and
+// the tunnels opened with their VXLAN ports; MPLS and PPPoE are walked
+// always, as the classifier walks them) and attaches it, so the kernel
+// picks exactly the worker the user-space RSS policy would: for every
+// hashed frame, Packet.Worker == Table()[FlowID & (buckets-1)]. SetTable
+// then changes the table in the kernel and in the dispatcher together
+// without reordering any flow (see SetTable).
 type Steering struct {
 	d    *steer.Dispatcher
 	g    *Group
@@ -49,9 +51,12 @@ type Steering struct {
 // NewSteering checks that g fits d (one socket per worker) and, in
 // FanoutEBPF mode, loads the steering program for d's configuration and
 // attaches it to g (which lifts the group's hold-back filters: frames flow
-// from then on). EBPF mode needs the RSS policy, a key of at least 40
-// bytes, and sockets opened without FillRxHash (a kernel hash would
-// replace the Toeplitz flowid in user space).
+// from then on). EBPF mode needs the RSS policy, sockets opened without
+// FillRxHash (a kernel hash would replace the flowid in user space), CAP_BPF
+// and, with HashConfig.Tunnels inner, at most 16 VXLAN ports; a
+// configuration the program cannot honour is an error wrapping ErrConfig
+// that says what to change, never a group steered otherwise than the
+// dispatcher would.
 func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering, error) {
 	if d == nil || g == nil {
 		return nil, fmt.Errorf("%w: nil dispatcher or group", ErrConfig)
@@ -76,18 +81,16 @@ func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering
 	if g.Mode() != FanoutEBPF {
 		return st, nil
 	}
-	if cfg.Policy != steer.PolicyRSS {
-		return nil, fmt.Errorf("%w: the eBPF program steers as the rss policy does, not %v", ErrConfig, cfg.Policy)
+	popts, err := programOptions(cfg, d.Table(), opts.Fallback)
+	if err != nil {
+		return nil, err
 	}
 	if g.Source(0).Config().FillRxHash {
-		return nil, fmt.Errorf("%w: FillRxHash replaces the Toeplitz flowid the eBPF program steers by", ErrConfig)
+		return nil, fmt.Errorf("%w: FillRxHash replaces the flowid the eBPF program steers by: open the group without it", ErrConfig)
 	}
-	prog, err := bpfsteer.New(bpfsteer.Options{
-		Key: cfg.Hash.Key, Table: toU32(d.Table()), Symmetric: cfg.Hash.Symmetric, UDP4Tuple: cfg.Hash.UDP4Tuple,
-		Fallback: uint32(opts.Fallback),
-	})
+	prog, err := bpfsteer.New(popts)
 	if err != nil {
-		return nil, fmt.Errorf("afpacket: building the steering program: %w", err)
+		return nil, programError(err)
 	}
 	if err := g.SetEBPF(prog.FD()); err != nil {
 		prog.Close()
@@ -95,14 +98,6 @@ func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering
 	}
 	st.prog = prog
 	return st, nil
-}
-
-func toU32(t []int) []uint32 {
-	out := make([]uint32, len(t))
-	for i, w := range t {
-		out[i] = uint32(w)
-	}
-	return out
 }
 
 // RunGroup steers g's frames through d until ctx ends or d closes: a

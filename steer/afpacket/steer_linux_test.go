@@ -8,11 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -93,13 +98,18 @@ type liveOpts struct {
 	workers  int
 	cfg      Config
 	udp4     bool
+	hash     *steer.HashConfig // in place of {UDP4Tuple: udp4}
 }
 
 func startLive(t *testing.T, p *netns.Pair, o liveOpts) *live {
 	t.Helper()
 	l := &live{t: t, p: p, flows: map[flow]*flowRec{}, fallback: -1, runErr: make(chan error, 1)}
 	l.fm = NewFlowMoves(o.workers, 0)
-	d, err := steer.New(steer.Config{Workers: o.workers, Dispatch: o.dispatch, Hash: steer.HashConfig{UDP4Tuple: o.udp4}, Queue: steer.QueueConfig{Limit: steer.MaxQLimit}},
+	hc := steer.HashConfig{UDP4Tuple: o.udp4}
+	if o.hash != nil {
+		hc = *o.hash
+	}
+	d, err := steer.New(steer.Config{Workers: o.workers, Dispatch: o.dispatch, Hash: hc, Queue: steer.QueueConfig{Limit: steer.MaxQLimit}},
 		l.fm.Handler(l.handle))
 	if err != nil {
 		t.Fatal(err)
@@ -505,6 +515,61 @@ func TestSteerSetTable(t *testing.T) {
 	}
 }
 
+// TestSteerTunnels steers VXLAN traffic between two tunnel endpoints (one
+// outer flow carrying many inner ones) through an EBPF group whose
+// dispatcher opens tunnels and hashes with SipHash: every frame is on the
+// worker the user-space table picks for its inner flow, so the frames of
+// the one outer flow spread over every worker.
+func TestSteerTunnels(t *testing.T) {
+	netns.Require(t, "trafgen", "ethtool")
+	p := netns.New(t, netns.Options{})
+	const workers = 3
+	l := startLive(t, p, liveOpts{mode: FanoutEBPF, dispatch: steer.Direct, workers: workers,
+		hash: &steer.HashConfig{Algorithm: hash.AlgorithmSipHash, Tunnels: steer.TunnelsInner, UDP4Tuple: true},
+		cfg:  Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	trafgenVXLAN(t, ctx, p, 6000)
+	cancel()
+	s := l.finish()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.Logf("%d hashed, %d unhashed, %d not on the worker the table picks", l.hashed, l.unhashed, l.mismatch)
+	if l.hashed < 6000 || l.mismatch != 0 || l.offWorker != 0 {
+		t.Errorf("%d of %d hashed frames not on the worker the user-space table picks (%d unhashed off the fallback)", l.mismatch, l.hashed, l.offWorker)
+	}
+	for _, w := range s.Workstreams {
+		if w.Handled < 6000/workers/2 {
+			t.Errorf("workstream %d handled %d of 6000 frames of one outer flow: the inner flows did not spread", w.WSID, w.Handled)
+		}
+	}
+}
+
+// trafgenVXLAN sends count VXLAN frames from B to A, all between the two
+// addresses on one outer UDP flow, each carrying a UDP/IPv4 packet of an
+// inner flow with a random source port.
+func trafgenVXLAN(t testing.TB, ctx context.Context, p *netns.Pair, count int) {
+	t.Helper()
+	src, dst := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
+	var sb strings.Builder
+	sb.WriteString("{\n fill(0xff, 6),\n 0x02, 0x00, 0x00, 0x00, 0x00, 0x02,\n c16(0x0800),\n")
+	sb.WriteString(" 0x45, 0x00, c16(96), drnd(2), c16(0x4000), 64, 17, csumip(14, 33),\n")
+	fmt.Fprintf(&sb, " %d, %d, %d, %d,\n %d, %d, %d, %d,\n", src[0], src[1], src[2], src[3], dst[0], dst[1], dst[2], dst[3])
+	sb.WriteString(" c16(40000), c16(4789), c16(76), c16(0),\n")                // outer UDP
+	sb.WriteString(" 0x08, 0, 0, 0, 0, 0, 42, 0,\n")                            // VXLAN, VNI 42
+	sb.WriteString(" 0x02, 0, 0, 0, 0, 3, 0x02, 0, 0, 0, 0, 4, c16(0x0800),\n") // inner Ethernet
+	sb.WriteString(" 0x45, 0x00, c16(46), c16(0), c16(0x4000), 64, 17, c16(0),\n 10, 1, 0, 1,\n 10, 1, 0, 2,\n")
+	sb.WriteString(" drnd(2), c16(9), c16(26), c16(0),\n fill(0x00, 18)\n}\n")
+	file := filepath.Join(t.TempDir(), "vxlan.cfg")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--dev", p.B.Link, "--conf", file, "--num", strconv.Itoa(count),
+		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}
+	if out, err := p.B.Exec(ctx, "trafgen", args...); err != nil && ctx.Err() == nil {
+		t.Errorf("trafgen: %v: %s", err, out)
+	}
+}
+
 // TestSteeringErrors checks NewSteering's and SetTable's refusals.
 func TestSteeringErrors(t *testing.T) {
 	netns.Require(t)
@@ -538,6 +603,19 @@ func TestSteeringErrors(t *testing.T) {
 	ge := openGroupIn(t, p.A, 2, Config{BlockSize: 4096, NumBlocks: 2}, FanoutEBPF, 0)
 	if _, err := NewSteering(dflow, ge, SteeringOptions{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("ebpf with the flow policy: %v", err)
+	}
+	ports := make([]uint16, 17)
+	for i := range ports {
+		ports[i] = uint16(5000 + i)
+	}
+	dports, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct,
+		Hash: steer.HashConfig{Tunnels: steer.TunnelsInner, VXLANPorts: ports}}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dports.Close(context.Background())
+	if _, err := NewSteering(dports, ge, SteeringOptions{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "VXLANPorts") {
+		t.Errorf("ebpf with 17 VXLAN ports: %v, want ErrConfig naming HashConfig.VXLANPorts", err)
 	}
 	if _, err := ParseFanoutMode("nope"); !errors.Is(err, ErrConfig) {
 		t.Errorf("ParseFanoutMode: %v", err)
