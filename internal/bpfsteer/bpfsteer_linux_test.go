@@ -20,7 +20,7 @@ import (
 
 // requirePriv skips the test when eBPF cannot be used, or fails it when
 // STEER_REQUIRE_PRIV=1.
-func requirePriv(t *testing.T) {
+func requirePriv(t testing.TB) {
 	t.Helper()
 	skip := func(format string, args ...any) {
 		t.Helper()
@@ -38,7 +38,7 @@ func requirePriv(t *testing.T) {
 }
 
 // load builds and loads a program, skipping when the kernel refuses eBPF.
-func load(t *testing.T, opts Options) *Program {
+func load(t testing.TB, opts Options) *Program {
 	t.Helper()
 	p, err := New(opts)
 	if err != nil {

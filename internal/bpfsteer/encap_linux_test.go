@@ -493,7 +493,7 @@ func encConfigs(t *testing.T) []encConfig {
 	return out
 }
 
-func randKey(t *testing.T, n int) []byte {
+func randKey(t testing.TB, n int) []byte {
 	t.Helper()
 	k := make([]byte, n)
 	r := rand.New(rand.NewPCG(rand.Uint64(), 7))

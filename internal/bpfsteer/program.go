@@ -269,7 +269,6 @@ const (
 	fFam   = 40 // the tuple's family: its 2-tuple length, 8 or 32
 	fSaved = 48 // the flowid of the IP header around the current tunnel
 	fTuple = 56 // 40 bytes: the tuple of the IP header being parsed (36 used)
-	fSize  = fTuple + 40
 )
 
 // Registers of the main program and fnHash. R1-R5 are clobbered by
@@ -372,14 +371,6 @@ func (b *builder) hiNibble(dst asm.Register, off int16) {
 	)
 }
 
-// loadBE32 loads the big-endian 32-bit value at R10+off into dst.
-func (b *builder) loadBE32(dst asm.Register, off int16) {
-	b.emit(
-		asm.LoadMem(dst, asm.RFP, off, asm.Word),
-		asm.HostTo(asm.BE, dst, asm.Word),
-	)
-}
-
 // lookup0 emits bpf_map_lookup_elem(map, &0) and leaves the value pointer
 // in R0, jumping to fail when the lookup fails (it cannot: the maps are
 // arrays of one value, but the verifier wants the check).
@@ -445,7 +436,7 @@ func Instructions(opts Options) (asm.Instructions, error) {
 	return b.insns, nil
 }
 
-// prologue saves the context, zeroes the parse state, and
+// prologue saves the context, zeroes the tuple, and
 // finds the EtherType and the offset of what follows the Ethernet header.
 //
 // On receive, eth_type_trans has pulled the MAC header and
@@ -462,8 +453,11 @@ func (b *builder) prologue() {
 		asm.Mov.Reg(rCtx, asm.R1),
 		asm.Mov.Imm(asm.R1, 0),
 	)
-	for off := int16(0); off < fSize; off += 8 {
-		b.emit(asm.StoreMem(asm.RFP, stState+off, asm.R1, asm.DWord))
+	// The tuple's bytes are read past what an IPv4 header writes (by 8-byte
+	// loads, and into the hash as zero ports); every other field is written
+	// before it is read.
+	for off := int16(0); off < 40; off += 8 {
+		b.emit(asm.StoreMem(asm.RFP, stState+fTuple+off, asm.R1, asm.DWord))
 	}
 	b.emit(
 		asm.LoadMem(rVal, rCtx, skbPktType, asm.Word),
@@ -548,11 +542,23 @@ func (b *builder) walk() {
 		if d == 0 {
 			fail = "fallback"
 		}
+		if d == 0 {
+			// A plain frame's IP header needs no walk to it.
+			b.emit(
+				asm.Mov.Imm(asm.R3, 4),
+				asm.JEq.Imm(rVal, etIPv4, "d0_ip"),
+				asm.Mov.Imm(asm.R3, 6),
+				asm.JEq.Imm(rVal, etIPv6, "d0_ip"),
+			)
+		}
 		b.call(fnSeg)
 		b.emit(
 			asm.JEq.Imm(asm.R0, retFail, fail),
 			asm.Mov.Reg(asm.R3, asm.R0),
 		)
+		if d == 0 {
+			b.label("d0_ip")
+		}
 		b.call(fnIP)
 		b.emit(asm.JEq.Imm(asm.R0, retFail, fail))
 		if d == depth {
@@ -580,25 +586,33 @@ func (b *builder) opaqueZero(r asm.Register) {
 	)
 }
 
-// hTuple is fnHash's copy of the tuple, in its own stack.
-const hTuple = -40
+// rTup points fnHash at its copy of the tuple, hTuple in its own stack.
+// Hashed in place, a tuple put in canonical order would stay so in the
+// parse state, a difference the verifier would carry to every depth.
+const (
+	rTup   = asm.R7
+	hTuple = -40
+)
 
 // hashFunc emits fnHash: the flowid of the tuple in the parse state (fFam
-// its family, fTLen its length), returned in R0. It copies the tuple into
-// its own stack, puts it in canonical order with Symmetric, and hashes it
-// with Toeplitz or SipHash.
+// its family, fTLen its length), returned in R0. It copies the tuple, puts
+// the copy in canonical order with Symmetric, and hashes it with Toeplitz
+// or SipHash.
 func (b *builder) hashFunc() {
 	b.label(fnHash)
-	b.emit(asm.Mov.Reg(rSt, asm.R2))
+	b.emit(
+		asm.LoadMem(rVal, asm.R2, fFam, asm.DWord),
+		asm.LoadMem(rEnd, asm.R2, fTLen, asm.DWord),
+	)
 	for i := int16(0); i < 40; i += 8 {
 		b.emit(
-			asm.LoadMem(asm.R1, rSt, fTuple+i, asm.DWord),
+			asm.LoadMem(asm.R1, asm.R2, fTuple+i, asm.DWord),
 			asm.StoreMem(asm.RFP, hTuple+i, asm.R1, asm.DWord),
 		)
 	}
 	b.emit(
-		asm.LoadMem(rVal, rSt, fFam, asm.DWord),
-		asm.LoadMem(rEnd, rSt, fTLen, asm.DWord),
+		asm.Mov.Reg(rTup, asm.RFP),
+		asm.Add.Imm(rTup, hTuple),
 	)
 	if b.opts.Symmetric {
 		b.symmetric()
@@ -617,6 +631,21 @@ func (b *builder) hashFunc() {
 	)
 }
 
+// tupBE16 and tupBE32 load the big-endian value at the tuple's byte off.
+func (b *builder) tupBE16(dst asm.Register, off int16) {
+	b.emit(
+		asm.LoadMem(dst, rTup, off, asm.Half),
+		asm.HostTo(asm.BE, dst, asm.Half),
+	)
+}
+
+func (b *builder) tupBE32(dst asm.Register, off int16) {
+	b.emit(
+		asm.LoadMem(dst, rTup, off, asm.Word),
+		asm.HostTo(asm.BE, dst, asm.Word),
+	)
+}
+
 // symmetric swaps the two endpoints in the tuple when the source (address,
 // port) is above the destination's, comparing big-endian. A 2-tuple
 // compares its addresses only: when they are equal, swapping the ports
@@ -624,54 +653,54 @@ func (b *builder) hashFunc() {
 func (b *builder) symmetric() {
 	b.emit(asm.JGE.Imm(rVal, hash.IPv6Tuple2Len, "sym6"))
 	// IPv4
-	b.loadBE32(asm.R1, hTuple)
-	b.loadBE32(asm.R2, hTuple+4)
+	b.tupBE32(asm.R1, 0)
+	b.tupBE32(asm.R2, 4)
 	b.emit(
 		asm.JLT.Reg(asm.R1, asm.R2, "hash"),
 		asm.JGT.Reg(asm.R1, asm.R2, "swap4"),
 	)
-	b.loadBE16(asm.R1, hTuple+8)
-	b.loadBE16(asm.R2, hTuple+10)
+	b.tupBE16(asm.R1, 8)
+	b.tupBE16(asm.R2, 10)
 	b.emit(asm.JLE.Reg(asm.R1, asm.R2, "hash"))
 	b.label("swap4")
 	b.emit(
-		asm.LoadMem(asm.R1, asm.RFP, hTuple, asm.Word),
-		asm.LoadMem(asm.R2, asm.RFP, hTuple+4, asm.Word),
-		asm.StoreMem(asm.RFP, hTuple, asm.R2, asm.Word),
-		asm.StoreMem(asm.RFP, hTuple+4, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.RFP, hTuple+8, asm.Half),
-		asm.LoadMem(asm.R2, asm.RFP, hTuple+10, asm.Half),
-		asm.StoreMem(asm.RFP, hTuple+8, asm.R2, asm.Half),
-		asm.StoreMem(asm.RFP, hTuple+10, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, rTup, 0, asm.Word),
+		asm.LoadMem(asm.R2, rTup, 4, asm.Word),
+		asm.StoreMem(rTup, 0, asm.R2, asm.Word),
+		asm.StoreMem(rTup, 4, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, rTup, 8, asm.Half),
+		asm.LoadMem(asm.R2, rTup, 10, asm.Half),
+		asm.StoreMem(rTup, 8, asm.R2, asm.Half),
+		asm.StoreMem(rTup, 10, asm.R1, asm.Half),
 		asm.Ja.Label("hash"),
 	)
 	// IPv6: four big-endian words of each address, then the ports
 	b.label("sym6")
 	for i := int16(0); i < 16; i += 4 {
-		b.loadBE32(asm.R1, hTuple+i)
-		b.loadBE32(asm.R2, hTuple+16+i)
+		b.tupBE32(asm.R1, i)
+		b.tupBE32(asm.R2, 16+i)
 		b.emit(
 			asm.JLT.Reg(asm.R1, asm.R2, "hash"),
 			asm.JGT.Reg(asm.R1, asm.R2, "swap6"),
 		)
 	}
-	b.loadBE16(asm.R1, hTuple+32)
-	b.loadBE16(asm.R2, hTuple+34)
+	b.tupBE16(asm.R1, 32)
+	b.tupBE16(asm.R2, 34)
 	b.emit(asm.JLE.Reg(asm.R1, asm.R2, "hash"))
 	b.label("swap6")
 	for i := int16(0); i < 16; i += 8 {
 		b.emit(
-			asm.LoadMem(asm.R1, asm.RFP, hTuple+i, asm.DWord),
-			asm.LoadMem(asm.R2, asm.RFP, hTuple+16+i, asm.DWord),
-			asm.StoreMem(asm.RFP, hTuple+i, asm.R2, asm.DWord),
-			asm.StoreMem(asm.RFP, hTuple+16+i, asm.R1, asm.DWord),
+			asm.LoadMem(asm.R1, rTup, i, asm.DWord),
+			asm.LoadMem(asm.R2, rTup, 16+i, asm.DWord),
+			asm.StoreMem(rTup, i, asm.R2, asm.DWord),
+			asm.StoreMem(rTup, 16+i, asm.R1, asm.DWord),
 		)
 	}
 	b.emit(
-		asm.LoadMem(asm.R1, asm.RFP, hTuple+32, asm.Half),
-		asm.LoadMem(asm.R2, asm.RFP, hTuple+34, asm.Half),
-		asm.StoreMem(asm.RFP, hTuple+32, asm.R2, asm.Half),
-		asm.StoreMem(asm.RFP, hTuple+34, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, rTup, 32, asm.Half),
+		asm.LoadMem(asm.R2, rTup, 34, asm.Half),
+		asm.StoreMem(rTup, 32, asm.R2, asm.Half),
+		asm.StoreMem(rTup, 34, asm.R1, asm.Half),
 	)
 }
 
@@ -686,7 +715,7 @@ func (b *builder) symmetric() {
 func (b *builder) toeplitz() {
 	b.lookup0(ToeplitzMapName, "hash_null")
 	b.emit(
-		asm.Mov.Reg(rOff, asm.R0),
+		asm.Mov.Reg(asm.R6, asm.R0),
 		asm.Mov.Reg(rEnd, asm.R0),
 		asm.Add.Imm(rEnd, 32*1024),
 		asm.Mov.Imm(asm.R5, 0),
@@ -695,12 +724,12 @@ func (b *builder) toeplitz() {
 		if i == hash.IPv4Tuple4Len {
 			b.emit(asm.JEq.Imm(rVal, hash.IPv4Tuple2Len, "hashed"))
 		}
-		base, off := rOff, int16(i*1024)
+		base, off := asm.R6, int16(i*1024)
 		if i >= 32 {
 			base, off = rEnd, int16((i-32)*1024)
 		}
 		b.emit(
-			asm.LoadMem(asm.R1, asm.RFP, hTuple+int16(i), asm.Byte),
+			asm.LoadMem(asm.R1, rTup, int16(i), asm.Byte),
 			asm.LSh.Imm(asm.R1, 2),
 			asm.Add.Reg(asm.R1, base),
 			asm.LoadMem(asm.R1, asm.R1, off, asm.Word),

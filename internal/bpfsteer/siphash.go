@@ -39,8 +39,8 @@ func (b *builder) siphash() {
 	b.emit(asm.Mov.Imm(sipM, hash.IPv6Tuple2Len))
 	b.label("sip_last") // sipM: the offset of the last 4 bytes
 	b.emit(
-		asm.Add.Reg(sipM, asm.RFP),
-		asm.LoadMem(sipM, sipM, hTuple, asm.Word),
+		asm.Add.Reg(sipM, rTup),
+		asm.LoadMem(sipM, sipM, 0, asm.Word),
 		asm.HostTo(asm.LE, sipM, asm.Word),
 		asm.Mov.Reg(sipTmp, rEnd),
 		asm.LSh.Imm(sipTmp, 56),
@@ -62,7 +62,7 @@ func (b *builder) siphash() {
 // sipWordAt compresses the tuple's 8 bytes at off.
 func (b *builder) sipWordAt(off int16) {
 	b.emit(
-		asm.LoadMem(sipM, asm.RFP, hTuple+off, asm.DWord),
+		asm.LoadMem(sipM, rTup, off, asm.DWord),
 		asm.HostTo(asm.LE, sipM, asm.DWord),
 	)
 	b.sipCompress()
