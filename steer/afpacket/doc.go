@@ -97,8 +97,10 @@
 // promises about flows (FanoutMode.KeepsFlows):
 //
 //	hash      one worker per flow (the kernel's skb hash), in order
-//	ebpf      one worker per flow: the library's Toeplitz RSS in the kernel,
-//	          the worker Table()[flowid & (buckets-1)]; table changes in order
+//	ebpf      one worker per flow: the dispatcher's own flowid in the kernel
+//	          (Toeplitz or SipHash, its hash types, inner headers with
+//	          TunnelsInner), the worker Table()[flowid & (buckets-1)]; table
+//	          changes in order
 //	lb, rnd   frames dealt by turn or at random: flows are split and may be
 //	          reordered across workers
 //	rollover  fills one socket, then the next: flows split under load
