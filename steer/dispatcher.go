@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,8 +184,15 @@ func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error)
 	return d, nil
 }
 
-// Config returns the dispatcher's configuration with defaults filled in.
-func (d *Dispatcher) Config() Config { return d.cfg }
+// Config returns a copy of the dispatcher's configuration with defaults
+// filled in; changing it changes nothing in the dispatcher.
+func (d *Dispatcher) Config() Config {
+	c := d.cfg
+	c.CPUs = slices.Clone(c.CPUs)
+	c.Hash.Key = slices.Clone(c.Hash.Key)
+	c.Hash.VXLANPorts = slices.Clone(c.Hash.VXLANPorts)
+	return c
+}
 
 // Classifier returns the classifier the dispatcher uses.
 func (d *Dispatcher) Classifier() *Classifier { return d.cls }

@@ -1,6 +1,7 @@
 package steer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rpsgo/rps/hash"
 	"go.uber.org/goleak"
 )
 
@@ -120,5 +122,23 @@ func TestManyWorkersMemory(t *testing.T) {
 	}
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 128<<20 {
 		t.Errorf("New with 1024 workers took %d MB of heap", grown>>20)
+	}
+}
+
+// TestConfigIsACopy: the slices of the Config a dispatcher returns (and
+// Stats.Config) are its caller's: changing the key there changes neither
+// the next Config nor what the kernel program would be given.
+func TestConfigIsACopy(t *testing.T) {
+	d, err := New(Config{Workers: 1, Hash: HashConfig{Key: hash.MicrosoftKey[:]}}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	c := d.Config()
+	c.Hash.Key[0] ^= 0xff
+	st := d.Stats()
+	st.Config.Hash.Key[1] ^= 0xff
+	if got := d.Config().Hash.Key; !bytes.Equal(got, hash.MicrosoftKey[:]) {
+		t.Errorf("the dispatcher's key changed through a returned Config: %x", got)
 	}
 }
