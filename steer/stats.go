@@ -35,18 +35,50 @@ func (w WorkstreamStats) Drops() uint64 {
 }
 
 // SourceStats are a live source's own counters, such as AF_PACKET's
-// PACKET_STATISTICS, shown beside the queue drops so that every frame the
-// kernel saw is accounted for.
+// PACKET_STATISTICS or AF_XDP's XDP_STATISTICS, shown beside the queue
+// drops so that every frame the kernel saw is accounted for.
 type SourceStats struct {
-	Name        string
-	Received    uint64 // frames the kernel passed to the socket, drops included (tp_packets)
-	Dropped     uint64 // frames the kernel dropped for lack of ring space (tp_drops)
+	Name string
+	// Received is the frames the kernel passed to the socket, drops
+	// included (AF_PACKET: tp_packets; AF_XDP: the frames read plus
+	// Dropped).
+	Received uint64
+	// Dropped is the frames the kernel lost for the socket for lack of
+	// room (AF_PACKET: tp_drops; AF_XDP: rx_dropped + rx_ring_full).
+	Dropped     uint64
 	FreezeQueue uint64 // times the queue was frozen (tp_freeze_q_cnt)
 	// Filtered counts the frames a capture filter run in user space
 	// rejected (package steer/filter): they never reach the dispatcher, so
 	// they are neither handled nor dropped. A filter run in the kernel is
 	// not counted: its frames never reach the socket, nor tp_packets.
 	Filtered uint64
+	// XDP holds an AF_XDP socket's own counters and mode; nil for other
+	// sources.
+	XDP *XDPStats `json:",omitempty"`
+}
+
+// XDPStats are an AF_XDP socket's kernel counters (getsockopt
+// XDP_STATISTICS, struct xdp_statistics) and how it is attached.
+type XDPStats struct {
+	// RxDropped is the frames the socket dropped for another reason than a
+	// full RX ring (a frame longer than a UMEM frame, no FILL entry in copy
+	// mode).
+	RxDropped uint64
+	// RxInvalidDescs is the invalid descriptors user space put in the FILL
+	// ring.
+	RxInvalidDescs uint64
+	// RxRingFull is the frames dropped because the RX ring was full: the
+	// reader did not keep up.
+	RxRingFull uint64
+	// RxFillRingEmptyDescs counts the times a frame found the FILL ring
+	// empty: every UMEM frame was held by user space.
+	RxFillRingEmptyDescs uint64
+	// Attach is the XDP program's attach mode, "native" (the driver runs
+	// it) or "generic" (the kernel runs it on an skb).
+	Attach string
+	// ZeroCopy says whether the driver writes frames straight into the
+	// UMEM; false is copy mode.
+	ZeroCopy bool
 }
 
 // SourceStatser is implemented by sources that keep counters of their own.
@@ -260,6 +292,14 @@ func (s *Stats) WriteReport(out io.Writer) error {
 				b.WriteString(", ")
 			}
 			fmt.Fprintf(&b, "filtered %d", src.Filtered)
+		}
+		if x := src.XDP; x != nil {
+			mode := "copy"
+			if x.ZeroCopy {
+				mode = "zero-copy"
+			}
+			fmt.Fprintf(&b, "; xdp %s %s: rx_dropped %d, rx_invalid_descs %d, rx_ring_full %d, rx_fill_ring_empty_descs %d",
+				x.Attach, mode, x.RxDropped, x.RxInvalidDescs, x.RxRingFull, x.RxFillRingEmptyDescs)
 		}
 		b.WriteString("\n")
 	}

@@ -150,6 +150,19 @@ type Source struct {
 	KernelDropped  uint64 `json:"kernel_dropped"`
 	QueueFreezes   uint64 `json:"queue_freezes"`
 	Filtered       uint64 `json:"filtered"`
+	// XDP is an AF_XDP socket's XDP_STATISTICS and mode; absent for other
+	// sources.
+	XDP *XDP `json:"xdp,omitempty"`
+}
+
+// XDP is an AF_XDP socket's own counters (steer.XDPStats).
+type XDP struct {
+	Attach               string `json:"attach"` // "native" or "generic"
+	ZeroCopy             bool   `json:"zero_copy"`
+	RxDropped            uint64 `json:"rx_dropped"`
+	RxInvalidDescs       uint64 `json:"rx_invalid_descs"`
+	RxRingFull           uint64 `json:"rx_ring_full"`
+	RxFillRingEmptyDescs uint64 `json:"rx_fill_ring_empty_descs"`
 }
 
 // Flow is one of the top flows.
@@ -248,8 +261,13 @@ func NewReport(command string, st *steer.Stats) *Report {
 		r.Reasons[steer.Reason(i)] = n
 	}
 	for _, s := range st.Sources {
-		r.Sources = append(r.Sources, Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped,
-			QueueFreezes: s.FreezeQueue, Filtered: s.Filtered})
+		src := Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped,
+			QueueFreezes: s.FreezeQueue, Filtered: s.Filtered}
+		if x := s.XDP; x != nil {
+			src.XDP = &XDP{Attach: x.Attach, ZeroCopy: x.ZeroCopy, RxDropped: x.RxDropped, RxInvalidDescs: x.RxInvalidDescs,
+				RxRingFull: x.RxRingFull, RxFillRingEmptyDescs: x.RxFillRingEmptyDescs}
+		}
+		r.Sources = append(r.Sources, src)
 		r.Totals.KernelReceived += s.Received
 		r.Totals.KernelDropped += s.Dropped
 		r.Totals.Filtered += s.Filtered
