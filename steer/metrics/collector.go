@@ -24,6 +24,8 @@ const (
 	labelMode   = "mode"
 	labelReason = "reason"
 	labelSource = "source"
+	// labelCounter names an XDP_STATISTICS counter, as the kernel names it.
+	labelCounter = "counter"
 )
 
 // Option configures a Collector.
@@ -70,7 +72,7 @@ type Collector struct {
 	handled, queued, inline, dropped             *prometheus.Desc
 	panicked, hookPanics, qlen, wmark, info      *prometheus.Desc
 	sourceReceived, sourceDropped, sourceFreezes *prometheus.Desc
-	sourceFiltered                               *prometheus.Desc
+	sourceFiltered, sourceXDP                    *prometheus.Desc
 	descs                                        []*prometheus.Desc
 
 	// mu guards sources: for each source name, the highest totals reported
@@ -97,9 +99,9 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 		case !nameRE.MatchString(name) || len(name) >= 2 && name[:2] == "__":
 			return nil, fmt.Errorf("metrics: constant label %q: want letters, digits and underscores, "+
 				"not starting with a digit or with __", name)
-		case name == labelWorker || name == labelCPU || name == labelMode || name == labelReason || name == labelSource:
+		case name == labelWorker || name == labelCPU || name == labelMode || name == labelReason || name == labelSource || name == labelCounter:
 			return nil, fmt.Errorf("metrics: constant label %q is one of the collector's own labels "+
-				"(worker, cpu, mode, reason, source): choose another name", name)
+				"(worker, cpu, mode, reason, source, counter): choose another name", name)
 		}
 	}
 	c := &Collector{d: d, sources: map[string]steer.SourceStats{}}
@@ -146,6 +148,9 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 	c.sourceFiltered = desc("source_filtered_total",
 		"Frames a capture filter run in user space rejected before the dispatcher (neither handled nor dropped).",
 		labelSource)
+	c.sourceXDP = desc("source_xdp_total",
+		"An AF_XDP socket's kernel counters (XDP_STATISTICS) by their kernel name: rx_dropped, rx_invalid_descs, "+
+			"rx_ring_full, rx_fill_ring_empty_descs.", labelSource, labelCounter)
 	return c, nil
 }
 
@@ -204,6 +209,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.sourceDropped, src.Dropped, src.Name)
 		counter(c.sourceFreezes, src.FreezeQueue, src.Name)
 		counter(c.sourceFiltered, src.Filtered, src.Name)
+		if x := src.XDP; x != nil {
+			counter(c.sourceXDP, x.RxDropped, src.Name, "rx_dropped")
+			counter(c.sourceXDP, x.RxInvalidDescs, src.Name, "rx_invalid_descs")
+			counter(c.sourceXDP, x.RxRingFull, src.Name, "rx_ring_full")
+			counter(c.sourceXDP, x.RxFillRingEmptyDescs, src.Name, "rx_fill_ring_empty_descs")
+		}
 	}
 }
 
@@ -226,6 +237,15 @@ func (c *Collector) collectSources(now []steer.SourceStats) []steer.SourceStats 
 		sum.Dropped += s.Dropped
 		sum.FreezeQueue += s.FreezeQueue
 		sum.Filtered += s.Filtered
+		if x := s.XDP; x != nil {
+			if sum.XDP == nil {
+				sum.XDP = &steer.XDPStats{}
+			}
+			sum.XDP.RxDropped += x.RxDropped
+			sum.XDP.RxInvalidDescs += x.RxInvalidDescs
+			sum.XDP.RxRingFull += x.RxRingFull
+			sum.XDP.RxFillRingEmptyDescs += x.RxFillRingEmptyDescs
+		}
 		sums[s.Name] = sum
 	}
 	c.mu.Lock()
@@ -236,6 +256,16 @@ func (c *Collector) collectSources(now []steer.SourceStats) []steer.SourceStats 
 		high.Dropped = max(high.Dropped, sum.Dropped)
 		high.FreezeQueue = max(high.FreezeQueue, sum.FreezeQueue)
 		high.Filtered = max(high.Filtered, sum.Filtered)
+		if x := sum.XDP; x != nil {
+			h := high.XDP
+			if h == nil {
+				h = &steer.XDPStats{}
+			}
+			high.XDP = &steer.XDPStats{
+				RxDropped: max(h.RxDropped, x.RxDropped), RxInvalidDescs: max(h.RxInvalidDescs, x.RxInvalidDescs),
+				RxRingFull: max(h.RxRingFull, x.RxRingFull), RxFillRingEmptyDescs: max(h.RxFillRingEmptyDescs, x.RxFillRingEmptyDescs),
+			}
+		}
 		c.sources[name] = high
 	}
 	rows := make([]steer.SourceStats, 0, len(c.sources))
