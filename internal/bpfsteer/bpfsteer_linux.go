@@ -33,55 +33,23 @@ type Program struct {
 // On kernels before 5.11 map memory is charged to RLIMIT_MEMLOCK; raise it
 // (for example with cilium/ebpf's rlimit.RemoveMemlock) before calling New.
 func New(opts Options) (*Program, error) {
+	if opts.Hook != HookSocketFilter {
+		return nil, fmt.Errorf("bpfsteer: New builds the socket filter, NewXDP the %v hook: %w", opts.Hook, ErrOptions)
+	}
 	insns, err := Instructions(opts)
 	if err != nil {
 		return nil, err
 	}
-	name, value := ToeplitzMapName, []byte(nil)
-	if opts.Algorithm == hash.AlgorithmSipHash {
-		v := sipState(opts.Key)
-		name, value = SipHashMapName, encode64(v[:])
-	} else {
-		tab, err := toeplitzTable(opts.Key)
-		if err != nil {
-			return nil, err
-		}
-		value = encode(tab)
-	}
 	p := &Program{n: len(opts.Table)}
-	p.keyed, err = ebpf.NewMap(&ebpf.MapSpec{
-		Name:       name,
-		Type:       ebpf.Array,
-		KeySize:    4,
-		ValueSize:  uint32(len(value)),
-		MaxEntries: 1,
-	})
+	var name string
+	p.keyed, name, err = newKeyedMap(&opts)
 	if err != nil {
-		return nil, fmt.Errorf("bpfsteer: creating the %s map: %w", name, err)
+		return nil, err
 	}
-	if err := p.keyed.Put(uint32(0), value); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("bpfsteer: filling the %s map: %w", name, err)
-	}
-	// The key's map never changes: make it read-only from user space.
-	if err := p.keyed.Freeze(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-		p.Close()
-		return nil, fmt.Errorf("bpfsteer: freezing the %s map: %w", name, err)
-	}
-	p.table, err = ebpf.NewMap(&ebpf.MapSpec{
-		Name:       TableMapName,
-		Type:       ebpf.Array,
-		KeySize:    4,
-		ValueSize:  uint32(4 * len(opts.Table)),
-		MaxEntries: 1,
-	})
+	p.table, err = newTableMap(opts.Table)
 	if err != nil {
 		p.Close()
-		return nil, fmt.Errorf("bpfsteer: creating the indirection map: %w", err)
-	}
-	if err := p.table.Put(uint32(0), encode(opts.Table)); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("bpfsteer: filling the indirection map: %w", err)
+		return nil, err
 	}
 	if err := associate(insns, map[string]*ebpf.Map{name: p.keyed, TableMapName: p.table}); err != nil {
 		p.Close()
@@ -98,6 +66,93 @@ func New(opts Options) (*Program, error) {
 		return nil, fmt.Errorf("bpfsteer: loading the program: %w", err)
 	}
 	return p, nil
+}
+
+// newKeyedMap creates the map of the hash key, the Toeplitz contribution
+// table or the SipHash state, fills and freezes it, and returns it with
+// its name.
+func newKeyedMap(opts *Options) (*ebpf.Map, string, error) {
+	name, value := ToeplitzMapName, []byte(nil)
+	if opts.Algorithm == hash.AlgorithmSipHash {
+		v := sipState(opts.Key)
+		name, value = SipHashMapName, encode64(v[:])
+	} else {
+		tab, err := toeplitzTable(opts.Key)
+		if err != nil {
+			return nil, "", err
+		}
+		value = encode(tab)
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       name,
+		Type:       ebpf.Array,
+		KeySize:    4,
+		ValueSize:  uint32(len(value)),
+		MaxEntries: 1,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("bpfsteer: creating the %s map: %w", name, err)
+	}
+	if err := m.Put(uint32(0), value); err != nil {
+		m.Close()
+		return nil, "", fmt.Errorf("bpfsteer: filling the %s map: %w", name, err)
+	}
+	// The key's map never changes: make it read-only from user space.
+	if err := m.Freeze(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		m.Close()
+		return nil, "", fmt.Errorf("bpfsteer: freezing the %s map: %w", name, err)
+	}
+	return m, name, nil
+}
+
+// newTableMap creates the indirection map, one value of len(table) words,
+// holding table.
+func newTableMap(table []uint32) (*ebpf.Map, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       TableMapName,
+		Type:       ebpf.Array,
+		KeySize:    4,
+		ValueSize:  uint32(4 * len(table)),
+		MaxEntries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bpfsteer: creating the indirection map: %w", err)
+	}
+	if err := m.Put(uint32(0), encode(table)); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("bpfsteer: filling the indirection map: %w", err)
+	}
+	return m, nil
+}
+
+// putTable replaces the contents of an indirection map of n buckets.
+func putTable(m *ebpf.Map, n int, table []uint32) error {
+	if m == nil {
+		return fmt.Errorf("bpfsteer: set table: %w", ErrClosed)
+	}
+	if len(table) != n {
+		return fmt.Errorf("bpfsteer: set table of %d buckets on a program built for %d: %w", len(table), n, ErrTableLength)
+	}
+	if err := m.Put(uint32(0), encode(table)); err != nil {
+		return fmt.Errorf("bpfsteer: set table: %w", err)
+	}
+	return nil
+}
+
+// getTable reads an indirection map of n buckets.
+func getTable(m *ebpf.Map, n int) ([]uint32, error) {
+	if m == nil {
+		return nil, fmt.Errorf("bpfsteer: table: %w", ErrClosed)
+	}
+	b := make([]byte, 4*n)
+	if err := m.Lookup(uint32(0), b); err != nil {
+		return nil, fmt.Errorf("bpfsteer: table: %w", err)
+	}
+	t := make([]uint32, n)
+	for i := range t {
+		t[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+	return t, nil
 }
 
 // associate points every LoadMapPtr referring to a map name at that map.
@@ -159,34 +214,14 @@ func (p *Program) ebpfProgram() *ebpf.Program {
 func (p *Program) SetTable(table []uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.table == nil {
-		return fmt.Errorf("bpfsteer: set table: %w", ErrClosed)
-	}
-	if len(table) != p.n {
-		return fmt.Errorf("bpfsteer: set table of %d buckets on a program built for %d: %w", len(table), p.n, ErrTableLength)
-	}
-	if err := p.table.Put(uint32(0), encode(table)); err != nil {
-		return fmt.Errorf("bpfsteer: set table: %w", err)
-	}
-	return nil
+	return putTable(p.table, p.n, table)
 }
 
 // Table returns the indirection table the kernel currently uses.
 func (p *Program) Table() ([]uint32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.table == nil {
-		return nil, fmt.Errorf("bpfsteer: table: %w", ErrClosed)
-	}
-	b := make([]byte, 4*p.n)
-	if err := p.table.Lookup(uint32(0), b); err != nil {
-		return nil, fmt.Errorf("bpfsteer: table: %w", err)
-	}
-	t := make([]uint32, p.n)
-	for i := range t {
-		t[i] = binary.NativeEndian.Uint32(b[4*i:])
-	}
-	return t, nil
+	return getTable(p.table, p.n)
 }
 
 // Close unloads the program and its maps (a fanout group that holds the

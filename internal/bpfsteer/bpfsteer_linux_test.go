@@ -65,7 +65,7 @@ func testable(frame []byte) bool {
 	return true
 }
 
-func run(t *testing.T, p *Program, frame []byte) uint32 {
+func run(t *testing.T, p steering, frame []byte) uint32 {
 	t.Helper()
 	ret, err := p.ebpfProgram().Run(&ebpf.RunOptions{Data: frame})
 	if err != nil {
@@ -410,6 +410,11 @@ func TestAgreement(t *testing.T) {
 	requirePriv(t)
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
+	forHooks(t, func(t *testing.T, hook Hook) { agreement(t, hook, seed) })
+}
+
+// agreement is TestAgreement for one hook.
+func agreement(t *testing.T, hook Hook, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	g := &frameGen{r: r}
 	frames := 1500
@@ -437,7 +442,7 @@ func TestAgreement(t *testing.T) {
 			mask := uint32(tableLen - 1)
 			for _, sym := range []bool{false, true} {
 				for _, udp4 := range []bool{false, true} {
-					p := load(t, Options{Key: key, Table: table, Symmetric: sym, UDP4Tuple: udp4, Fallback: fallback})
+					p := loadHook(t, Options{Key: key, Table: table, Symmetric: sym, UDP4Tuple: udp4, Fallback: fallback, Hook: hook})
 					cls, err := steer.NewClassifier(steer.HashConfig{Key: h.Key(), Symmetric: sym, UDP4Tuple: udp4})
 					if err != nil {
 						t.Fatal(err)
@@ -501,6 +506,11 @@ func TestAgreement(t *testing.T) {
 // so that a reference and program sharing one mistake still fail.
 func TestKnownFrames(t *testing.T) {
 	requirePriv(t)
+	forHooks(t, knownFrames)
+}
+
+// knownFrames is TestKnownFrames for one hook.
+func knownFrames(t *testing.T, hook Hook) {
 	key := hash.MicrosoftKey[:]
 	h, _ := hash.NewToeplitz(key)
 	// The identity table returns the bucket itself: flowid & 511.
@@ -508,7 +518,7 @@ func TestKnownFrames(t *testing.T) {
 	for i := range table {
 		table[i] = uint32(i)
 	}
-	p := load(t, Options{Key: key, Table: table, Fallback: 9999})
+	p := loadHook(t, Options{Key: key, Table: table, Fallback: 9999, Hook: hook})
 	ipv4tcp := func(tags int) []byte {
 		f := make([]byte, 12)
 		for i := 0; i < tags; i++ {

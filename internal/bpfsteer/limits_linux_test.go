@@ -130,6 +130,11 @@ func limitCases() []limitCase {
 // program and user space agree, and user space does what the case says.
 func TestEncapLimits(t *testing.T) {
 	requirePriv(t)
+	forHooks(t, encapLimits)
+}
+
+// encapLimits is TestEncapLimits for one hook.
+func encapLimits(t *testing.T, hook Hook) {
 	table := identityTable()
 	for _, alg := range []hash.Algorithm{hash.AlgorithmToeplitz, hash.AlgorithmSipHash} {
 		for _, tun := range []steer.TunnelMode{steer.TunnelsOuter, steer.TunnelsInner} {
@@ -142,7 +147,7 @@ func TestEncapLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := load(t, optionsFor(hc, table, encFallback))
+			p := loadHook(t, optionsFor(hc, table, encFallback, hook))
 			for _, lc := range limitCases() {
 				var c steer.Classification
 				w := want(cls, lc.frame, &c)
@@ -163,6 +168,11 @@ func TestEncapLimits(t *testing.T) {
 // the program and user space agree on every cut.
 func TestEncapTruncated(t *testing.T) {
 	requirePriv(t)
+	forHooks(t, encapTruncated)
+}
+
+// encapTruncated is TestEncapTruncated for one hook.
+func encapTruncated(t *testing.T, hook Hook) {
 	table := identityTable()
 	frames := [][]byte{}
 	for _, lc := range limitCases() {
@@ -189,7 +199,7 @@ func TestEncapTruncated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := load(t, optionsFor(hc, table, encFallback))
+		p := loadHook(t, optionsFor(hc, table, encFallback, hook))
 		for _, f := range frames {
 			for l := 14; l <= len(f); l++ {
 				cut := f[:l]

@@ -87,7 +87,7 @@ func TestLiveFanoutTunnels(t *testing.T) {
 	for i := range table {
 		table[i] = uint32(i % 3)
 	}
-	opts := optionsFor(hc, table, 3)
+	opts := optionsFor(hc, table, 3, HookSocketFilter)
 	p := load(t, opts)
 	var inner int
 	inNamespace(t, func() {

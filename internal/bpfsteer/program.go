@@ -82,6 +82,56 @@ const (
 	TableMapName = "rps_indir"
 	// ProgramName is the program's name as bpftool shows it.
 	ProgramName = "rps_steer"
+	// XDPProgramName is the XDP program's name as bpftool and ip link
+	// show it.
+	XDPProgramName = "rps_steer_xdp"
+	// XSKMapName is the XDP program's XSKMAP: entry i is the AF_XDP socket
+	// of worker i.
+	XSKMapName = "rps_xsks"
+	// XDPStatsMapName is the XDP program's per-CPU array of counters: the
+	// entries XDPStatPassed, XDPStatFallback and XDPStatNoSocket, then
+	// one per socket from XDPStatSockets (frames redirected to it).
+	XDPStatsMapName = "rps_xdp_stats"
+)
+
+// Hook is where the steering program runs.
+type Hook int
+
+const (
+	// HookSocketFilter is a BPF_PROG_TYPE_SOCKET_FILTER program for a
+	// PACKET_FANOUT_EBPF group: it returns the socket index ([New]).
+	HookSocketFilter Hook = iota
+	// HookXDP is a BPF_PROG_TYPE_XDP program: it redirects each frame to
+	// the AF_XDP socket of its worker through an XSKMAP ([NewXDP]).
+	HookXDP
+)
+
+// String names the hook.
+func (h Hook) String() string {
+	switch h {
+	case HookSocketFilter:
+		return "socket-filter"
+	case HookXDP:
+		return "xdp"
+	}
+	return fmt.Sprintf("hook(%d)", int(h))
+}
+
+// The entries of the XDP program's counter map ([XDPStatsMapName]).
+const (
+	// XDPStatPassed counts frames not hashed that were passed to the
+	// kernel stack (Options.PassUnhashed).
+	XDPStatPassed = 0
+	// XDPStatFallback counts frames not hashed that were sent to
+	// Options.Fallback (each also counted where its redirect ended: in
+	// the fallback socket's entry, or XDPStatNoSocket).
+	XDPStatFallback = 1
+	// XDPStatNoSocket counts frames whose slot in the XSKMAP held no
+	// socket: the redirect failed and they were passed to the kernel.
+	XDPStatNoSocket = 2
+	// XDPStatSockets is the entry of socket 0; socket i's is
+	// XDPStatSockets+i.
+	XDPStatSockets = 3
 )
 
 // Options configure the steering program: the fields of steer.HashConfig
@@ -120,10 +170,30 @@ type Options struct {
 	// would place them with the SOURCE policy; the kernel has no such state,
 	// so they all go to this one socket.
 	Fallback uint32
+	// Hook is where the program runs: a socket filter (the zero value) or
+	// XDP. [New] builds the first, [NewXDP] the second.
+	Hook Hook
+	// PassUnhashed, with HookXDP only, passes the frames that Fallback
+	// would get to the kernel stack instead (XDP_PASS).
+	PassUnhashed bool
+
+	// testReturn, with HookXDP, makes the program return the socket index
+	// it would redirect to instead of redirecting (for BPF_PROG_TEST_RUN
+	// agreement tests); XDP_PASS stays XDP_PASS.
+	testReturn bool
 }
 
 // validate checks o and returns the table mask.
 func (o *Options) validate() (uint32, error) {
+	switch o.Hook {
+	case HookSocketFilter:
+		if o.PassUnhashed {
+			return 0, fmt.Errorf("bpfsteer: PassUnhashed is for the XDP hook: %w", ErrOptions)
+		}
+	case HookXDP:
+	default:
+		return 0, fmt.Errorf("bpfsteer: %v: %w", o.Hook, ErrOptions)
+	}
 	switch o.Algorithm {
 	case hash.AlgorithmToeplitz:
 		if len(o.Key) < MinKeyLen || len(o.Key) > hash.MaxKeyLen {
@@ -313,6 +383,8 @@ type builder struct {
 	opts    *Options
 	mask    uint32
 	types   hash.Types
+	xdp     bool // HookXDP: an xdp_md context, offsets from the MAC header
+	counts  int  // count calls emitted, for their labels
 }
 
 func (b *builder) emit(ins ...asm.Instruction) {
@@ -337,7 +409,13 @@ func (b *builder) label(name string) {
 // loadBytes emits bpf_skb_load_bytes(skb, offReg+delta, R10+dst, n) and a
 // jump to fail when it returns an error (the offset or length runs past
 // skb->len). offReg holds the offset from skb->data; it may be R2, not R1.
+// With HookXDP it is bpf_xdp_load_bytes, of the same arguments, the
+// offset from the MAC header.
 func (b *builder) loadBytes(offReg asm.Register, delta int32, dst int16, n int32, fail string) {
+	fn := asm.FnSkbLoadBytes
+	if b.xdp {
+		fn = asm.FnXdpLoadBytes
+	}
 	b.emit(asm.Mov.Reg(asm.R1, rCtx))
 	if offReg != asm.R2 {
 		b.emit(asm.Mov.Reg(asm.R2, offReg))
@@ -349,7 +427,7 @@ func (b *builder) loadBytes(offReg asm.Register, delta int32, dst int16, n int32
 		asm.Mov.Reg(asm.R3, asm.RFP),
 		asm.Add.Imm(asm.R3, int32(dst)),
 		asm.Mov.Imm(asm.R4, n),
-		asm.FnSkbLoadBytes.Call(),
+		fn.Call(),
 		asm.JNE.Imm(asm.R0, 0, fail),
 	)
 }
@@ -406,9 +484,13 @@ func Instructions(opts Options) (asm.Instructions, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{opts: &opts, mask: mask, types: opts.types()}
+	b := &builder{opts: &opts, mask: mask, types: opts.types(), xdp: opts.Hook == HookXDP}
 	b.label(ProgramName)
-	b.prologue()
+	if b.xdp {
+		b.xdpPrologue()
+	} else {
+		b.prologue()
+	}
 	b.vlans()
 	b.walk()
 	b.label("tuple")
@@ -420,12 +502,16 @@ func Instructions(opts Options) (asm.Instructions, error) {
 	}
 	b.label("bucket")
 	b.bucket(asm.R0)
-	b.indirection()
-	b.label("fallback")
-	b.emit(
-		asm.Mov.Imm32(asm.R0, int32(opts.Fallback)),
-		asm.Return(),
-	)
+	if b.xdp {
+		b.xdpTail()
+	} else {
+		b.indirection()
+		b.label("fallback")
+		b.emit(
+			asm.Mov.Imm32(asm.R0, int32(opts.Fallback)),
+			asm.Return(),
+		)
+	}
 	b.hashFunc()
 	b.segFunc()
 	b.ethFunc()
@@ -449,27 +535,13 @@ func Instructions(opts Options) (asm.Instructions, error) {
 // the frame. BPF_PROG_TEST_RUN builds a receive-like skb with
 // eth_type_trans and no VLAN untagging.
 func (b *builder) prologue() {
-	b.emit(
-		asm.Mov.Reg(rCtx, asm.R1),
-		asm.Mov.Imm(asm.R1, 0),
-	)
-	// The tuple's bytes are read past what an IPv4 header writes (by 8-byte
-	// loads, and into the hash as zero ports); every other field is written
-	// before it is read.
-	for off := int16(0); off < 40; off += 8 {
-		b.emit(asm.StoreMem(asm.RFP, stState+fTuple+off, asm.R1, asm.DWord))
-	}
+	b.entry()
 	b.emit(
 		asm.LoadMem(rVal, rCtx, skbPktType, asm.Word),
 		asm.JNE.Imm(rVal, packetOutgoing, "rx"),
-		asm.Mov.Imm(rOff, 12),
 	)
-	b.loadBytes(rOff, 0, stHdr, 2, "fallback")
-	b.loadBE16(rVal, stHdr)
-	b.emit(
-		asm.Mov.Imm(rOff, ethHeaderLen),
-		asm.Ja.Label("vlan"),
-	)
+	b.frameEtherType()
+	b.emit(asm.Ja.Label("vlan"))
 	b.label("rx")
 	b.emit(
 		asm.LoadMem(rVal, rCtx, skbProtocol, asm.Word),
@@ -478,12 +550,39 @@ func (b *builder) prologue() {
 	)
 }
 
+// entry saves the context and zeroes the tuple. The tuple's bytes are
+// read past what an IPv4 header writes (by 8-byte loads, and into the
+// hash as zero ports); every other field is written before it is read.
+func (b *builder) entry() {
+	b.emit(
+		asm.Mov.Reg(rCtx, asm.R1),
+		asm.Mov.Imm(asm.R1, 0),
+	)
+	for off := int16(0); off < 40; off += 8 {
+		b.emit(asm.StoreMem(asm.RFP, stState+fTuple+off, asm.R1, asm.DWord))
+	}
+}
+
+// frameEtherType reads the EtherType at frame offset 12 into rVal and
+// sets rOff to the header after it, for a context whose offsets start at
+// the MAC header (a transmitted skb, an XDP frame).
+func (b *builder) frameEtherType() {
+	b.emit(asm.Mov.Imm(rOff, 12))
+	b.loadBytes(rOff, 0, stHdr, 2, "fallback")
+	b.loadBE16(rVal, stHdr)
+	b.emit(asm.Mov.Imm(rOff, ethHeaderLen))
+}
+
 // vlans walks inline 802.1Q/802.1ad tags, counting one the kernel moved
 // into skb->vlan_tci, up to MaxVLANDepth; more tags, or a tag cut short,
 // send the frame to the fallback socket (user space: HashType NONE).
 func (b *builder) vlans() {
 	b.label("vlan")
-	b.emit(asm.LoadMem(rEnd, rCtx, skbVLANPresent, asm.Word))
+	if b.xdp {
+		b.emit(asm.Mov.Imm(rEnd, 0)) // XDP sees every tag inline
+	} else {
+		b.emit(asm.LoadMem(rEnd, rCtx, skbVLANPresent, asm.Word))
+	}
 	for i := 0; i <= MaxVLANDepth; i++ {
 		tag := fmt.Sprintf("vlan_tag%d", i)
 		b.emit(
@@ -529,7 +628,13 @@ func (b *builder) walk() {
 		asm.StoreMem(asm.RFP, stState+fNEnc, asm.R1, asm.DWord),
 		asm.Add.Reg(rOff, asm.R1),
 		asm.StoreMem(asm.RFP, stState+fOff, rOff, asm.DWord),
-		asm.LoadMem(asm.R1, rCtx, skbLen, asm.Word),
+	)
+	if b.xdp {
+		b.xdpLength(asm.R1)
+	} else {
+		b.emit(asm.LoadMem(asm.R1, rCtx, skbLen, asm.Word))
+	}
+	b.emit(
 		asm.StoreMem(asm.RFP, stState+fEnd, asm.R1, asm.DWord),
 		asm.StoreMem(asm.RFP, stState+fEt, rVal, asm.DWord),
 	)
@@ -576,12 +681,17 @@ func (b *builder) walk() {
 }
 
 // opaqueZero sets r to zero in a way the verifier does not follow:
-// skb->len minus skb->len, read twice, is to it any value within ±2^32.
-// It uses R2.
+// skb->len minus skb->len, read twice, is to it any value within ±2^32
+// (with HookXDP, xdp_md->ingress_ifindex, another 32-bit field the
+// verifier knows nothing of). It uses R2.
 func (b *builder) opaqueZero(r asm.Register) {
+	field := int16(skbLen)
+	if b.xdp {
+		field = xdpIngressIfindex
+	}
 	b.emit(
-		asm.LoadMem(r, rCtx, skbLen, asm.Word),
-		asm.LoadMem(asm.R2, rCtx, skbLen, asm.Word),
+		asm.LoadMem(r, rCtx, field, asm.Word),
+		asm.LoadMem(asm.R2, rCtx, field, asm.Word),
 		asm.Sub.Reg(r, asm.R2),
 	)
 }
