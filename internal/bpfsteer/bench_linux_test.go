@@ -30,13 +30,7 @@ func BenchmarkProgram(b *testing.B) {
 				}
 				hc := steer.HashConfig{Algorithm: alg, Key: randKey(b, n), Tunnels: tun}
 				opts := optionsFor(hc, make([]uint32, 128), 0, hook)
-				var p steering
-				if hook == HookXDP {
-					p = loadXDP(b, opts, 1)
-				} else {
-					p = load(b, opts)
-				}
-				benchFrames(b, p, hook.String()+"/"+alg.String()+"/"+tun.String(), plain, vxlan)
+				benchFrames(b, loadReal(b, opts), hook.String()+"/"+alg.String()+"/"+tun.String(), plain, vxlan)
 			}
 		}
 	}

@@ -580,16 +580,7 @@ func TestSetTable(t *testing.T) {
 		for i := range next {
 			next[i] = round*10 + uint32(i%7)
 		}
-		if err := p.SetTable(next); err != nil {
-			t.Fatal(err)
-		}
-		got, err := p.Table()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !equal(got, next) {
-			t.Fatalf("Table() = %v, want %v", got, next)
-		}
+		setTable(t, p, next)
 		// The very next frame sees the new table.
 		if w := run(t, p, tcp); w/10 != round {
 			t.Fatalf("round %d: frame went to %d, from the old table", round, w)
@@ -609,6 +600,24 @@ func TestSetTable(t *testing.T) {
 	}
 	if p.FD() != -1 {
 		t.Fatal("FD after Close is not -1")
+	}
+}
+
+// setTable sets p's table and checks that Table returns it.
+func setTable(t *testing.T, p interface {
+	SetTable([]uint32) error
+	Table() ([]uint32, error)
+}, next []uint32) {
+	t.Helper()
+	if err := p.SetTable(next); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equal(got, next) {
+		t.Fatalf("Table() = %v, want %v", got, next)
 	}
 }
 
@@ -680,6 +689,11 @@ func TestNewRejects(t *testing.T) {
 // much fails here before it fails to load.
 func TestProgramSize(t *testing.T) {
 	requirePriv(t)
+	forHooks(t, programSize)
+}
+
+// programSize is TestProgramSize for one hook.
+func programSize(t *testing.T, hook Hook) {
 	for _, alg := range []hash.Algorithm{hash.AlgorithmToeplitz, hash.AlgorithmSipHash} {
 		n := 40
 		if alg == hash.AlgorithmSipHash {
@@ -689,7 +703,7 @@ func TestProgramSize(t *testing.T) {
 		for _, tun := range []bool{false, true} {
 			for _, sym := range []bool{false, true} {
 				for _, types := range []hash.Types{hash.TypeIPv4 | hash.TypeIPv6, hash.DefaultTypes, hash.AllTypes} {
-					opts := Options{Algorithm: alg, Key: key[:n], Table: make([]uint32, 128), Symmetric: sym, Types: types, Tunnels: tun}
+					opts := Options{Algorithm: alg, Key: key[:n], Table: make([]uint32, 128), Symmetric: sym, Types: types, Tunnels: tun, Hook: hook}
 					if tun && types == hash.AllTypes {
 						opts.VXLANPorts = make([]uint16, MaxVXLANPorts)
 						for i := range opts.VXLANPorts {
@@ -700,7 +714,7 @@ func TestProgramSize(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					p := load(t, opts)
+					p := loadReal(t, opts)
 					info, err := p.ebpfProgram().Info()
 					if err != nil {
 						t.Fatal(err)

@@ -1,6 +1,8 @@
 // Package bpfsteer builds the eBPF program that steers frames inside the
 // kernel exactly as the library's user-space RSS policy does, for a
-// PACKET_FANOUT_EBPF group of AF_PACKET sockets (one socket per worker).
+// PACKET_FANOUT_EBPF group of AF_PACKET sockets (one socket per worker),
+// or, the same program at the XDP hook, for AF_XDP sockets sharing one
+// UMEM on one queue (see "The XDP hook" below).
 //
 // FreeBSD does this step in netisr: rss_mbuf_software_hash_v4/_v6 give the
 // mbuf a flowid, and rss_m2cpuid maps it through the RSS indirection table
@@ -102,9 +104,10 @@
 // each depth calls the same functions instead of repeating their code.
 // The functions share a parse state in the main function's stack (the next
 // header's offset and kind, the packet's end, the header count, the tuple,
-// the saved flowid). Every packet read is bpf_skb_load_bytes after a check
-// against the end of the header's packet, so a bounds check precedes every
-// access and the helper checks again at run time.
+// the saved flowid). Every packet read is bpf_skb_load_bytes (at the XDP
+// hook bpf_xdp_load_bytes) after a check against the end of the header's
+// packet, so a bounds check precedes every access and the helper checks
+// again at run time.
 //
 // The verifier follows every path through the program, pruning a path when
 // its state matches one it has followed. So the program keeps out of its
@@ -138,4 +141,43 @@
 // The indirection table's length is fixed when the program is built (the
 // mask is an immediate); [Program.SetTable] replaces its contents with one
 // map update that the next frame sees.
+//
+// # The XDP hook
+//
+// With [Options.Hook] set to [HookXDP], [NewXDP] loads the same walk and
+// hash as a BPF_PROG_TYPE_XDP program, run on each frame of the queue it
+// is attached to before the kernel builds an skb. What differs:
+//
+//   - The context is the xdp_md: the frame from its MAC header, so every
+//     offset is from the MAC header, the EtherType is read at offset 12
+//     and every VLAN tag is inline (no tag has been moved out of band:
+//     step 2 counts from zero). Bytes are read with bpf_xdp_load_bytes,
+//     which also reads the fragments of a multi-buffer frame, and the
+//     packet ends at bpf_xdp_get_buff_len.
+//   - The end is bpf_redirect_map(&rps_xsks, worker, XDP_PASS) on the
+//     XSKMAP ([XSKMapName]) of AF_XDP sockets, one slot per worker, filled
+//     with [XDP.SetSocket]; the program returns what the helper returns:
+//     XDP_REDIRECT, or XDP_PASS when the slot holds no socket.
+//   - Frames not hashed go to [Options.Fallback] as on the socket filter
+//     (on a single-queue device they all come from one queue, the one
+//     source the SOURCE policy would name), or with [Options.PassUnhashed]
+//     to the kernel stack: an AF_XDP socket takes the frames redirected
+//     to it away from the kernel, so ARP and the like must be passed for
+//     the host to keep working on that interface.
+//   - Counters, in a per-CPU array ([XDPStatsMapName]) read and summed by
+//     [XDP.Counters]: the frames redirected to each socket, the frames not
+//     hashed passed to the kernel and those sent to the fallback, and the
+//     frames whose slot held no socket (passed to the kernel).
+//   - [XDP.Sync] waits until every run of the program that began before it
+//     has ended (an RCU grace period: the kernel waits for running
+//     programs after each update of an array of maps, and XDP runs inside
+//     an RCU read-side section), so a table change followed by Sync has a
+//     moment after which no frame is steered by the old table, which
+//     ordered table changes build on.
+//
+// The agreement tests run for both hooks over the same frames and
+// configurations (the XDP program built to return the socket index
+// instead of redirecting), and the real XDP program is tested with
+// BPF_PROG_TEST_RUN for its verdicts and counters with sockets in some
+// slots.
 package bpfsteer

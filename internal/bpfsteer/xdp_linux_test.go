@@ -4,9 +4,18 @@ package bpfsteer
 
 import (
 	"errors"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/steer"
 )
 
 // steering is a loaded program the agreement tests run: the socket
@@ -14,6 +23,7 @@ import (
 // redirect to.
 type steering interface {
 	ebpfProgram() *ebpf.Program
+	Close() error
 }
 
 // hooks are the hooks the agreement tests cover.
@@ -38,6 +48,16 @@ func loadHook(t testing.TB, opts Options) steering {
 	return loadXDP(t, opts, 1)
 }
 
+// loadReal loads the program for opts at opts.Hook as it is used: an XDP
+// program with one socket slot, left empty.
+func loadReal(t testing.TB, opts Options) steering {
+	t.Helper()
+	if opts.Hook == HookSocketFilter {
+		return load(t, opts)
+	}
+	return loadXDP(t, opts, 1)
+}
+
 // loadXDP loads an XDP program with sockets slots.
 func loadXDP(t testing.TB, opts Options, sockets int) *XDP {
 	t.Helper()
@@ -51,4 +71,228 @@ func loadXDP(t testing.TB, opts Options, sockets int) *XDP {
 	}
 	t.Cleanup(func() { x.Close() })
 	return x
+}
+
+// xsk opens an AF_XDP socket, closed at the test's end. The XSKMAP takes
+// it unbound: enough for bpf_redirect_map to find it, which is all that
+// BPF_PROG_TEST_RUN without live frames exercises.
+func xsk(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("AF_XDP socket: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// TestXDPRedirect runs the real XDP program (not the test build) over
+// random frames with some XSKMAP slots filled: each frame's verdict is
+// XDP_REDIRECT when its worker's slot (user space's choice, or the
+// fallback) holds a socket, else XDP_PASS, and the counters add up to
+// what the frames should have counted, with Fallback and with
+// PassUnhashed, and after a slot is cleared.
+func TestXDPRedirect(t *testing.T) {
+	requirePriv(t)
+	const sockets = 4
+	key := randKey(t, 40)
+	hc := steer.HashConfig{Key: key, Symmetric: true, UDP4Tuple: true}
+	cls, err := steer.NewClassifier(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := make([]uint32, 64)
+	for i := range table {
+		table[i] = uint32(i % 3) // workers 0..2; socket 3 is the fallback
+	}
+	g := &frameGen{r: rand.New(rand.NewPCG(rand.Uint64(), 4))}
+	var frames [][]byte
+	for len(frames) < 2000 {
+		if f := g.frame(); testable(f) {
+			frames = append(frames, f)
+		}
+	}
+	for _, pass := range []bool{false, true} {
+		opts := optionsFor(hc, table, 3, HookXDP)
+		opts.PassUnhashed = pass
+		x := loadXDP(t, opts, sockets)
+		filled := map[int]bool{0: true, 1: true, 3: true} // slot 2 empty
+		for i := range filled {
+			if err := x.SetSocket(i, xsk(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for round := 0; round < 2; round++ {
+			if round == 1 {
+				if err := x.ClearSocket(1); err != nil {
+					t.Fatal(err)
+				}
+				delete(filled, 1)
+			}
+			before, err := x.Counters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := XDPCounters{Redirected: make([]uint64, sockets)}
+			var c steer.Classification
+			for _, f := range frames {
+				cls.Classify(f, &c)
+				verdict, worker := uint32(xdpPass), -1
+				switch {
+				case c.HashType != hash.None:
+					worker = int(table[c.FlowID&uint32(len(table)-1)])
+				case pass:
+					want.UnhashedPassed++
+				default:
+					want.UnhashedFallback++
+					worker = 3
+				}
+				if worker >= 0 {
+					if filled[worker] {
+						verdict = xdpRedirect
+						want.Redirected[worker]++
+					} else {
+						want.NoSocket++
+					}
+				}
+				if got := run(t, x, f); got != verdict {
+					t.Fatalf("pass %v round %d: frame %x (%v, worker %d): verdict %d, want %d", pass, round, f, c.HashType, worker, got, verdict)
+				}
+			}
+			after, err := x.Counters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := XDPCounters{Redirected: make([]uint64, sockets),
+				UnhashedPassed:   after.UnhashedPassed - before.UnhashedPassed,
+				UnhashedFallback: after.UnhashedFallback - before.UnhashedFallback,
+				NoSocket:         after.NoSocket - before.NoSocket}
+			for i := range got.Redirected {
+				got.Redirected[i] = after.Redirected[i] - before.Redirected[i]
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("pass %v round %d: counters %+v, want %+v", pass, round, got, want)
+			}
+			if got.Total() != uint64(len(frames)) {
+				t.Errorf("pass %v round %d: counters total %d of %d frames", pass, round, got.Total(), len(frames))
+			}
+			if want.NoSocket == 0 || (want.UnhashedPassed == 0) == pass || (want.UnhashedFallback == 0) != pass {
+				t.Fatalf("frames too thin: %+v", want)
+			}
+			t.Logf("pass %v round %d: %+v", pass, round, got)
+		}
+	}
+}
+
+// TestXDPSetTable checks the XDP program's table, Sync and Close: the
+// next frame after SetTable sees the new table, Sync returns (from many
+// goroutines at once), a table naming a socket the program has not is
+// refused, and every method of a closed program says so.
+func TestXDPSetTable(t *testing.T) {
+	requirePriv(t)
+	key := randKey(t, 40)
+	const sockets = 8
+	x := loadXDP(t, Options{Key: key, Table: make([]uint32, 32), Fallback: 7}, sockets)
+	xt := loadXDP(t, Options{Key: key, Table: make([]uint32, 32), Fallback: 7, testReturn: true}, sockets)
+	f := tEth(etIPv4, tIPv4(1, protoTCP, tTCP(1)), 0)
+	for round := uint32(1); round < sockets; round++ {
+		next := make([]uint32, 32)
+		for i := range next {
+			next[i] = round
+		}
+		setTable(t, x, next)
+		setTable(t, xt, next)
+		if w := run(t, xt, f); w != round {
+			t.Fatalf("round %d: frame went to %d", round, w)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		start := time.Now()
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = x.Sync()
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		if round == 1 {
+			t.Logf("4 concurrent Syncs: %v", time.Since(start))
+		}
+	}
+	bad := make([]uint32, 32)
+	bad[5] = sockets
+	if err := x.SetTable(bad); !errors.Is(err, ErrOptions) {
+		t.Errorf("SetTable naming socket %d of %d: %v, want ErrOptions", sockets, sockets, err)
+	}
+	if err := x.SetTable(make([]uint32, 64)); !errors.Is(err, ErrTableLength) {
+		t.Errorf("SetTable of another length: %v, want ErrTableLength", err)
+	}
+	for _, i := range []int{-1, sockets} {
+		if err := x.SetSocket(i, xsk(t)); !errors.Is(err, ErrOptions) {
+			t.Errorf("SetSocket(%d): %v, want ErrOptions", i, err)
+		}
+	}
+	if err := x.SetSocket(0, int(os.Stdin.Fd())); err == nil {
+		t.Error("SetSocket with a file that is no AF_XDP socket: no error")
+	}
+	if err := x.ClearSocket(2); err != nil {
+		t.Errorf("ClearSocket of an empty slot: %v", err)
+	}
+	if x.Sockets() != sockets {
+		t.Errorf("Sockets() = %d", x.Sockets())
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if x.Program() != nil {
+		t.Error("Program() after Close is not nil")
+	}
+	closed := map[string]error{
+		"SetTable":    x.SetTable(make([]uint32, 32)),
+		"SetSocket":   x.SetSocket(0, 0),
+		"ClearSocket": x.ClearSocket(0),
+		"Sync":        x.Sync(),
+	}
+	_, closed["Table"] = x.Table()
+	_, closed["Counters"] = x.Counters()
+	for name, err := range closed {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// TestNewXDPRejects checks what NewXDP and New refuse.
+func TestNewXDPRejects(t *testing.T) {
+	key := randKey(t, 40)
+	t4 := []uint32{0, 1, 2, 3}
+	for _, c := range []struct {
+		name    string
+		opts    Options
+		sockets int
+		err     error
+	}{
+		{"no sockets", Options{Key: key, Table: t4}, 0, ErrOptions},
+		{"too many sockets", Options{Key: key, Table: t4}, MaxTableLen + 1, ErrOptions},
+		{"a bucket naming a socket past the last", Options{Key: key, Table: t4}, 3, ErrOptions},
+		{"the fallback past the last socket", Options{Key: key, Table: t4, Fallback: 4}, 4, ErrOptions},
+		{"a bad key", Options{Key: key[:20], Table: t4}, 4, ErrKeyLength},
+	} {
+		if _, err := NewXDP(c.opts, c.sockets); !errors.Is(err, c.err) {
+			t.Errorf("NewXDP(%s) = %v, want %v", c.name, err, c.err)
+		}
+	}
+	if _, err := New(Options{Key: key, Table: t4, Hook: HookXDP}); !errors.Is(err, ErrOptions) {
+		t.Errorf("New with HookXDP: %v, want ErrOptions", err)
+	}
+	requirePriv(t)
+	// The fallback is not a socket when unhashed frames are passed.
+	loadXDP(t, Options{Key: key, Table: t4, Fallback: 9, PassUnhashed: true}, 4)
 }
