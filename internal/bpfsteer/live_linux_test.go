@@ -116,26 +116,8 @@ func TestLiveFanoutTunnels(t *testing.T) {
 // classified by cls (and passed to seen, if set) and checked against the
 // socket it arrived on.
 func liveBody(t *testing.T, p *Program, cls *steer.Classifier, opts Options, sockets int, gen func() []byte, seen func(*steer.Classification)) {
-	// Bring lo up in the new namespace.
-	ctl, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Errorf("socket: %v", err)
-		return
-	}
-	defer unix.Close(ctl)
-	ifr, _ := unix.NewIfreq("lo")
-	if err := unix.IoctlIfreq(ctl, unix.SIOCGIFFLAGS, ifr); err != nil {
-		t.Errorf("SIOCGIFFLAGS: %v", err)
-		return
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(ctl, unix.SIOCSIFFLAGS, ifr); err != nil {
-		t.Errorf("SIOCSIFFLAGS: %v", err)
-		return
-	}
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		t.Errorf("lo: %v", err)
+	lo := loUp(t)
+	if lo == nil {
 		return
 	}
 	allProto := int(htons(unix.ETH_P_ALL))
@@ -262,6 +244,33 @@ func liveBody(t *testing.T, p *Program, cls *steer.Classifier, opts Options, soc
 		t.Errorf("too few frames to judge: %d received, %d outgoing, %d incoming, %d VLAN, %d hashed",
 			got, outgoing, incoming, vlanValid, hashed)
 	}
+}
+
+// loUp brings lo up in the current namespace and returns it, or nil after
+// reporting an error.
+func loUp(t *testing.T) *net.Interface {
+	ctl, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Errorf("socket: %v", err)
+		return nil
+	}
+	defer unix.Close(ctl)
+	ifr, _ := unix.NewIfreq("lo")
+	if err := unix.IoctlIfreq(ctl, unix.SIOCGIFFLAGS, ifr); err != nil {
+		t.Errorf("SIOCGIFFLAGS: %v", err)
+		return nil
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(ctl, unix.SIOCSIFFLAGS, ifr); err != nil {
+		t.Errorf("SIOCSIFFLAGS: %v", err)
+		return nil
+	}
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Errorf("lo: %v", err)
+		return nil
+	}
+	return lo
 }
 
 func drain(fd int) {

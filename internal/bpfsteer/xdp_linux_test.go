@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/rpsgo/rps/hash"
@@ -295,4 +296,69 @@ func TestNewXDPRejects(t *testing.T) {
 	requirePriv(t)
 	// The fallback is not a socket when unhashed frames are passed.
 	loadXDP(t, Options{Key: key, Table: t4, Fallback: 9, PassUnhashed: true}, 4)
+}
+
+// TestXDPLive attaches the XDP program through a BPF link, in generic
+// mode, to lo in a network namespace the test creates, sends frames on
+// it with a packet socket and checks the counters: every frame seen once
+// on receive, the ones user space hashes counted as having no socket (the
+// slots are empty), the others passed (PassUnhashed).
+func TestXDPLive(t *testing.T) {
+	requirePriv(t)
+	hc := steer.HashConfig{Key: randKey(t, 40), UDP4Tuple: true}
+	cls, err := steer.NewClassifier(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := optionsFor(hc, make([]uint32, 16), 0, HookXDP)
+	opts.PassUnhashed = true
+	x := loadXDP(t, opts, 2)
+	inNamespace(t, func() {
+		lo := loUp(t)
+		if lo == nil {
+			return
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: x.Program(), Interface: lo.Index, Flags: link.XDPGenericMode})
+		if err != nil {
+			t.Errorf("attach: %v", err)
+			return
+		}
+		defer l.Close()
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Errorf("packet socket: %v", err)
+			return
+		}
+		defer unix.Close(fd)
+		g := &frameGen{r: rand.New(rand.NewPCG(rand.Uint64(), 5))}
+		var hashed, unhashed uint64
+		var c steer.Classification
+		sll := &unix.SockaddrLinklayer{Ifindex: lo.Index, Halen: 6}
+		for hashed+unhashed < 500 {
+			f := g.frame()
+			if err := unix.Sendto(fd, f, 0, sll); err != nil {
+				t.Errorf("send a %d-byte frame: %v", len(f), err)
+				return
+			}
+			if cls.Classify(f, &c); c.HashType != hash.None {
+				hashed++
+			} else {
+				unhashed++
+			}
+		}
+		var got XDPCounters
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if got, err = x.Counters(); err != nil {
+				t.Error(err)
+				return
+			}
+			if got.Total() >= hashed+unhashed {
+				break
+			}
+		}
+		want := XDPCounters{Redirected: make([]uint64, 2), NoSocket: hashed, UnhashedPassed: unhashed}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("counters %+v, want %+v", got, want)
+		}
+	})
 }
