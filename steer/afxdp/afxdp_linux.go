@@ -1,0 +1,636 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rpsgo/rps/steer"
+)
+
+// Source is an AF_XDP socket on one queue of an interface. ReadBatch is
+// meant for one reader goroutine (concurrent calls are serialised);
+// Release, Stats and Close may be called from any goroutine.
+type Source struct {
+	cfg     Config
+	name    string
+	ifname  string
+	ifindex int
+	fd      int
+	closeFD int // eventfd written by Close
+	ctxFD   int // eventfd written when a ReadBatch context ends
+	u       *umem
+	owner   bool // fd registered u (u closes it)
+	rx      ring
+	prog    *redirect // the program Open attached, nil in a group
+	attach  atomic.Uint32
+
+	readMu   sync.Mutex // held by the reader
+	rxCons   uint32     // the RX consumer index, under readMu
+	rejected []uint64   // chunks of filtered frames, under readMu
+	pfds     [3]unix.PollFd
+	heldPool sync.Pool
+	copyPool sync.Pool
+
+	closed atomic.Bool
+	done   chan struct{}
+	refs   atomic.Int64 // 1 while open + batches not released
+	torn   atomic.Bool
+
+	delivered atomic.Uint64
+	filtered  atomic.Uint64
+	badDescs  atomic.Uint64
+
+	statsMu  sync.Mutex
+	kstats   Stats // the kernel's counters, as last read
+	frozen   bool  // Close read the final kernel counters
+	fdMu     sync.RWMutex
+	fdClosed bool
+}
+
+// Open opens an AF_XDP socket on queue cfg.Queue of the interface named
+// ifname, in the caller's network namespace (a goroutine that changed
+// namespace must keep its OS thread locked while calling Open), with a
+// UMEM of its own, and attaches a small XDP program that redirects every
+// frame of that queue to it (unless cfg.Attach is AttachNone). The program
+// is attached through a BPF link: Close detaches it, and so does the
+// process's exit.
+func Open(ifname string, cfg Config) (*Source, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
+	}
+	s, err := openSocket(ifi, cfg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
+	}
+	if cfg.Attach != AttachNone {
+		s.prog, err = attachRedirect(ifi.Index, cfg.Queue, s.fd, cfg.Attach)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
+		}
+		s.attach.Store(uint32(s.prog.mode))
+	}
+	return s, nil
+}
+
+// openSocket creates a socket bound to ifi's queue cfg.Queue: with a UMEM
+// of its own when shared is nil, else sharing shared's UMEM (and its FILL
+// and COMPLETION rings, XDP_SHARED_UMEM).
+func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error) {
+	s := &Source{
+		cfg:     cfg,
+		name:    fmt.Sprintf("afxdp:%s:%d", ifi.Name, cfg.Queue),
+		ifname:  ifi.Name,
+		ifindex: ifi.Index,
+		fd:      -1,
+		closeFD: -1,
+		ctxFD:   -1,
+		done:    make(chan struct{}),
+	}
+	s.attach.Store(uint32(AttachNone))
+	s.refs.Store(1)
+	if err := s.setup(shared); err != nil {
+		s.teardown()
+		return nil, err
+	}
+	s.heldPool.New = func() any { return newHeld(s) }
+	s.copyPool.New = func() any { return newCopyBuf(s) }
+	return s, nil
+}
+
+func (s *Source) setup(shared *Source) error {
+	cfg := &s.cfg
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	s.fd = fd
+	var off unix.XDPMmapOffsets
+	if shared == nil {
+		u, o, err := newUMEM(fd, cfg)
+		if err != nil {
+			return err
+		}
+		s.u, s.owner, off = u, true, o
+		u.ownerFD = fd
+		u.refs.Store(1)
+	} else {
+		s.u = shared.u
+		s.u.refs.Add(1)
+		if off, err = mmapOffsets(fd); err != nil {
+			return err
+		}
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_RX_RING, cfg.RingSize); err != nil {
+		return fmt.Errorf("setting the RX ring to %d entries: %w", cfg.RingSize, err)
+	}
+	if s.rx, err = mapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
+		return fmt.Errorf("RX ring: %w", err)
+	}
+	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue)}
+	if shared == nil {
+		sa.Flags = unix.XDP_USE_NEED_WAKEUP
+		switch cfg.Bind {
+		case BindZeroCopy:
+			sa.Flags |= unix.XDP_ZEROCOPY
+		case BindCopy:
+			sa.Flags |= unix.XDP_COPY
+		}
+	} else {
+		// A socket that shares a UMEM takes its owner's mode and flags.
+		sa.Flags = unix.XDP_SHARED_UMEM
+		sa.SharedUmemFD = uint32(shared.fd)
+	}
+	if err := bind(fd, sa); err != nil {
+		switch {
+		case errors.Is(err, unix.EBUSY):
+			return fmt.Errorf("bind: %w (another AF_XDP socket holds the queue)", err)
+		case cfg.Bind == BindZeroCopy && errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("bind: %w (the driver has no zero-copy mode; use BindAuto or BindCopy)", err)
+		}
+		return fmt.Errorf("bind: %w", err)
+	}
+	if shared == nil {
+		opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+		if err != nil {
+			return fmt.Errorf("reading XDP_OPTIONS: %w", err)
+		}
+		s.u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	if s.closeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	if s.ctxFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	s.pfds = [3]unix.PollFd{
+		{Fd: int32(fd), Events: unix.POLLIN},
+		{Fd: int32(s.closeFD), Events: unix.POLLIN},
+		{Fd: int32(s.ctxFD), Events: unix.POLLIN},
+	}
+	return nil
+}
+
+// bindBusyWait bounds how long bind retries while the queue is busy: the
+// kernel lets go of a closed socket's queue only after an RCU grace period
+// and a work item (xsk_destruct, xp_release_deferred), so a socket closed
+// just before still holds it for a moment.
+const bindBusyWait = time.Second
+
+// bind binds fd to sa, retrying while the queue is busy, up to
+// bindBusyWait.
+func bind(fd int, sa *unix.SockaddrXDP) error {
+	deadline := time.Now().Add(bindBusyWait)
+	pause := 100 * time.Microsecond
+	for {
+		err := unix.Bind(fd, sa)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
+// Info describes the socket: its interface and queue, how the program that
+// feeds it is attached, and whether it is zero copy.
+func (s *Source) Info() Info {
+	return Info{
+		Ifname:   s.ifname,
+		Ifindex:  s.ifindex,
+		Queue:    s.cfg.Queue,
+		Attach:   AttachMode(s.attach.Load()),
+		ZeroCopy: s.u.zeroCopy,
+	}
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (s *Source) Config() Config { return s.cfg }
+
+// Live reports true: the kernel fills the RX ring whether or not the reader
+// keeps up, so a dispatcher drops at the tail of a full queue rather than
+// hold the reader back (steer.LiveSource, under steer.OverflowAuto).
+func (s *Source) Live() bool { return true }
+
+// ReadBatch fills b with up to Config.BatchSize frames from the RX ring.
+// Without Config.Copy the frames' Data are views into the UMEM; their
+// chunks go back to the FILL ring when b.Release is called, which must
+// happen exactly once per batch with frames, from any goroutine.
+// ReadBatch returns an empty batch and a nil error when no frame arrived
+// within Config.PollTimeout, ctx's error when ctx ends, and an error
+// wrapping ErrClosed (and net.ErrClosed) after Close.
+func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
+	b.Frames = b.Frames[:0]
+	b.Release = nil
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	var deadline time.Time
+	for {
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.take(b) > 0 {
+			if len(b.Frames) > 0 {
+				return nil
+			}
+			continue // every frame filtered out
+		}
+		wait := s.cfg.PollTimeout
+		if wait > 0 {
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(wait)
+			}
+			if wait = deadline.Sub(now); wait <= 0 {
+				return nil
+			}
+		}
+		if err := s.poll(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// take consumes up to BatchSize RX descriptors into b and returns how many
+// it consumed. The producer index is loaded with acquire semantics before
+// any descriptor is read, and the consumer index stored with release
+// semantics after the last one was read: the kernel may then reuse the
+// slots, but not the chunks, which stay user space's until they are given
+// back to the FILL ring.
+func (s *Source) take(b *steer.Batch) int {
+	cons := s.rxCons
+	avail := atomic.LoadUint32(s.rx.prod) - cons
+	if avail == 0 {
+		return 0
+	}
+	n := min(avail, uint32(s.cfg.BatchSize))
+	h := s.heldPool.Get().(*held)
+	h.chunks = h.chunks[:0]
+	s.rejected = s.rejected[:0]
+	area := s.u.area
+	fs := s.u.frameSize
+	now := time.Now()
+	var bad uint64
+	for i := uint32(0); i < n; i++ {
+		d := s.rx.rxDesc(cons + i)
+		addr, ln := d.Addr, uint64(d.Len)
+		if addr >= uint64(len(area)) || ln > fs-addr%fs {
+			bad++ // outside the UMEM or across a chunk's end: never from a sane kernel
+			continue
+		}
+		chunk := addr &^ (fs - 1)
+		data := area[addr : addr+ln : addr+ln]
+		if s.cfg.Filter != nil {
+			k, ok := s.cfg.Filter.Match(data)
+			if !ok {
+				s.rejected = append(s.rejected, chunk)
+				continue
+			}
+			data = data[:k:k]
+		}
+		if s.cfg.SnapLen > 0 && len(data) > s.cfg.SnapLen {
+			data = data[:s.cfg.SnapLen:s.cfg.SnapLen]
+		}
+		b.Frames = append(b.Frames, steer.Frame{Data: data, Timestamp: now, Length: int(ln), IfIndex: s.ifindex})
+		h.chunks = append(h.chunks, chunk)
+	}
+	s.rxCons = cons + n
+	atomic.StoreUint32(s.rx.cons, s.rxCons)
+	if bad > 0 {
+		s.badDescs.Add(bad)
+	}
+	if len(s.rejected) > 0 {
+		s.filtered.Add(uint64(len(s.rejected)))
+		s.giveBack(s.rejected)
+	}
+	got := len(b.Frames)
+	s.delivered.Add(uint64(got))
+	switch {
+	case got == 0:
+		s.heldPool.Put(h)
+	case s.cfg.Copy:
+		cb := s.copyPool.Get().(*copyBuf)
+		cb.reset()
+		for i := range b.Frames {
+			cb.add(b.Frames[i].Data)
+		}
+		cb.finish(b.Frames)
+		b.Release = cb.release
+		s.giveBack(h.chunks)
+		s.heldPool.Put(h)
+	default:
+		s.refs.Add(1)
+		h.armed.Store(true)
+		b.Release = h.release
+	}
+	return int(n)
+}
+
+// giveBack returns chunks to the FILL ring and wakes a zero-copy driver
+// that asked for it.
+func (s *Source) giveBack(chunks []uint64) {
+	if s.u.give(chunks) {
+		s.wakeup()
+	}
+}
+
+// wakeup tells a zero-copy driver that the FILL ring has buffers again
+// (a non-blocking recvfrom, as the kernel documents for need_wakeup).
+func (s *Source) wakeup() {
+	s.fdMu.RLock()
+	defer s.fdMu.RUnlock()
+	if !s.fdClosed && s.fd >= 0 {
+		_, _, _ = unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
+	}
+}
+
+// held is one zero-copy batch's chunks, until its Release.
+type held struct {
+	s       *Source
+	chunks  []uint64
+	armed   atomic.Bool
+	release func()
+}
+
+func newHeld(s *Source) *held {
+	h := &held{s: s}
+	h.release = func() {
+		if !h.armed.CompareAndSwap(true, false) {
+			return // a second Release of the same batch
+		}
+		s.giveBack(h.chunks)
+		h.chunks = h.chunks[:0]
+		s.heldPool.Put(h)
+		s.unref()
+	}
+	return h
+}
+
+// unref drops one reference; the last one tears the socket down.
+func (s *Source) unref() {
+	if s.refs.Add(-1) == 0 {
+		s.teardown()
+	}
+}
+
+// poll waits until the RX ring has frames, Close or ctx ends, or wait
+// passes (negative: no limit). In zero-copy mode poll also wakes the driver
+// when it asked for it.
+func (s *Source) poll(ctx context.Context, wait time.Duration) error {
+	timeout := -1
+	if wait > 0 {
+		timeout = int((wait + time.Millisecond - 1) / time.Millisecond)
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, s.wakeCtx)
+	}
+	s.pfds[0].Revents, s.pfds[1].Revents, s.pfds[2].Revents = 0, 0, 0
+	n, err := unix.Poll(s.pfds[:], timeout)
+	if stop != nil {
+		stop()
+	}
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("afxdp: poll: %w", err)
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.pfds[2].Revents != 0 {
+		var buf [8]byte
+		_, _ = unix.Read(s.ctxFD, buf[:])
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n > 0 && s.pfds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+		serr, gerr := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if gerr == nil && serr != 0 {
+			return fmt.Errorf("afxdp: socket error: %w", unix.Errno(serr))
+		}
+		// Nothing to report, but the socket will not become readable
+		// (the device went down): do not spin.
+		s.pfds[1].Revents = 0
+		_, _ = unix.Poll(s.pfds[1:2], 10)
+	}
+	return nil
+}
+
+// wakeCtx interrupts poll when a ReadBatch context ends. It may run late,
+// from the context's goroutine, so it checks the descriptor is still ours.
+func (s *Source) wakeCtx() {
+	s.fdMu.RLock()
+	defer s.fdMu.RUnlock()
+	if !s.fdClosed && s.ctxFD >= 0 {
+		one := [8]byte{1}
+		_, _ = unix.Write(s.ctxFD, one[:])
+	}
+}
+
+// Stats returns the kernel's XDP_STATISTICS and the source's own counters.
+// After Close it returns them as of Close.
+func (s *Source) Stats() (Stats, error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	var err error
+	if !s.frozen {
+		err = s.readKernelStatsLocked()
+	}
+	st := s.kstats
+	st.RxInvalidDescs += s.badDescs.Load()
+	st.Delivered = s.delivered.Load()
+	st.Filtered = s.filtered.Load()
+	return st, err
+}
+
+func (s *Source) readKernelStatsLocked() error {
+	return s.withFD(func(fd int) error {
+		var ks unix.XDPStatistics
+		n, err := getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+		if err != nil {
+			return fmt.Errorf("afxdp: reading XDP_STATISTICS: %w", err)
+		}
+		if uintptr(n) < unsafe.Sizeof(ks) {
+			// A kernel before 5.9 counts rx_ring_full in rx_dropped.
+			ks.Rx_ring_full, ks.Rx_fill_ring_empty_descs = 0, 0
+		}
+		s.kstats.RxDropped = ks.Rx_dropped
+		s.kstats.RxInvalidDescs = ks.Rx_invalid_descs
+		s.kstats.RxRingFull = ks.Rx_ring_full
+		s.kstats.RxFillRingEmptyDescs = ks.Rx_fill_ring_empty_descs
+		return nil
+	})
+}
+
+// SourceStats reports the counters in the dispatcher's terms
+// (steer.SourceStatser): Received is every frame the kernel redirected to
+// the socket (Stats.Received), Dropped those it dropped for lack of a
+// buffer or of RX ring room, Filtered those Config.Filter rejected.
+func (s *Source) SourceStats() (steer.SourceStats, error) {
+	st, err := s.Stats()
+	return steer.SourceStats{
+		Name:     s.name,
+		Received: st.Received(),
+		Dropped:  st.RxDropped + st.RxRingFull,
+		Filtered: st.Filtered,
+	}, err
+}
+
+// withFD runs f with the socket descriptor unless it is closed.
+func (s *Source) withFD(f func(fd int) error) error {
+	s.fdMu.RLock()
+	defer s.fdMu.RUnlock()
+	if s.fdClosed || s.fd < 0 {
+		return ErrClosed
+	}
+	return f(s.fd)
+}
+
+// Close stops the source. It wakes a reader blocked in ReadBatch (which
+// then returns ErrClosed), waits for it to leave, and detaches the XDP
+// program Open attached, so that the queue's frames go to the kernel stack
+// again. Frames still held by handlers stay valid: the UMEM is unmapped and
+// the socket closed when the last batch is released. Close is idempotent.
+func (s *Source) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if s.closeFD >= 0 {
+		one := [8]byte{1}
+		_, _ = unix.Write(s.closeFD, one[:])
+	}
+	close(s.done)
+	var errs []error
+	s.readMu.Lock() // the reader has left
+	if err := s.prog.close(); err != nil {
+		errs = append(errs, fmt.Errorf("afxdp: close: %w", err))
+	}
+	s.attach.Store(uint32(AttachNone))
+	s.statsMu.Lock()
+	if err := s.readKernelStatsLocked(); err != nil && !errors.Is(err, ErrClosed) {
+		errs = append(errs, err)
+	}
+	s.frozen = true
+	s.statsMu.Unlock()
+	s.readMu.Unlock()
+	s.unref()
+	return errors.Join(errs...)
+}
+
+// teardown releases the kernel resources; it runs once, when the last
+// reference is gone (or after a failed open). The socket's own RX ring is
+// unmapped before its descriptor is closed, so that nothing holds the
+// socket and the kernel releases it (unbinds it, takes it out of every
+// XSKMAP) at once; the UMEM owner's descriptor is closed by the UMEM, after
+// its FILL and COMPLETION rings are unmapped.
+func (s *Source) teardown() {
+	if !s.torn.CompareAndSwap(false, true) {
+		return
+	}
+	_ = s.prog.close()
+	s.fdMu.Lock()
+	s.rx.unmap()
+	if !s.owner && s.fd >= 0 {
+		_ = unix.Close(s.fd)
+	}
+	s.fd = -1
+	for _, fd := range []*int{&s.closeFD, &s.ctxFD} {
+		if *fd >= 0 {
+			_ = unix.Close(*fd)
+			*fd = -1
+		}
+	}
+	s.fdClosed = true
+	s.fdMu.Unlock()
+	if s.u != nil {
+		s.u.unref()
+	}
+}
+
+// SyscallConn returns a raw connection to the socket, for what the package
+// does not cover (for example putting the socket into an XSKMAP of a
+// program of one's own, with Config.Attach AttachNone). Its Read and Write
+// are not supported; Control runs while the socket is open.
+func (s *Source) SyscallConn() (syscall.RawConn, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	return rawConn{s}, nil
+}
+
+type rawConn struct{ s *Source }
+
+func (c rawConn) Control(f func(fd uintptr)) error {
+	return c.s.withFD(func(fd int) error { f(uintptr(fd)); return nil })
+}
+
+func (c rawConn) Read(func(fd uintptr) bool) error {
+	return fmt.Errorf("afxdp: raw read: %w", ErrNotSupported)
+}
+
+func (c rawConn) Write(func(fd uintptr) bool) error {
+	return fmt.Errorf("afxdp: raw write: %w", ErrNotSupported)
+}
+
+// copyBuf holds the copied frames of one batch in Copy mode.
+type copyBuf struct {
+	buf     []byte
+	offs    []int
+	release func()
+}
+
+func newCopyBuf(s *Source) *copyBuf {
+	cb := &copyBuf{}
+	cb.release = func() { s.copyPool.Put(cb) }
+	return cb
+}
+
+func (cb *copyBuf) reset() {
+	cb.buf = cb.buf[:0]
+	cb.offs = cb.offs[:0]
+}
+
+func (cb *copyBuf) add(p []byte) {
+	cb.offs = append(cb.offs, len(cb.buf))
+	cb.buf = append(cb.buf, p...)
+}
+
+// finish points the frames' Data at the copies (after the last append, so
+// growing the buffer cannot leave stale views).
+func (cb *copyBuf) finish(frames []steer.Frame) {
+	for i := range frames {
+		lo := cb.offs[i]
+		hi := len(cb.buf)
+		if i+1 < len(cb.offs) {
+			hi = cb.offs[i+1]
+		}
+		frames[i].Data = cb.buf[lo:hi:hi]
+	}
+}
+
+var (
+	_ steer.LiveSource    = (*Source)(nil)
+	_ steer.SourceStatser = (*Source)(nil)
+)

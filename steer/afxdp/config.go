@@ -1,0 +1,280 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/filter"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrNotSupported is returned on systems without AF_XDP.
+	ErrNotSupported = errors.New("afxdp: not supported on this system")
+	// ErrConfig wraps every error about an invalid Config or argument.
+	ErrConfig = errors.New("afxdp: invalid configuration")
+	// ErrClosed is returned by a Source or Group used after Close. It wraps
+	// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
+	ErrClosed = fmt.Errorf("afxdp: source closed: %w", net.ErrClosed)
+)
+
+// Defaults for the zero values of Config. They give an 8 MiB UMEM per
+// socket (or per group, whose sockets share one).
+const (
+	DefaultNumFrames   = 4096
+	DefaultFrameSize   = 2048
+	DefaultRingSize    = 2048
+	DefaultPollTimeout = 100 * time.Millisecond
+	DefaultBatchSize   = steer.BatchSize
+
+	// MinFrameSize is the smallest Config.FrameSize, the kernel's
+	// XDP_UMEM_MIN_CHUNK_SIZE; the largest is the page size.
+	MinFrameSize = 2048
+	// MaxUMEMSize bounds NumFrames*FrameSize, so that a typo cannot pin
+	// gigabytes of memory.
+	MaxUMEMSize = 1 << 30
+	// MaxRingSize bounds Config.RingSize.
+	MaxRingSize = 1 << 20
+)
+
+// BindMode chooses between zero copy and copy mode at bind time.
+type BindMode uint8
+
+const (
+	// BindAuto asks for zero copy and lets the kernel fall back to copy
+	// mode where the driver has no zero-copy support (bind without
+	// XDP_ZEROCOPY or XDP_COPY). Info.ZeroCopy says which one it got.
+	BindAuto BindMode = iota
+	// BindZeroCopy insists on zero copy (XDP_ZEROCOPY): Open fails on a
+	// driver without it, such as veth.
+	BindZeroCopy
+	// BindCopy insists on copy mode (XDP_COPY).
+	BindCopy
+)
+
+// String returns "auto", "zerocopy" or "copy".
+func (m BindMode) String() string {
+	switch m {
+	case BindAuto:
+		return "auto"
+	case BindZeroCopy:
+		return "zerocopy"
+	case BindCopy:
+		return "copy"
+	}
+	return fmt.Sprintf("BindMode(%d)", uint8(m))
+}
+
+// AttachMode is how an XDP program is attached to the interface.
+type AttachMode uint8
+
+const (
+	// AttachAuto tries the driver's own XDP hook (native) and falls back
+	// to the generic hook on the skb path.
+	AttachAuto AttachMode = iota
+	// AttachNative attaches in the driver (XDP_FLAGS_DRV_MODE) or fails.
+	AttachNative
+	// AttachGeneric attaches on the generic, skb-based hook
+	// (XDP_FLAGS_SKB_MODE), which every device has: the kernel has built an
+	// skb before the program runs, so it costs more per frame.
+	AttachGeneric
+	// AttachNone attaches no program: Open's socket receives nothing
+	// until the caller puts it into an XSKMAP of a program of its own (see
+	// Source.SyscallConn). In Info it means that no program of this
+	// package is attached (a Group before its Steering).
+	AttachNone
+)
+
+// String returns "auto", "native", "generic" or "none".
+func (m AttachMode) String() string {
+	switch m {
+	case AttachAuto:
+		return "auto"
+	case AttachNative:
+		return "native"
+	case AttachGeneric:
+		return "generic"
+	case AttachNone:
+		return "none"
+	}
+	return fmt.Sprintf("AttachMode(%d)", uint8(m))
+}
+
+// Config tunes a Source. The zero value is usable: every zero field takes
+// the default named beside it.
+type Config struct {
+	// Queue is the NIC receive queue the socket binds to (sxdp_queue_id).
+	// Only frames that arrive on this queue reach the socket; the others
+	// go on to the kernel stack. Default 0.
+	Queue int
+	// NumFrames is the number of UMEM chunks, a power of two. Every frame
+	// in flight (in the FILL ring, the RX ring, or held by a handler)
+	// occupies one. Default DefaultNumFrames.
+	NumFrames int
+	// FrameSize is the UMEM chunk size, a power of two between
+	// MinFrameSize (2048, XDP_UMEM_MIN_CHUNK_SIZE) and the page size. The
+	// kernel writes a frame 256 bytes (XDP_PACKET_HEADROOM) into its chunk,
+	// so the longest frame it can take is FrameSize-256 bytes: longer ones
+	// are dropped and counted in Stats.RxDropped. Default
+	// DefaultFrameSize.
+	FrameSize int
+	// RingSize is the number of RX ring entries, a power of two. (The FILL
+	// ring has NumFrames entries, so that every chunk always has a slot in
+	// it.) Default DefaultRingSize.
+	RingSize int
+	// BatchSize is the most frames one ReadBatch call returns. Default
+	// DefaultBatchSize (steer.BatchSize).
+	BatchSize int
+	// PollTimeout is how long ReadBatch waits for a frame before it returns
+	// an empty batch and a nil error. Negative waits until a frame, ctx's
+	// end or Close. Default DefaultPollTimeout.
+	PollTimeout time.Duration
+	// Bind chooses zero copy or copy mode. Default BindAuto.
+	Bind BindMode
+	// Attach chooses the XDP hook of the program Open attaches (OpenGroup
+	// attaches none; its Steering does, with this mode). Default
+	// AttachAuto.
+	Attach AttachMode
+	// Copy makes ReadBatch copy the frames into a pooled buffer and give
+	// their chunks back to the FILL ring at once, for handlers that keep
+	// frames or hold batches for long. Without it frames are views into
+	// the UMEM.
+	Copy bool
+	// SnapLen, when positive, cuts every frame's Data to SnapLen bytes.
+	// Frame.Length still says the full length. (The kernel copies whole
+	// frames into the UMEM either way.)
+	SnapLen int
+	// Filter is a capture filter run in user space on every frame
+	// (filter.Program.Match), after the frame has left the kernel: the XDP
+	// program cannot run classic BPF. Frames it rejects are counted in
+	// Stats.Filtered (SourceStats.Filtered) and their chunks go straight
+	// back to the FILL ring; they do not reach the kernel stack either
+	// (see the package documentation). The frames it accepts are cut to
+	// its return value. The program must run in user space
+	// (filter.Program.UserSpace), so a filter compiled for a live
+	// interface that reads the out-of-band VLAN tag is refused: compile it
+	// for a file (filter.Options without Interface), which reads tags in
+	// the bytes, as XDP sees them.
+	Filter *filter.Program
+}
+
+// withDefaults returns c with the zero fields set and checks it.
+func (c Config) withDefaults() (Config, error) {
+	if c.NumFrames == 0 {
+		c.NumFrames = DefaultNumFrames
+	}
+	if c.FrameSize == 0 {
+		c.FrameSize = DefaultFrameSize
+	}
+	if c.RingSize == 0 {
+		c.RingSize = DefaultRingSize
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.PollTimeout == 0 {
+		c.PollTimeout = DefaultPollTimeout
+	}
+	page := os.Getpagesize()
+	switch {
+	case c.Queue < 0 || c.Queue > 1<<16-1:
+		return c, fmt.Errorf("%w: queue %d is not between 0 and 65535", ErrConfig, c.Queue)
+	case c.NumFrames < 0 || !pow2(c.NumFrames):
+		return c, fmt.Errorf("%w: %d frames is not a power of two", ErrConfig, c.NumFrames)
+	case c.FrameSize < MinFrameSize || c.FrameSize > page || !pow2(c.FrameSize):
+		return c, fmt.Errorf("%w: frame size %d is not a power of two between %d and the page size %d", ErrConfig, c.FrameSize, MinFrameSize, page)
+	case c.NumFrames > MaxUMEMSize/c.FrameSize:
+		return c, fmt.Errorf("%w: UMEM of %d frames of %d bytes exceeds %d bytes", ErrConfig, c.NumFrames, c.FrameSize, MaxUMEMSize)
+	case c.RingSize < 0 || !pow2(c.RingSize) || c.RingSize > MaxRingSize:
+		return c, fmt.Errorf("%w: ring size %d is not a power of two up to %d", ErrConfig, c.RingSize, MaxRingSize)
+	case c.BatchSize < 0:
+		return c, fmt.Errorf("%w: negative batch size %d", ErrConfig, c.BatchSize)
+	case c.SnapLen < 0:
+		return c, fmt.Errorf("%w: negative snap length %d", ErrConfig, c.SnapLen)
+	case c.Bind > BindCopy:
+		return c, fmt.Errorf("%w: unknown bind mode %d", ErrConfig, c.Bind)
+	case c.Attach > AttachNone:
+		return c, fmt.Errorf("%w: unknown attach mode %d", ErrConfig, c.Attach)
+	}
+	if c.Filter != nil {
+		if err := c.Filter.UserSpace(); err != nil {
+			return c, fmt.Errorf("%w: the filter must run in user space: %w", ErrConfig, err)
+		}
+	}
+	return c, nil
+}
+
+func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }
+
+// Stats are a socket's counters, running from Open. The Rx fields are the
+// kernel's XDP_STATISTICS, which the kernel keeps per socket and does not
+// reset on read.
+type Stats struct {
+	// Delivered is the number of frames ReadBatch handed out.
+	Delivered uint64
+	// Filtered is the number of frames Config.Filter rejected.
+	Filtered uint64
+	// RxDropped counts frames the kernel dropped for the socket for lack
+	// of a buffer (copy mode: the FILL ring was empty) or because they did
+	// not fit in a chunk (rx_dropped).
+	RxDropped uint64
+	// RxInvalidDescs counts invalid descriptors in the RX ring
+	// (rx_invalid_descs); nonzero means a bug.
+	RxInvalidDescs uint64
+	// RxRingFull counts frames dropped because the RX ring was full: the
+	// reader did not keep up (rx_ring_full).
+	RxRingFull uint64
+	// RxFillRingEmptyDescs counts the times the kernel found the FILL ring
+	// empty when it wanted a buffer (rx_fill_ring_empty_descs): once per
+	// frame in copy mode, once per refill attempt in a zero-copy driver.
+	// It counts events, not frames, and in a group every socket reports
+	// the one FILL ring's count.
+	RxFillRingEmptyDescs uint64
+}
+
+// Received is the number of frames the kernel redirected to the socket:
+// Delivered + Filtered + RxDropped + RxRingFull, once the RX ring is
+// drained.
+func (s Stats) Received() uint64 {
+	return s.Delivered + s.Filtered + s.RxDropped + s.RxRingFull
+}
+
+// Add returns the sum of s and o, field by field.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		Delivered:            s.Delivered + o.Delivered,
+		Filtered:             s.Filtered + o.Filtered,
+		RxDropped:            s.RxDropped + o.RxDropped,
+		RxInvalidDescs:       s.RxInvalidDescs + o.RxInvalidDescs,
+		RxRingFull:           s.RxRingFull + o.RxRingFull,
+		RxFillRingEmptyDescs: s.RxFillRingEmptyDescs + o.RxFillRingEmptyDescs,
+	}
+}
+
+// Info describes an open socket.
+type Info struct {
+	Ifname  string
+	Ifindex int
+	Queue   int
+	// Attach is how the XDP program that feeds the socket is attached:
+	// AttachNative or AttachGeneric, or AttachNone when this package
+	// attached none (Config.Attach AttachNone, a Group before its
+	// Steering).
+	Attach AttachMode
+	// ZeroCopy reports that the driver DMAs frames straight into the UMEM
+	// (XDP_OPTIONS_ZEROCOPY); false is copy mode, where the kernel copies
+	// each frame into a chunk.
+	ZeroCopy bool
+}
+
+// Mode returns "zerocopy" or "copy".
+func (i Info) Mode() string {
+	if i.ZeroCopy {
+		return "zerocopy"
+	}
+	return "copy"
+}

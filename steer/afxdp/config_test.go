@@ -1,0 +1,93 @@
+package afxdp
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+
+	"golang.org/x/net/bpf"
+
+	"github.com/rpsgo/rps/steer/filter"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumFrames != DefaultNumFrames || c.FrameSize != DefaultFrameSize || c.RingSize != DefaultRingSize ||
+		c.BatchSize != DefaultBatchSize || c.PollTimeout != DefaultPollTimeout || c.Bind != BindAuto || c.Attach != AttachAuto {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	if umem := c.NumFrames * c.FrameSize; umem > 8<<20 {
+		t.Fatalf("the default UMEM takes %d bytes", umem)
+	}
+}
+
+func TestConfigInvalid(t *testing.T) {
+	page := os.Getpagesize()
+	// A live program reading the out-of-band VLAN tag cannot run in user
+	// space.
+	vlan, err := filter.New([]bpf.RawInstruction{
+		{Op: 0x20, K: 0xfffff02c}, // ld vlan_tci (SKF_AD_OFF + SKF_AD_VLAN_TAG)
+		{Op: 0x06, K: 0xffff},
+	}, "vlan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]Config{
+		"negative queue":     {Queue: -1},
+		"queue too large":    {Queue: 1 << 16},
+		"frames not pow2":    {NumFrames: 100},
+		"negative frames":    {NumFrames: -4},
+		"frame below min":    {FrameSize: 1024},
+		"frame not pow2":     {FrameSize: 3000},
+		"frame above page":   {FrameSize: 2 * page},
+		"umem too large":     {NumFrames: 1 << 20, FrameSize: 2048},
+		"ring not pow2":      {RingSize: 1000},
+		"ring too large":     {RingSize: 2 * MaxRingSize},
+		"negative batch":     {BatchSize: -1},
+		"negative snap":      {SnapLen: -1},
+		"unknown bind":       {Bind: 7},
+		"unknown attach":     {Attach: 9},
+		"kernel-only filter": {Filter: vlan},
+	}
+	for name, c := range bad {
+		if _, err := c.withDefaults(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+		if _, err := Open("lo", c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Open: %v, want ErrConfig", name, err)
+		}
+	}
+	if !errors.Is(ErrClosed, net.ErrClosed) {
+		t.Error("ErrClosed does not wrap net.ErrClosed")
+	}
+}
+
+func TestModeNames(t *testing.T) {
+	for m, want := range map[BindMode]string{BindAuto: "auto", BindZeroCopy: "zerocopy", BindCopy: "copy", 9: "BindMode(9)"} {
+		if m.String() != want {
+			t.Errorf("%d: %q, want %q", m, m.String(), want)
+		}
+	}
+	for m, want := range map[AttachMode]string{AttachAuto: "auto", AttachNative: "native", AttachGeneric: "generic", AttachNone: "none", 9: "AttachMode(9)"} {
+		if m.String() != want {
+			t.Errorf("%d: %q, want %q", m, m.String(), want)
+		}
+	}
+	if (Info{ZeroCopy: true}).Mode() != "zerocopy" || (Info{}).Mode() != "copy" {
+		t.Error("Info.Mode")
+	}
+}
+
+func TestStatsReceived(t *testing.T) {
+	s := Stats{Delivered: 1, Filtered: 2, RxDropped: 4, RxInvalidDescs: 8, RxRingFull: 16, RxFillRingEmptyDescs: 32}
+	if s.Received() != 23 {
+		t.Errorf("Received %d, want 23 (invalid descriptors and FILL-empty events are not frames)", s.Received())
+	}
+	if d := s.Add(s); d.Received() != 46 || d.RxFillRingEmptyDescs != 64 || d.RxInvalidDescs != 16 {
+		t.Errorf("Add: %+v", d)
+	}
+}

@@ -1,0 +1,119 @@
+// Package afxdp is a live capture source for the steer dispatcher: a Linux
+// AF_XDP socket on one NIC queue, fed by an XDP program, in pure Go
+// (golang.org/x/sys/unix and cilium/ebpf, no cgo).
+//
+// # AF_XDP or AF_PACKET
+//
+// An AF_XDP socket takes the frames it receives: the XDP program redirects
+// them from the driver (or, on the generic hook, from the skb path) into
+// the socket, and the kernel stack never sees them. It suits a port given
+// over to capture, or an inline forwarder that sends on what it keeps. An
+// AF_PACKET socket (package steer/afpacket) is a tap beside the stack: the
+// host keeps receiving every frame and the socket gets a copy. Use AF_XDP
+// where the frames are the application's, AF_PACKET to watch a port the
+// host still uses. Open's program redirects only the frames of
+// Config.Queue; the other queues' frames go to the stack as before.
+//
+// # The rings
+//
+// Open registers a UMEM, an area of Config.NumFrames chunks of
+// Config.FrameSize bytes, with the socket (XDP_UMEM_REG), and maps four
+// rings the kernel shares with user space. Each has a producer and a
+// consumer index, a flags word and a power-of-two array:
+//
+//	FILL        user space -> kernel: chunks the kernel may write frames into
+//	RX          kernel -> user space: descriptors (address, length) of frames
+//	COMPLETION  kernel -> user space: chunks sent on a TX ring (unused here)
+//	TX          not created
+//
+// Each index has one writer. The reader of an index loads it with an
+// acquire load (atomic.LoadUint32) before it touches the entries it
+// covers; the writer stores it with a release store (atomic.StoreUint32)
+// after it wrote the entries (a producer) or finished reading them (a
+// consumer). So the FILL ring's addresses are in memory before the kernel
+// can see its producer move, and an RX descriptor is read only after the
+// producer index that covers it was loaded; the kernel's side
+// (net/xdp/xsk_queue.h) pairs its barriers with these.
+//
+// Every chunk starts in the FILL ring, which has NumFrames entries, so a
+// chunk coming back always finds a slot. The kernel writes a frame 256
+// bytes (XDP_PACKET_HEADROOM) into a chunk it took from FILL and puts its
+// descriptor on the RX ring; a frame longer than FrameSize-256 bytes is
+// dropped (rx_dropped). When the FILL ring is empty the kernel drops
+// (rx_dropped in copy mode, the driver's own drop in zero copy) and counts
+// rx_fill_ring_empty_descs; when the RX ring is full it drops and counts
+// rx_ring_full.
+//
+// # Zero copy and release
+//
+// ReadBatch waits for descriptors with poll(2), and hands the frames out as
+// steer.Frame values whose Data point INTO the UMEM. The RX slots are given
+// back at once (the descriptors are read), but each frame's chunk stays
+// user space's until the batch's Release puts the batch's chunks back into
+// the FILL ring, from any goroutine, in any order. Handlers that keep bytes
+// beyond Release must copy them, or the source can run with Config.Copy,
+// which copies each batch into a pooled buffer and gives its chunks back as
+// soon as it is read. Chunks held by handlers are chunks the kernel cannot
+// fill: a handler that holds NumFrames frames stops the socket, and the
+// kernel drops and counts until a batch is released.
+//
+// With need-wakeup (XDP_USE_NEED_WAKEUP, always asked for), a zero-copy
+// driver that ran out of FILL buffers sets XDP_RING_NEED_WAKEUP in the
+// FILL ring's flags and stops until user space kicks it. A Release that
+// refills the ring and sees the flag kicks it (a non-blocking recvfrom),
+// and poll does as well.
+//
+// # Copy and zero-copy mode
+//
+// The mode is chosen at bind. In copy mode (XDP_COPY) the kernel copies
+// each frame into a chunk; every device has it. In zero-copy mode
+// (XDP_ZEROCOPY) the driver DMAs frames straight into the UMEM; mlx5, ice,
+// i40e, ixgbe, igc, virtio-net and others have it, veth has not.
+// Config.Bind's default, BindAuto, lets the kernel try zero copy and fall
+// back to copy; Source.Info reports the mode in use. Independently, the XDP
+// program runs in the driver (native, XDP_FLAGS_DRV_MODE) or on the
+// generic hook after the skb is built (generic, XDP_FLAGS_SKB_MODE):
+// Config.Attach's default tries native and falls back to generic, and
+// Info.Attach says which. The program is attached through a BPF link, so it
+// goes away with Close or with the process.
+//
+// What XDP sees is the frame as the driver received it: an 802.1Q tag the
+// NIC stripped into its descriptor (rx-vlan-offload) is not in Data and is
+// not reported (XDP has no field for it), a tag left in the frame is in
+// Data. Frames carry no kernel timestamp: ReadBatch stamps each batch with
+// the time it was read.
+//
+// # Filters
+//
+// Config.Filter runs a classic BPF program in user space on each frame,
+// after the frame has left the kernel (the XDP program cannot run classic
+// BPF, and the socket has no SO_ATTACH_FILTER hook). Rejected frames are
+// counted (Stats.Filtered, SourceStats.Filtered) and their chunks go
+// straight back to the FILL ring; unlike an AF_PACKET socket filter, a
+// rejected frame is not left to the kernel stack: the XDP program already
+// took it.
+//
+// # Close
+//
+// Close may be called at any time: it wakes a reader blocked in poll (an
+// eventfd in the same poll set) and waits for it to leave; ReadBatch then
+// returns ErrClosed, which wraps net.ErrClosed. Close detaches Open's
+// program, so the queue's frames go to the stack again. Frames still held
+// by handlers stay valid: the rings and the UMEM are unmapped and the
+// socket closed only when the last batch is released; then nothing is left
+// (no mapping, socket, program, map or link). The kernel lets go of the
+// queue a moment after the socket is closed (after an RCU grace period),
+// so Open retries a busy queue for up to a second.
+//
+// # Counters
+//
+// Stats reads the socket's XDP_STATISTICS (rx_dropped, rx_invalid_descs,
+// rx_ring_full, rx_fill_ring_empty_descs), which the kernel keeps per
+// socket from bind and does not reset on read, beside the frames delivered
+// and filtered. Once the RX ring is drained, every frame the program
+// redirected to the socket is in exactly one of Delivered, Filtered,
+// RxDropped and RxRingFull (Stats.Received): the tests check that this
+// adds up to the interface's own rx_packets. rx_fill_ring_empty_descs
+// counts events (once per frame in copy mode, per refill attempt in a
+// zero-copy driver), not frames, so it is not a drop count.
+package afxdp

@@ -1,0 +1,176 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
+)
+
+// openIn opens a source on link inside ns and closes it at cleanup.
+func openIn(t testing.TB, ns *netns.NS, cfg Config) *Source {
+	t.Helper()
+	var s *Source
+	err := ns.Do(func() (err error) {
+		s, err = Open(ns.Link, cfg)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// reader reads a source from a goroutine and releases every batch, after
+// onBatch (if any) has seen it.
+type reader struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	frames atomic.Uint64
+	err    error
+}
+
+func read(src *Source, onBatch func(b *steer.Batch)) *reader {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &reader{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		var b steer.Batch
+		for {
+			if err := src.ReadBatch(ctx, &b); err != nil {
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
+					r.err = err
+				}
+				return
+			}
+			if onBatch != nil {
+				onBatch(&b)
+			}
+			r.frames.Add(uint64(len(b.Frames)))
+			if b.Release != nil {
+				b.Release()
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reader) stop(t testing.TB) {
+	t.Helper()
+	r.cancel()
+	<-r.done
+	if r.err != nil {
+		t.Errorf("ReadBatch: %v", r.err)
+	}
+}
+
+// rxPackets reads the link's rx_packets inside ns.
+func rxPackets(t testing.TB, ns *netns.NS) uint64 {
+	t.Helper()
+	v, err := ns.LinkCounter(context.Background(), ns.Link, "rx_packets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// settle waits until every frame the interface counted since r0 was
+// redirected to the socket and accounted for: rx delta == Stats.Received
+// and the reader saw Delivered frames. It fails the test if they do not
+// agree within 10s, and returns the final numbers.
+func settle(t testing.TB, ns *netns.NS, r0 uint64, s *Source, seen func() uint64) (uint64, Stats) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	stable := 0
+	for {
+		r := rxPackets(t, ns) - r0
+		st, err := s.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := seen()
+		ok := r == st.Received() && n == st.Delivered
+		cur := fmt.Sprintf("rx delta %d, received %d, %+v, seen %d", r, st.Received(), st, n)
+		if ok && cur == last {
+			if stable++; stable >= 2 {
+				return r, st
+			}
+		} else {
+			stable = 0
+		}
+		last = cur
+		if time.Now().After(deadline) {
+			t.Fatalf("counters do not add up: %s", cur)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+}
+
+// trafgenUDP sends count 64-byte UDP frames from B over its link towards
+// A's address, with random source ports (many flows), and waits. It
+// reports failures with Errorf, so it may run on a goroutine of its own.
+func trafgenUDP(t testing.TB, ctx context.Context, p *netns.Pair, count int, extra ...string) {
+	t.Helper()
+	src, dst := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
+	conf := fmt.Sprintf(`{
+ fill(0xff, 6), 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, c16(0x0800),
+ 0x45, 0x00, c16(50), drnd(2), c16(0x4000), 64, 17, csumip(14, 33),
+ %d, %d, %d, %d, %d, %d, %d, %d,
+ drnd(2), c16(9), c16(30), c16(0), fill(0x00, 22)
+}
+`, src[0], src[1], src[2], src[3], dst[0], dst[1], dst[2], dst[3])
+	file := filepath.Join(t.TempDir(), "udp64.cfg")
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Error(err)
+		return
+	}
+	args := append([]string{"--dev", p.B.Link, "--conf", file, "--num", strconv.Itoa(count),
+		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}, extra...)
+	if out, err := p.B.Exec(ctx, "trafgen", args...); err != nil && ctx.Err() == nil {
+		t.Errorf("trafgen: %v: %s", err, out)
+	}
+}
+
+// xdpAttached reports whether `ip -d link show` lists an XDP program on
+// the link inside ns.
+func xdpAttached(t testing.TB, ns *netns.NS) bool {
+	t.Helper()
+	out, err := ns.Exec(context.Background(), "ip", "-d", "link", "show", "dev", ns.Link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(out), "prog/xdp")
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// socketMaps counts this process's mappings of sockets (the rings).
+func socketMaps(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "socket:[")
+}

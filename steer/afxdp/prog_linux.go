@@ -1,0 +1,138 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+)
+
+// XDP actions (enum xdp_action) and the offset of rx_queue_index in
+// struct xdp_md.
+const (
+	xdpPass           = 2
+	xdpMDRxQueueIndex = 16
+)
+
+// redirect is the program Open attaches: every frame of one queue goes to
+// the socket in slot 0 of its XSKMAP, frames of other queues (and every
+// frame while the slot is empty) to the kernel stack.
+type redirect struct {
+	xsks *ebpf.Map
+	prog *ebpf.Program
+	link link.Link
+	mode AttachMode
+}
+
+// redirectInstructions returns the program for queue: if the frame's
+// rx_queue_index is queue, return bpf_redirect_map(&xsks, 0, XDP_PASS),
+// else XDP_PASS. The redirect's flags are the action when the slot is
+// empty.
+func redirectInstructions(xsks *ebpf.Map, queue int) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, xdpMDRxQueueIndex, asm.Word),
+		asm.JNE.Imm(asm.R2, int32(queue), "pass"),
+		asm.LoadMapPtr(asm.R1, xsks.FD()),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.Mov.Imm(asm.R3, xdpPass),
+		asm.FnRedirectMap.Call(),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
+		asm.Return(),
+	}
+}
+
+// attachRedirect loads the redirect program for the socket fd bound to
+// queue and attaches it to the interface through a BPF link, in mode
+// (AttachAuto: native, else generic).
+func attachRedirect(ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
+	r := &redirect{}
+	var err error
+	r.xsks, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "afxdp_xsks",
+		Type:       ebpf.XSKMap,
+		KeySize:    4,
+		ValueSize:  4,
+		MaxEntries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the XSKMAP: %w", err)
+	}
+	if err := r.xsks.Put(uint32(0), uint32(fd)); err != nil {
+		r.close()
+		return nil, fmt.Errorf("putting the socket into the XSKMAP: %w", err)
+	}
+	r.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "afxdp_redirect",
+		Type:         ebpf.XDP,
+		Instructions: redirectInstructions(r.xsks, queue),
+		License:      "BSD",
+	})
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("loading the redirect program: %w", err)
+	}
+	r.link, r.mode, err = attachProgram(r.prog, ifindex, mode)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// attachProgram attaches prog to the interface through a BPF link in mode
+// and returns the mode it got.
+func attachProgram(prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
+	try := func(m AttachMode) (link.Link, error) {
+		flags := link.XDPDriverMode
+		if m == AttachGeneric {
+			flags = link.XDPGenericMode
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: flags})
+		if err != nil {
+			return nil, fmt.Errorf("attaching the XDP program (%v): %w", m, err)
+		}
+		return l, nil
+	}
+	switch mode {
+	case AttachNative, AttachGeneric:
+		l, err := try(mode)
+		return l, mode, err
+	}
+	l, nerr := try(AttachNative)
+	if nerr == nil {
+		return l, AttachNative, nil
+	}
+	l, gerr := try(AttachGeneric)
+	if gerr == nil {
+		return l, AttachGeneric, nil
+	}
+	return nil, AttachNone, errors.Join(nerr, gerr)
+}
+
+// close detaches and frees what r holds; it is idempotent.
+func (r *redirect) close() error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	if r.link != nil {
+		if err := r.link.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("detaching the XDP program: %w", err))
+		}
+		r.link = nil
+	}
+	if r.prog != nil {
+		r.prog.Close()
+		r.prog = nil
+	}
+	if r.xsks != nil {
+		r.xsks.Close()
+		r.xsks = nil
+	}
+	return errors.Join(errs...)
+}
