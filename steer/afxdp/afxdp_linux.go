@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +27,7 @@ type Source struct {
 	name    string
 	ifname  string
 	ifindex int
+	ns      netNS // the namespace of the interface
 	fd      int
 	closeFD int // eventfd written by Close
 	ctxFD   int // eventfd written when a ReadBatch context ends
@@ -70,6 +72,8 @@ func Open(ifname string, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	runtime.LockOSThread() // one namespace from the lookup to the attach
+	defer runtime.UnlockOSThread()
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
@@ -79,7 +83,7 @@ func Open(ifname string, cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
 	}
 	if cfg.Attach != AttachNone {
-		s.prog, err = attachRedirect(ifi.Index, cfg.Queue, s.fd, cfg.Attach)
+		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.fd, cfg.Attach)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
@@ -93,7 +97,12 @@ func Open(ifname string, cfg Config) (*Source, error) {
 // of its own when shared is nil, else sharing shared's UMEM (and its FILL
 // and COMPLETION rings, XDP_SHARED_UMEM).
 func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error) {
+	ns, err := currentNetNS()
+	if err != nil {
+		return nil, err
+	}
 	s := &Source{
+		ns:      ns,
 		cfg:     cfg,
 		name:    fmt.Sprintf("afxdp:%s:%d", ifi.Name, cfg.Queue),
 		ifname:  ifi.Name,

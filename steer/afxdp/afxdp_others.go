@@ -47,6 +47,38 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 // SyscallConn returns ErrNotSupported.
 func (s *Source) SyscallConn() (syscall.RawConn, error) { return nil, ErrNotSupported }
 
+// Group is sockets sharing one UMEM; it exists only on Linux.
+type Group struct{}
+
+// OpenGroup returns an error wrapping ErrNotSupported.
+func OpenGroup(ifname string, n int, cfg Config) (*Group, error) {
+	if _, err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	if err := validateGroup(n); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("afxdp: group on %q: %w", ifname, ErrNotSupported)
+}
+
+// Len returns 0.
+func (g *Group) Len() int { return 0 }
+
+// Source returns nil.
+func (g *Group) Source(i int) *Source { return nil }
+
+// Sources returns nil.
+func (g *Group) Sources() []*Source { return nil }
+
+// Info returns the zero Info.
+func (g *Group) Info() Info { return Info{} }
+
+// Stats returns ErrNotSupported.
+func (g *Group) Stats() (Stats, error) { return Stats{}, ErrNotSupported }
+
+// Close returns nil.
+func (g *Group) Close() error { return nil }
+
 var (
 	_ steer.LiveSource    = (*Source)(nil)
 	_ steer.SourceStatser = (*Source)(nil)

@@ -39,6 +39,8 @@ const (
 	MaxUMEMSize = 1 << 30
 	// MaxRingSize bounds Config.RingSize.
 	MaxRingSize = 1 << 20
+	// MaxGroupSize bounds the sockets of a Group.
+	MaxGroupSize = 1024
 )
 
 // BindMode chooses between zero copy and copy mode at bind time.
@@ -206,6 +208,14 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// validateGroup checks a group's size before any socket is opened.
+func validateGroup(n int) error {
+	if n < 1 || n > MaxGroupSize {
+		return fmt.Errorf("%w: %d sockets in a group, need 1..%d", ErrConfig, n, MaxGroupSize)
+	}
+	return nil
 }
 
 func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }

@@ -105,6 +105,29 @@
 // queue a moment after the socket is closed (after an RCU grace period),
 // so Open retries a busy queue for up to a second.
 //
+// # Shared UMEM
+//
+// OpenGroup opens n sockets on one queue that share one UMEM
+// (XDP_SHARED_UMEM): the first registers the UMEM and creates its FILL and
+// COMPLETION rings, the others bind with the first one's descriptor and
+// have an RX ring each. The kernel keeps one FILL and one COMPLETION ring
+// per UMEM and queue, and each ring is single-producer, single-consumer.
+// Every socket's frames come from the one FILL ring, and every socket's
+// releases, from whichever worker goroutine handles them, go back into it:
+// the producer side is serialised by a mutex, so that exactly one
+// goroutine at a time writes entries and publishes the producer index. A
+// group's chunks are the group's: a frame read by socket 2 may be in a
+// chunk socket 0's frame used before.
+//
+// A group has no program until a Steering attaches one whose XSKMAP holds
+// the sockets, slot i for socket i; an XDP program redirects a frame to a
+// slot only if the socket there is bound to the frame's device and queue.
+// A socket is released by the kernel (taken out of every XSKMAP) when its
+// Source is torn down, except the first: its mappings of the FILL and
+// COMPLETION rings keep it until the group's last socket is torn down. The
+// attach resolves an interface index in the calling thread's network
+// namespace, so it is refused from another namespace than the sockets'.
+//
 // # Counters
 //
 // Stats reads the socket's XDP_STATISTICS (rx_dropped, rx_invalid_descs,
@@ -115,5 +138,7 @@
 // RxDropped and RxRingFull (Stats.Received): the tests check that this
 // adds up to the interface's own rx_packets. rx_fill_ring_empty_descs
 // counts events (once per frame in copy mode, per refill attempt in a
-// zero-copy driver), not frames, so it is not a drop count.
+// zero-copy driver), not frames, so it is not a drop count; it belongs to
+// the FILL ring, so every socket of a group reports the same one, and
+// Group.Stats counts it once.
 package afxdp

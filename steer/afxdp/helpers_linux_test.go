@@ -92,12 +92,18 @@ func rxPackets(t testing.TB, ns *netns.NS) uint64 {
 // agree within 10s, and returns the final numbers.
 func settle(t testing.TB, ns *netns.NS, r0 uint64, s *Source, seen func() uint64) (uint64, Stats) {
 	t.Helper()
+	return settleStats(t, ns, r0, s.Stats, seen)
+}
+
+// settleStats is settle with the counters from stats.
+func settleStats(t testing.TB, ns *netns.NS, r0 uint64, stats func() (Stats, error), seen func() uint64) (uint64, Stats) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var last string
 	stable := 0
 	for {
 		r := rxPackets(t, ns) - r0
-		st, err := s.Stats()
+		st, err := stats()
 		if err != nil {
 			t.Fatal(err)
 		}

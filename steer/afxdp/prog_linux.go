@@ -5,6 +5,9 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -46,10 +49,24 @@ func redirectInstructions(xsks *ebpf.Map, queue int) asm.Instructions {
 	}
 }
 
+// netNS identifies a network namespace (the device and inode of its
+// /proc file).
+type netNS struct{ dev, ino uint64 }
+
+// currentNetNS returns the namespace of the calling thread; the caller
+// must have locked its OS thread for the answer to stay true.
+func currentNetNS() (netNS, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return netNS{}, fmt.Errorf("reading the network namespace: %w", err)
+	}
+	return netNS{dev: uint64(st.Dev), ino: st.Ino}, nil
+}
+
 // attachRedirect loads the redirect program for the socket fd bound to
 // queue and attaches it to the interface through a BPF link, in mode
 // (AttachAuto: native, else generic).
-func attachRedirect(ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
+func attachRedirect(ns netNS, ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
 	r := &redirect{}
 	var err error
 	r.xsks, err = ebpf.NewMap(&ebpf.MapSpec{
@@ -76,7 +93,7 @@ func attachRedirect(ifindex, queue, fd int, mode AttachMode) (*redirect, error) 
 		r.close()
 		return nil, fmt.Errorf("loading the redirect program: %w", err)
 	}
-	r.link, r.mode, err = attachProgram(r.prog, ifindex, mode)
+	r.link, r.mode, err = attachProgram(ns, r.prog, ifindex, mode)
 	if err != nil {
 		r.close()
 		return nil, err
@@ -84,9 +101,21 @@ func attachRedirect(ifindex, queue, fd int, mode AttachMode) (*redirect, error) 
 	return r, nil
 }
 
-// attachProgram attaches prog to the interface through a BPF link in mode
-// and returns the mode it got.
-func attachProgram(prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
+// errOtherNetNS is returned by an attach from another network namespace
+// than the socket's: an interface index means another interface there.
+var errOtherNetNS = errors.New("the calling thread is not in the network namespace the sockets were opened in")
+
+// attachProgram attaches prog to the interface ifindex of namespace ns
+// through a BPF link in mode and returns the mode it got. It refuses to
+// attach from another namespace, where ifindex names another interface.
+func attachProgram(ns netNS, prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cur, err := currentNetNS(); err != nil {
+		return nil, AttachNone, err
+	} else if cur != ns {
+		return nil, AttachNone, fmt.Errorf("%w: %w", ErrConfig, errOtherNetNS)
+	}
 	try := func(m AttachMode) (link.Link, error) {
 		flags := link.XDPDriverMode
 		if m == AttachGeneric {
