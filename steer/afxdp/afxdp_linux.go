@@ -496,14 +496,24 @@ func (s *Source) readKernelStatsLocked() error {
 // SourceStats reports the counters in the dispatcher's terms
 // (steer.SourceStatser): Received is every frame the kernel redirected to
 // the socket (Stats.Received), Dropped those it dropped for lack of a
-// buffer or of RX ring room, Filtered those Config.Filter rejected.
+// buffer or of RX ring room, Filtered those Config.Filter rejected, and
+// XDP the kernel's XDP_STATISTICS with the attach and bind modes.
 func (s *Source) SourceStats() (steer.SourceStats, error) {
 	st, err := s.Stats()
+	info := s.Info()
 	return steer.SourceStats{
 		Name:     s.name,
 		Received: st.Received(),
 		Dropped:  st.RxDropped + st.RxRingFull,
 		Filtered: st.Filtered,
+		XDP: &steer.XDPStats{
+			RxDropped:            st.RxDropped,
+			RxInvalidDescs:       st.RxInvalidDescs,
+			RxRingFull:           st.RxRingFull,
+			RxFillRingEmptyDescs: st.RxFillRingEmptyDescs,
+			Attach:               info.Attach.String(),
+			ZeroCopy:             info.ZeroCopy,
+		},
 	}, err
 }
 

@@ -66,7 +66,8 @@ func TestCounters(t *testing.T) {
 				t.Errorf("invalid descriptors: %+v", st)
 			}
 			ss, err := s.SourceStats()
-			if err != nil || ss.Received != st.Received() || ss.Dropped != st.RxDropped+st.RxRingFull {
+			if err != nil || ss.Received != st.Received() || ss.Dropped != st.RxDropped+st.RxRingFull || ss.XDP == nil ||
+				ss.XDP.RxRingFull != st.RxRingFull || ss.XDP.Attach != c.want.String() || ss.XDP.ZeroCopy {
 				t.Errorf("SourceStats %+v, %v against %+v", ss, err, st)
 			}
 			t.Logf("rx %d: %+v", rx, st)

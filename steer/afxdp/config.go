@@ -232,8 +232,10 @@ type Stats struct {
 	// of a buffer (copy mode: the FILL ring was empty) or because they did
 	// not fit in a chunk (rx_dropped).
 	RxDropped uint64
-	// RxInvalidDescs counts invalid descriptors in the RX ring
-	// (rx_invalid_descs); nonzero means a bug.
+	// RxInvalidDescs is the kernel's rx_invalid_descs plus the RX
+	// descriptors ReadBatch found outside the UMEM and skipped; nonzero
+	// means a bug. (The kernel counts a bad address in the FILL ring on
+	// the FILL ring, which XDP_STATISTICS does not report.)
 	RxInvalidDescs uint64
 	// RxRingFull counts frames dropped because the RX ring was full: the
 	// reader did not keep up (rx_ring_full).
