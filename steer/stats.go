@@ -64,14 +64,17 @@ type XDPStats struct {
 	// full RX ring (a frame longer than a UMEM frame, no FILL entry in copy
 	// mode).
 	RxDropped uint64
-	// RxInvalidDescs is the invalid descriptors user space put in the FILL
-	// ring.
+	// RxInvalidDescs is the kernel's count of invalid descriptors on the
+	// socket's RX ring; it stays zero in practice (a bad FILL address is
+	// counted on the FILL ring, which XDP_STATISTICS does not report).
 	RxInvalidDescs uint64
 	// RxRingFull is the frames dropped because the RX ring was full: the
 	// reader did not keep up.
 	RxRingFull uint64
-	// RxFillRingEmptyDescs counts the times a frame found the FILL ring
-	// empty: every UMEM frame was held by user space.
+	// RxFillRingEmptyDescs counts the times the kernel found the FILL ring
+	// empty (every UMEM frame held by user space): once per frame in copy
+	// mode, once per refill attempt in zero copy. It is the FILL ring's, so
+	// the sockets of a group sharing one UMEM all report the same count.
 	RxFillRingEmptyDescs uint64
 	// Attach is the XDP program's attach mode, "native" (the driver runs
 	// it) or "generic" (the kernel runs it on an skb).
