@@ -5,20 +5,18 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/rpsgo/rps/steer/afpacket"
 )
 
 // dropAll is a classic BPF program that drops every frame ("ret #0").
 var dropAll = []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 
-// stopIntake attaches dropAll to every socket (SO_ATTACH_FILTER, through
-// the socket's SyscallConn): the kernel then passes and counts no more
-// frames, while those already in the rings stay there to be read.
-func stopIntake(socks []*afpacket.Source) error {
+// stop attaches dropAll to every socket (SO_ATTACH_FILTER, through the
+// socket's SyscallConn): the kernel then passes and counts no more frames,
+// while those already in the rings stay there to be read.
+func (ps packetSockets) stop() error {
 	prog := unix.SockFprog{Len: uint16(len(dropAll)), Filter: &dropAll[0]}
 	var errs error
-	for i, s := range socks {
+	for i, s := range ps {
 		rc, err := s.SyscallConn()
 		if err == nil {
 			cerr := rc.Control(func(fd uintptr) {
@@ -33,4 +31,46 @@ func stopIntake(socks []*afpacket.Source) error {
 		}
 	}
 	return errs
+}
+
+// stop has no hook to pull: an AF_XDP socket takes no socket filter, and
+// the redirecting program belongs to package afxdp. The frames that arrive
+// after the drain stay in the rings when the sockets close, counted by no
+// socket counter, so the reconciliation still holds.
+func (xs xdpSockets) stop() error { return nil }
+
+// pending counts the sockets whose RX ring holds descriptors not yet
+// consumed: poll(2) with no wait reports POLLIN for those (the kernel's
+// xsk_poll compares the ring's producer and consumer indices).
+func (xs xdpSockets) pending() (uint64, error) {
+	var left uint64
+	for i, s := range xs {
+		rc, err := s.SyscallConn()
+		if err != nil {
+			return 0, fmt.Errorf("socket %d: %w", i, err)
+		}
+		var n int
+		cerr := rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			for {
+				n, err = unix.Poll(pfd, 0)
+				if !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+			if n > 0 && pfd[0].Revents&unix.POLLIN == 0 {
+				n = 0
+			}
+		})
+		if err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return 0, fmt.Errorf("polling socket %d: %w", i, err)
+		}
+		if n > 0 {
+			left++
+		}
+	}
+	return left, nil
 }

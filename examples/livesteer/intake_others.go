@@ -2,7 +2,11 @@
 
 package main
 
-import "github.com/rpsgo/rps/steer/afpacket"
+// stop has nothing to stop: the sockets open on Linux only.
+func (ps packetSockets) stop() error { return nil }
 
-// stopIntake has nothing to stop: AF_PACKET sockets open on Linux only.
-func stopIntake([]*afpacket.Source) error { return nil }
+// stop has nothing to stop: the sockets open on Linux only.
+func (xs xdpSockets) stop() error { return nil }
+
+// pending is zero: the sockets open on Linux only.
+func (xs xdpSockets) pending() (uint64, error) { return 0, nil }

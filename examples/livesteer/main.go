@@ -15,16 +15,34 @@
 //     load (lb, rnd, rollover) or follow the receiving CPU or queue (cpu,
 //     qm), and the report counts how often a flow changed worker.
 //
+// With -xdp it reads through AF_XDP sockets (package steer/afxdp) instead,
+// in the same two ways: -fanout none is one socket, fed by a small XDP
+// program that redirects every frame of its queue (-xdp-queue, default 0)
+// to it, steered in user space; -fanout ebpf is one socket per worker on
+// that queue, sharing one UMEM, and the XDP program runs the library's
+// RSS steering and redirects each frame to its worker's socket. Other
+// fanout modes are a usage error: AF_XDP has no fanout group. Unlike an
+// AF_PACKET tap, an AF_XDP socket takes the frames: the kernel stack does
+// not see the frames of that queue while livesteer runs, so use it on a
+// port given over to capture. The program is attached native (in the
+// driver) where the driver allows, else generic, and the socket is zero
+// copy where the driver allows, else copy (-xdp-attach, -xdp-bind force a
+// mode); the status line, the per-socket lines of the report and the JSON
+// report's live.xdp say which. -p is implied: livesteer does not put the
+// interface in promiscuous mode for AF_XDP.
+//
 // Every frame the kernel saw is accounted for: the report shows each
 // socket's kernel counters (received, dropped for lack of ring space) next
 // to the workers' handled and dropped frames, and the final report checks
-// that they reconcile: kernel received == frames steered + kernel dropped.
+// that they reconcile: kernel received == frames steered + kernel dropped
+// (+ filtered, for a filter run in user space with -xdp).
 //
 // Run it as root (AF_PACKET needs CAP_NET_RAW, eBPF CAP_BPF):
 //
 //	sudo go run ./examples/livesteer -i eth0 -fanout ebpf -workers 4
 //	sudo go run ./examples/livesteer -i eth0 -fanout none -dispatch deferred -duration 10s
 //	sudo go run ./examples/livesteer -i eth0 -tunnels inner -vxlan-ports 4789,8472 -udp4tuple
+//	sudo go run ./examples/livesteer -i eth1 -xdp -fanout ebpf -workers 4
 //
 // It has tcpdump's habits where they fit:
 //
@@ -37,7 +55,11 @@
 // It runs in the kernel on every socket (SO_ATTACH_FILTER), so the frames
 // it rejects never reach user space and are counted nowhere; in a fanout
 // group it replaces the drop-everything filter once every socket has
-// joined. -c N stops after N frames; -w FILE writes what was steered as
+// joined. With -xdp it runs in user space instead (an AF_XDP socket has no
+// socket filter, and an XDP program cannot run classic BPF), compiled as
+// for a file, VLAN tags read in the frame's bytes: the sockets take every
+// frame, and the ones it rejects are counted as filtered (and are not
+// given to the kernel stack either). -c N stops after N frames; -w FILE writes what was steered as
 // pcap, into one file or, with a %d in the name, one file per worker;
 // -s SNAPLEN truncates frames in the kernel; -p leaves the interface out of
 // promiscuous mode; -json prints the final report on standard output as
@@ -65,7 +87,11 @@
 // kernel passes and counts no more), reads the rings dry, lets the workers
 // drain (each step for at most two seconds), closes the sockets and prints
 // the final report, then, on standard error, the counts tcpdump prints when
-// it stops (packets captured, received by filter, dropped by kernel). A
+// it stops (packets captured, received by filter, dropped by kernel). With
+// -xdp there is no socket filter to attach: the rings are read until they
+// are dry while frames may still come, and a frame that comes after stays
+// in its ring when the socket closes, counted by no socket (only by the
+// interface's own counters), so the reconciliation still holds. A
 // second Ctrl-C ends it at once. The reports go to standard output, status
 // lines and errors to standard error.
 package main
@@ -111,6 +137,11 @@ type options struct {
 	version   bool
 	metrics   string // -metrics: address to serve Prometheus metrics on, "" for none
 
+	xdp       bool   // -xdp: read through AF_XDP instead of AF_PACKET
+	xdpQueue  int    // -xdp-queue
+	xdpAttach string // -xdp-attach: auto, native or generic
+	xdpBind   string // -xdp-bind: auto, zerocopy or copy
+
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
 	enter func(fn func() error) error
@@ -132,9 +163,10 @@ func main() {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := cli.NewFlagSet("livesteer", "-i IFACE [flags] [filter expression]",
-		"Captures live traffic with AF_PACKET and steers it over worker goroutines,\n"+
-			"printing a netstat -Q-like report every -interval and a final one at the end.\n"+
-			"A capture filter in tcpdump's syntax may follow the flags; it runs in the kernel.", stderr)
+		"Captures live traffic with AF_PACKET (AF_XDP with -xdp) and steers it over worker\n"+
+			"goroutines, printing a netstat -Q-like report every -interval and a final one at the end.\n"+
+			"A capture filter in tcpdump's syntax may follow the flags; it runs in the kernel\n"+
+			"(in user space with -xdp, its rejects counted as filtered).", stderr)
 	fs.StringVar(&o.iface, "i", "", "`interface` to capture on (required)")
 	fs.StringVar(&o.fanout, "fanout", "none", "none (one socket, user-space steering) or a fanout `mode`: hash, lb, cpu, qm, rollover, rnd, ebpf")
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (and sockets in a fanout group); 0: steer.DefaultWorkers(), one per CPU this process may run on")
@@ -155,6 +187,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the final report on standard output as one JSON document (the text reports go to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`addr`/metrics while capturing (for example 127.0.0.1:9100); off by default")
+	fs.BoolVar(&o.xdp, "xdp", false, "read through AF_XDP instead of AF_PACKET, with -fanout none (one socket) or ebpf (one per worker, steered by the XDP program); the sockets take the frames from the kernel stack, and a filter runs in user space")
+	fs.IntVar(&o.xdpQueue, "xdp-queue", 0, "with -xdp, the NIC receive `queue` to read; the other queues' frames go to the kernel stack")
+	fs.StringVar(&o.xdpAttach, "xdp-attach", "auto", "with -xdp, the XDP program's attach `mode`: auto (native, else generic), native or generic")
+	fs.StringVar(&o.xdpBind, "xdp-bind", "auto", "with -xdp, the socket's `mode`: auto (zero copy, else copy), zerocopy or copy")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {
 		return o, err
@@ -189,6 +225,16 @@ func (o options) check() error {
 		return cli.Usagef("-s %d is negative", o.snaplen)
 	case o.json && o.write == "-":
 		return cli.Usagef("-json and -w - both write to standard output: choose one")
+	case o.xdp && o.fanout != "none" && o.fanout != "ebpf":
+		return cli.Usagef("-xdp -fanout %s: AF_XDP has no fanout group; use -fanout none (one socket, steered in user space) or -fanout ebpf (one socket per worker, steered by the XDP program)", o.fanout)
+	case o.xdpQueue < 0 || o.xdpQueue > 1<<16-1:
+		return cli.Usagef("-xdp-queue %d: want 0 to 65535", o.xdpQueue)
+	}
+	if _, err := parseXDPAttach(o.xdpAttach); err != nil {
+		return cli.Usagef("-xdp-attach %v", err)
+	}
+	if _, err := parseXDPBind(o.xdpBind); err != nil {
+		return cli.Usagef("-xdp-bind %v", err)
 	}
 	if _, err := steer.ParsePolicy(o.policy); err != nil {
 		return cli.Usagef("-policy: %v", err)
@@ -285,13 +331,9 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		o.enter = func(fn func() error) error { return fn() }
 	}
 	cfg, _ := o.config() // checked
-	srcCfg := afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc}
-	if o.filter != "" {
-		// Compiled where the socket opens, for that interface.
-		err := o.enter(func() (err error) { srcCfg.Filter, err = afpacket.CompileFilter(o.iface, o.filter); return err })
-		if err != nil {
-			return capture.FilterError(err)
-		}
+	sockCfg, err := o.sockConfig()
+	if err != nil {
+		return err
 	}
 	var dump *capture.Dump
 	if o.write != "" {
@@ -355,53 +397,35 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		return limit.Source(src, true)
 	}
 
-	var (
-		runErr  = make(chan error, 1)
-		runCtx  context.Context
-		stopRun context.CancelFunc
-		socks   []*afpacket.Source // every socket, to stop and drain
-		closers []func() error
-		st      *afpacket.Steering
-	)
-	runCtx, stopRun = context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	start := time.Now()
+	in, err := openIntake(o, d, sockCfg)
+	if err != nil {
+		d.Close(context.Background())
+		return err
+	}
+	defer in.close() // on an early return; closed before the final report
+	srcs := in.srcs
+	for i := range srcs {
+		srcs[i] = wrap(srcs[i])
+	}
 	if o.fanout == "none" {
-		var src *afpacket.Source
-		if err := o.enter(func() (err error) { src, err = afpacket.Open(o.iface, srcCfg); return err }); err != nil {
-			d.Close(context.Background())
-			return err
-		}
-		socks = append(socks, src)
-		closers = append(closers, src.Close)
-		go func() { runErr <- d.Run(runCtx, wrap(src)) }()
+		go func() { runErr <- d.Run(runCtx, srcs[0]) }()
 	} else {
-		mode, _ := afpacket.ParseFanoutMode(o.fanout) // checked
-		var g *afpacket.Group
-		if err := o.enter(func() (err error) { g, err = afpacket.OpenGroup(o.iface, d.Workers(), srcCfg, mode, 0); return err }); err != nil {
-			d.Close(context.Background())
-			return err
-		}
-		socks = append(socks, g.Sources()...)
-		closers = append(closers, g.Close)
-		if st, err = afpacket.NewSteering(d, g, afpacket.SteeringOptions{}); err != nil {
-			d.Close(context.Background())
-			g.Close()
-			return steeringError(err)
-		}
-		closers = append(closers, st.Close)
-		srcs := st.Sources()
-		for i := range srcs {
-			srcs[i] = wrap(srcs[i])
-		}
 		go func() { runErr <- d.RunOnWorkers(runCtx, srcs) }()
 	}
 	filterNote := ""
 	if o.filter != "" {
-		filterNote = fmt.Sprintf(", filter %q (%d instructions, in the kernel)", o.filter, len(srcCfg.Filter))
+		where := "in the kernel"
+		if o.xdp {
+			where = "in user space"
+		}
+		filterNote = fmt.Sprintf(", filter %q (%d instructions, %s)", o.filter, sockCfg.filterLen, where)
 	}
-	fmt.Fprintf(errOut, "livesteer: capturing on %s, fanout %s, %d workers, dispatch %s, policy %s, key %s, hash %s%s\n",
-		o.iface, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key, capture.HashSummary(cfg.Hash), filterNote)
+	fmt.Fprintf(errOut, "livesteer: capturing on %s (%s), fanout %s, %d workers, dispatch %s, policy %s, key %s, hash %s%s\n",
+		o.iface, in.note, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key, capture.HashSummary(cfg.Hash), filterNote)
 
 	report := func(final bool) {
 		s := d.Stats()
@@ -412,10 +436,8 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "\n--- %s at %s ---\n", title, time.Now().Format(time.TimeOnly))
 		_ = s.WriteReport(out)
 		fmt.Fprintf(out, "Flow moves between workers: %d (over %d hashed frames)\n", fm.Moves(), fm.Frames())
-		if st != nil {
-			ss := st.Stats()
-			fmt.Fprintf(out, "Fanout %s: keeps flows on one worker: %v; table changes %d, held frames %d\n",
-				ss.Mode, ss.Mode.KeepsFlows(), ss.TableChanges, ss.HeldFrames)
+		if in.steering != nil {
+			fmt.Fprintln(out, in.steering())
 		}
 	}
 	tick := time.NewTicker(o.interval)
@@ -443,17 +465,17 @@ loop:
 		// Stop intake at the sockets and let the readers empty the rings,
 		// so that every frame the kernel counted is steered (or, past -c,
 		// counted) before the final counts.
-		if err := stopIntake(socks); err != nil {
+		if err := in.socks.stop(); err != nil {
 			fmt.Fprintln(errOut, "livesteer:", err)
 		}
-		if err := drain(socks, 2*time.Second); err != nil {
+		if err := drain(in.socks, 2*time.Second); err != nil {
 			fmt.Fprintln(errOut, "livesteer:", err)
 		}
 	}
 	stopRun()
 	if failed == nil {
 		err := <-runErr
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, afpacket.ErrClosed) && !errors.Is(err, steer.ErrClosed) {
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, steer.ErrClosed) {
 			failed = err
 		}
 	}
@@ -472,10 +494,8 @@ loop:
 	}
 	elapsed := time.Since(start)
 	// Closing the sockets reads their final kernel counters.
-	for i := len(closers) - 1; i >= 0; i-- {
-		if err := closers[i](); err != nil && failed == nil {
-			failed = err
-		}
+	if err := in.close(); err != nil && failed == nil {
+		failed = err
 	}
 	report(true)
 	var enc capture.EncapCounts
@@ -486,7 +506,7 @@ loop:
 		failed = err
 	}
 	s := d.Stats()
-	k := kernelTotals(socks)
+	k := in.socks.totals()
 	if limit != nil {
 		k.afterCount = limit.Over()
 	}
@@ -504,10 +524,11 @@ loop:
 		}
 		r.Totals.Balanced = k.err == nil && k.balanced(&s)
 		r.Encapsulations = enc.Report()
-		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: o.fanout == "none",
-			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc}
-		if st != nil {
-			r.Live.KeepsFlows = st.Stats().Mode.KeepsFlows()
+		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: in.keepsFlows(),
+			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc && !o.xdp,
+			Socket: "af_packet", XDP: in.xdp}
+		if o.xdp {
+			r.Live.Socket = "af_xdp"
 		}
 		if err := r.Write(stdout); err != nil && failed == nil {
 			failed = err
@@ -527,67 +548,26 @@ func steeringError(err error) error {
 	return err
 }
 
-// drain waits, for at most timeout, until every socket has handed out every
-// frame its ring received (kernel received == delivered + kernel dropped)
-// on two reads in a row.
-func drain(socks []*afpacket.Source, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	dry := 0
-	for {
-		left := uint64(0)
-		for _, s := range socks {
-			st, err := s.Stats()
-			if err != nil {
-				return fmt.Errorf("reading the rings dry: %w", err)
-			}
-			left += st.Packets - st.Drops - st.Delivered
-		}
-		if left == 0 {
-			if dry++; dry == 2 {
-				return nil
-			}
-		} else {
-			dry = 0
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("reading the rings dry: %d frames still in them after %v", left, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // kernel sums the sockets' counters.
 type kernel struct {
 	received, dropped, delivered uint64
+	filtered                     uint64 // frames a user-space filter rejected (AF_XDP)
 	afterCount                   uint64 // frames read past -c, not steered
 	err                          error
 }
 
-func kernelTotals(socks []*afpacket.Source) kernel {
-	var k kernel
-	for _, sock := range socks {
-		st, err := sock.Stats()
-		if err != nil {
-			k.err = err
-			return k
-		}
-		k.received += st.Packets
-		k.dropped += st.Drops
-		k.delivered += st.Delivered
-	}
-	return k
-}
-
 // balanced reports whether every frame the kernel passed to a socket was
-// steered, read past -c, or dropped by the kernel for lack of ring space,
-// and every steered frame handled, dropped or panicked.
+// steered, read past -c, rejected by a user-space filter, or dropped by
+// the kernel for lack of ring space, and every steered frame handled,
+// dropped or panicked.
 func (k kernel) balanced(s *steer.Stats) bool {
-	return k.received == s.Frames+k.dropped+k.afterCount && s.Frames == s.Handled()+s.Dropped()+s.Panicked()
+	return k.received == s.Frames+k.dropped+k.filtered+k.afterCount && s.Frames == s.Handled()+s.Dropped()+s.Panicked()
 }
 
 // writeReconcile prints whether the kernel's counters and the dispatcher's
 // agree: every frame the kernel passed to a socket was steered, read past
-// -c, or dropped by the kernel for lack of ring space.
+// -c, rejected by a user-space filter, or dropped by the kernel for lack of
+// ring space.
 func writeReconcile(out io.Writer, s *steer.Stats, k kernel) {
 	if k.err != nil {
 		fmt.Fprintf(out, "Kernel counters: %v\n", k.err)
@@ -600,6 +580,9 @@ func writeReconcile(out io.Writer, s *steer.Stats, k kernel) {
 	after := ""
 	if k.afterCount > 0 {
 		after = fmt.Sprintf(" + read after -c %d", k.afterCount)
+	}
+	if k.filtered > 0 {
+		after += fmt.Sprintf(" + filtered %d", k.filtered)
 	}
 	fmt.Fprintf(out, "Kernel received %d = steered %d + kernel dropped %d%s: %s\n", k.received, s.Frames, k.dropped, after, ok)
 }

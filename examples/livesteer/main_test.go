@@ -121,17 +121,25 @@ func udpConf(t *testing.T, p *netns.Pair) string {
 // sending: the final report must reconcile with the kernel's counters
 // (kernel received == steered + kernel dropped). With the sockets left open
 // while the dispatcher closed, frames the kernel had counted sat in the
-// rings and were counted by nothing else.
+// rings and were counted by nothing else. With -xdp, the AF_XDP sockets'
+// counters add up the same way.
 func TestReconcileUnderTraffic(t *testing.T) {
 	p, conf := trafficPair(t)
 	line := regexp.MustCompile(`Kernel received (\d+) = steered (\d+) \+ kernel dropped (\d+): (\w+)`)
-	for _, fanout := range []string{"none", "ebpf"} {
-		t.Run(fanout, func(t *testing.T) {
+	for _, tc := range []struct {
+		fanout string
+		xdp    bool
+	}{{"none", false}, {"ebpf", false}, {"none", true}} {
+		name := tc.fanout
+		if tc.xdp {
+			name += "-xdp"
+		}
+		t.Run(name, func(t *testing.T) {
 			var out syncBuffer
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
-			o := options{iface: p.A.Link, fanout: fanout, workers: 2, policy: "rss", key: "random",
-				interval: time.Hour, quiet: true, enter: p.A.Do}
+			o := options{iface: p.A.Link, fanout: tc.fanout, workers: 2, policy: "rss", key: "random",
+				interval: time.Hour, quiet: true, enter: p.A.Do, xdp: tc.xdp}
 			errc := make(chan error, 1)
 			go func() { errc <- run(ctx, o, &out, io.Discard) }()
 			time.Sleep(200 * time.Millisecond)
@@ -220,7 +228,7 @@ func runBackground(ctx context.Context, o options, out, errOut io.Writer) func(t
 	}
 }
 
-var reconcileLine = regexp.MustCompile(`Kernel received (\d+) = steered (\d+) \+ kernel dropped (\d+)(?: \+ read after -c (\d+))?: (\w+)`)
+var reconcileLine = regexp.MustCompile(`Kernel received (\d+) = steered (\d+) \+ kernel dropped (\d+)(?: \+ read after -c (\d+))?(?: \+ filtered \d+)?: (\w+)`)
 
 // reconcile returns the final report's kernel received, steered, kernel
 // dropped and read after -c, and fails unless they add up.
@@ -244,13 +252,23 @@ func reconcile(t *testing.T, out string) (received, steered, dropped, after uint
 // the kernel, so of the TCP frames to 5201, the UDP frames to 5201 and the
 // TCP frames to 80 that cross the link, the sockets receive and the
 // workers steer exactly the first, with one socket and with a fanout group.
+// With -xdp it runs in user space: the sockets take all 5000, steer the
+// 2000 and count the 3000 others as filtered.
 func TestFilter(t *testing.T) {
 	netns.Require(t, "trafgen", "tcpdump", "ethtool")
 	p, udpConf := trafficPair(t)
 	tcp5201, tcp80 := tcpConf(t, p, 5201), tcpConf(t, p, 80)
-	for _, fanout := range []string{"none", "hash", "ebpf"} {
-		t.Run(fanout, func(t *testing.T) {
-			o, err := parseFlags([]string{"-i", p.A.Link, "-fanout", fanout, "-workers", "2", "-q", "-interval", "1h", "tcp", "port", "5201"}, io.Discard)
+	for _, tc := range []struct {
+		fanout string
+		xdp    bool
+	}{{"none", false}, {"hash", false}, {"ebpf", false}, {"none", true}} {
+		name, args, wantReceived, where := tc.fanout, []string{}, uint64(2000), "in the kernel"
+		if tc.xdp {
+			name, args, wantReceived, where = name+"-xdp", []string{"-xdp"}, 5000, "in user space"
+		}
+		t.Run(name, func(t *testing.T) {
+			args = append(args, "-i", p.A.Link, "-fanout", tc.fanout, "-workers", "2", "-q", "-interval", "1h", "tcp", "port", "5201")
+			o, err := parseFlags(args, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,11 +289,16 @@ func TestFilter(t *testing.T) {
 				t.Fatalf("run: %v\n%s", err, errOut.String())
 			}
 			received, steered, dropped, _ := reconcile(t, out.String())
-			if r1-r0 != 5000 || received != 2000 || steered != 2000 || dropped != 0 {
-				t.Errorf("the link received %d frames, the sockets %d, steered %d, kernel dropped %d; want 5000, 2000, 2000, 0",
-					r1-r0, received, steered, dropped)
+			if r1-r0 != 5000 || received != wantReceived || steered != 2000 || dropped != 0 {
+				t.Errorf("the link received %d frames, the sockets %d, steered %d, kernel dropped %d; want 5000, %d, 2000, 0",
+					r1-r0, received, steered, dropped, wantReceived)
 			}
-			if !strings.Contains(errOut.String(), `filter "tcp port 5201"`) || !strings.Contains(errOut.String(), "2000 packets captured\n2000 packets received by filter\n0 packets dropped by kernel\n") {
+			if tc.xdp && !strings.Contains(out.String(), " + filtered 3000: yes") {
+				t.Errorf("the reconciliation does not count the 3000 frames filtered in user space:\n%s", out.String())
+			}
+			counts := fmt.Sprintf("2000 packets captured\n%d packets received by filter\n0 packets dropped by kernel\n", wantReceived)
+			if !strings.Contains(errOut.String(), `filter "tcp port 5201"`) || !strings.Contains(errOut.String(), where) ||
+				!strings.Contains(errOut.String(), counts) {
 				t.Errorf("status lines:\n%s", errOut.String())
 			}
 		})
@@ -400,7 +423,7 @@ func runJSON(t *testing.T, p *netns.Pair, o options, conf string, n int) (captur
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	wait := runBackground(ctx, o, &stdout, &errOut)
-	time.Sleep(300 * time.Millisecond)
+	waitCapturing(t, &errOut)
 	send(t, p, conf, n)
 	time.Sleep(200 * time.Millisecond)
 	stop()

@@ -457,7 +457,7 @@ var reportKeys = []string{
 	"encapsulations.kinds", "encapsulations.not_decapsulated", "encapsulations.not_decapsulated_kinds",
 	"encapsulations.plain", "encapsulations.stacks", "filter", "input", "interrupted",
 	"live", "live.fanout", "live.hashed_frames", "live.interface", "live.keeps_flows", "live.promiscuous", "live.snaplen",
-	"live.worker_changes", "reasons", "schema", "sources", "sources.filtered", "sources.kernel_dropped",
+	"live.socket", "live.worker_changes", "live.xdp", "live.xdp.attach", "live.xdp.queue", "live.xdp.zero_copy", "reasons", "schema", "sources", "sources.filtered", "sources.kernel_dropped",
 	"sources.kernel_received", "sources.name", "sources.queue_freezes", "table", "top_flows", "top_flows.bytes",
 	"top_flows.desired", "top_flows.flowid", "top_flows.packets", "top_flows.worker", "totals", "totals.after_count",
 	"totals.balanced", "totals.bucket_moves", "totals.dropped", "totals.filtered", "totals.flow_moves",
@@ -524,7 +524,7 @@ func TestReportJSON(t *testing.T) {
 	r.Input, r.Filter, r.ElapsedSeconds = "memory", "udp", 1.5
 	r.Encapsulations = countCases(t, steer.HashConfig{}).Report()
 	r.Totals.Read = uint64(len(frames))
-	r.Live = &Live{Interface: "veth0", Fanout: "ebpf", KeepsFlows: true}
+	r.Live = &Live{Interface: "veth0", Fanout: "ebpf", KeepsFlows: true, Socket: "af_xdp", XDP: &LiveXDP{Queue: 1, Attach: "generic"}}
 	var b bytes.Buffer
 	if err := r.Write(&b); err != nil {
 		t.Fatal(err)

@@ -218,6 +218,23 @@ type Live struct {
 	HashedFrames  uint64 `json:"hashed_frames"`
 	SnapLen       int    `json:"snaplen"`
 	Promiscuous   bool   `json:"promiscuous"`
+	// Socket is the socket family read: "af_packet" (a tap beside the
+	// kernel stack) or "af_xdp" (the sockets take the frames).
+	Socket string `json:"socket"`
+	// XDP is how the AF_XDP sockets are fed; absent for AF_PACKET.
+	XDP *LiveXDP `json:"xdp,omitempty"`
+}
+
+// LiveXDP is an AF_XDP capture's queue and modes.
+type LiveXDP struct {
+	// Queue is the NIC receive queue the sockets are bound to.
+	Queue int `json:"queue"`
+	// Attach is the XDP program's attach mode: "native" (the driver runs
+	// it) or "generic" (the kernel runs it on an skb).
+	Attach string `json:"attach"`
+	// ZeroCopy says whether the driver writes frames straight into the
+	// UMEM; false is copy mode.
+	ZeroCopy bool `json:"zero_copy"`
 }
 
 // NewReport fills a report from a closed dispatcher's stats; the command
