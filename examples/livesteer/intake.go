@@ -141,6 +141,9 @@ func openIntake(o options, d *steer.Dispatcher, c sockConfig) (*intake, error) {
 // program that redirects every frame of its queue to it, steered in user
 // space.
 func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) {
+	if o.fanout != "none" {
+		return nil, fmt.Errorf("-xdp -fanout %s: %w (afxdp has no XDP steering yet)", o.fanout, afxdp.ErrNotSupported)
+	}
 	var src *afxdp.Source
 	if err := o.enter(func() (err error) { src, err = afxdp.Open(o.iface, cfg); return err }); err != nil {
 		return nil, err
