@@ -1,7 +1,6 @@
 package afpacket
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -34,45 +33,25 @@ type SteeringOptions struct {
 }
 
 // programOptions is the steering program's configuration for a
-// dispatcher's cfg (normalized) and table: every field of cfg.Hash the
-// classifier hashes by, or an error wrapping ErrConfig that says what to
-// change when the program cannot steer as the classifier does.
+// dispatcher's cfg (normalized) and table (bpfsteer.DispatcherOptions, the
+// rules afxdp's XDP program shares), or an error wrapping ErrConfig that
+// says what to change when the program cannot steer as the classifier
+// does.
 func programOptions(cfg steer.Config, table []int, fallback int) (bpfsteer.Options, error) {
-	h := cfg.Hash
-	if cfg.Policy != steer.PolicyRSS {
-		return bpfsteer.Options{}, fmt.Errorf("%w: the eBPF program steers as the rss policy does, not %v: use the rss policy or another fanout mode", ErrConfig, cfg.Policy)
-	}
-	if h.Tunnels == steer.TunnelsInner && len(h.VXLANPorts) > bpfsteer.MaxVXLANPorts {
-		return bpfsteer.Options{}, fmt.Errorf("%w: %d VXLAN ports: the eBPF program matches at most %d; list fewer in HashConfig.VXLANPorts, or use another fanout mode",
-			ErrConfig, len(h.VXLANPorts), bpfsteer.MaxVXLANPorts)
-	}
-	o := bpfsteer.Options{
-		Algorithm: h.Algorithm, Key: h.Key, Table: toU32(table), Symmetric: h.Symmetric,
-		Types: h.Types, UDP4Tuple: h.UDP4Tuple,
-		Tunnels: h.Tunnels == steer.TunnelsInner, VXLANPorts: h.VXLANPorts,
-		Fallback: uint32(fallback),
-	}
-	if _, err := bpfsteer.Instructions(o); err != nil {
+	o, err := bpfsteer.DispatcherOptions(cfg, table, bpfsteer.Options{Fallback: uint32(fallback)})
+	if err != nil {
 		return o, programError(err)
 	}
 	return o, nil
 }
 
-func toU32(t []int) []uint32 {
-	out := make([]uint32, len(t))
-	for i, w := range t {
-		out[i] = uint32(w)
-	}
-	return out
-}
+func toU32(t []int) []uint32 { return bpfsteer.WorkerTable(t) }
 
 // programError wraps ErrConfig around the program's refusals of its
 // options; other errors (the kernel's) it wraps as they are.
 func programError(err error) error {
-	for _, e := range []error{bpfsteer.ErrOptions, bpfsteer.ErrKeyLength, bpfsteer.ErrTableLength} {
-		if errors.Is(err, e) {
-			return fmt.Errorf("%w: the eBPF program cannot steer as the dispatcher's classifier does: %w", ErrConfig, err)
-		}
+	if bpfsteer.IsOptionsError(err) {
+		return fmt.Errorf("%w: the eBPF program cannot steer as the dispatcher's classifier does (change the configuration as said, or use another fanout mode): %w", ErrConfig, err)
 	}
 	return fmt.Errorf("afpacket: building the steering program: %w", err)
 }
