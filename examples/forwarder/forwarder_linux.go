@@ -15,17 +15,47 @@ import (
 	"github.com/rpsgo/rps/internal/affinity"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
+	"github.com/rpsgo/rps/steer/afxdp"
 	"golang.org/x/sys/unix"
 )
 
-// port is one side of the forwarder: a receive ring and a send socket on
+// port is one side of the forwarder: a receive socket and a send socket on
 // the same interface.
 type port struct {
 	name    string
 	ifindex int
 	mtu     int
-	rx      *afpacket.Source
-	tx      int // AF_PACKET socket bound to the interface, protocol 0 (sends only)
+	rx      receiver // nil for a port that only sends
+	tx      int      // AF_PACKET socket bound to the interface, protocol 0 (sends only)
+}
+
+// xdpHeadroom is the room the kernel leaves before a frame in its UMEM
+// chunk (XDP_PACKET_HEADROOM).
+const xdpHeadroom = 256
+
+// receiver is a port's receive socket: an AF_PACKET ring, or an AF_XDP
+// socket with -xdp.
+type receiver interface {
+	ReadBatch(ctx context.Context, b *steer.Batch) error
+	Close() error
+	// drops is the frames the kernel dropped for lack of room.
+	drops() (uint64, error)
+}
+
+// packetRx is an AF_PACKET ring as a receiver.
+type packetRx struct{ *afpacket.Source }
+
+func (r packetRx) drops() (uint64, error) {
+	st, err := r.Stats()
+	return st.Drops, err
+}
+
+// xdpRx is an AF_XDP socket as a receiver.
+type xdpRx struct{ *afxdp.Source }
+
+func (r xdpRx) drops() (uint64, error) {
+	st, err := r.Stats()
+	return st.RxDropped + st.RxRingFull, err
 }
 
 // workerState is a worker's own counters and send addresses
@@ -74,8 +104,14 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	// and a TPACKET_V3 block is handed over when full or timed out.
 	rcfg := afpacket.Config{BlockSize: 64 << 10, NumBlocks: 64, BlockTimeout: bt, PollTimeout: 50 * time.Millisecond,
 		IgnoreOutgoing: true, Promisc: true}
+	var xcfg *afxdp.Config
+	if o.XDP {
+		// AF_XDP sees received frames only, never the ones sent on the
+		// port, and hands each batch over as soon as it is read.
+		xcfg = &afxdp.Config{PollTimeout: 50 * time.Millisecond}
+	}
 	for i, name := range []string{o.In, o.Out} {
-		p, err := openPort(name, rcfg, i == 0 || !o.OneWay)
+		p, err := openPort(name, rcfg, xcfg, i == 0 || !o.OneWay)
 		f.ports[i] = p
 		if err != nil {
 			return f, err
@@ -121,16 +157,34 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	return f, nil
 }
 
-func openPort(name string, cfg afpacket.Config, receive bool) (*port, error) {
+// openPort opens a port's send socket and, when receive is set, its
+// receive socket: an AF_XDP socket when xcfg is not nil, else an AF_PACKET
+// ring.
+func openPort(name string, cfg afpacket.Config, xcfg *afxdp.Config, receive bool) (*port, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("interface %q: %w", name, err)
 	}
 	p := &port{name: name, ifindex: ifi.Index, mtu: ifi.MTU, tx: -1}
-	if receive {
-		if p.rx, err = afpacket.Open(name, cfg); err != nil {
+	switch {
+	case receive && xcfg != nil:
+		xc := *xcfg
+		if ifi.MTU+18 > afxdp.DefaultFrameSize-xdpHeadroom {
+			// A frame of the MTU, with a tag, must fit in a chunk after
+			// the kernel's headroom: take page-sized chunks.
+			xc.FrameSize = os.Getpagesize()
+		}
+		src, err := afxdp.Open(name, xc)
+		if err != nil {
 			return p, err
 		}
+		p.rx = xdpRx{src}
+	case receive:
+		src, err := afpacket.Open(name, cfg)
+		if err != nil {
+			return p, err
+		}
+		p.rx = packetRx{src}
 	}
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -216,8 +270,8 @@ func (f *forwarder) Stats() Stats {
 	}
 	for _, p := range f.ports {
 		if p != nil && p.rx != nil {
-			if st, err := p.rx.Stats(); err == nil {
-				s.KernelDrops += st.Drops
+			if n, err := p.rx.drops(); err == nil {
+				s.KernelDrops += n
 			}
 		}
 	}

@@ -67,17 +67,57 @@ func line(t *testing.T) (c, f, s *netns.NS) {
 }
 
 // TestForwardTCP sends a bounded TCP exchange from C to S through the
-// forwarder, both directions, and checks every byte and the counters.
+// forwarder, both directions, and checks every byte and the counters: with
+// AF_PACKET rings, and with AF_XDP sockets (-xdp), after which neither
+// port carries an XDP program.
 func TestForwardTCP(t *testing.T) {
-	c, f, s := line(t)
+	for _, xdp := range []bool{false, true} {
+		name := "af_packet"
+		if xdp {
+			name = "af_xdp"
+		}
+		t.Run(name, func(t *testing.T) {
+			c, f, s := line(t)
+			forwardTCP(t, c, f, s, Options{In: "f0", Out: "f1", Workers: 2, Work: 2 * time.Microsecond, XDP: xdp})
+			for _, link := range []string{"f0", "f1"} {
+				if xdpOn(t, f, link) {
+					t.Errorf("%s carries an XDP program after the forwarder closed", link)
+				}
+			}
+		})
+	}
+}
+
+// xdpOn reports whether `ip -d link show` in ns lists an XDP program on
+// link.
+func xdpOn(t *testing.T, ns *netns.NS, link string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := ns.Exec(ctx, "ip", "-d", "link", "show", "dev", link)
+	if err != nil {
+		t.Fatalf("ip link show %s: %v: %s", link, err, out)
+	}
+	return strings.Contains(string(out), "xdp")
+}
+
+// forwardTCP runs the TCP exchange through a forwarder opened in f with o;
+// with o.XDP each port carries an XDP program while it is open.
+func forwardTCP(t *testing.T, c, f, s *netns.NS, o Options) {
+	t.Helper()
 	var fw *forwarder
 	if err := f.Do(func() (err error) {
-		fw, err = openForwarder(Options{In: "f0", Out: "f1", Workers: 2, Work: 2 * time.Microsecond})
+		fw, err = openForwarder(o)
 		return err
 	}); err != nil {
 		t.Fatalf("opening the forwarder: %v", err)
 	}
 	defer fw.Close()
+	for _, link := range []string{"f0", "f1"} {
+		if xdpOn(t, f, link) != o.XDP {
+			t.Errorf("%s: an XDP program attached %v, want %v", link, !o.XDP, o.XDP)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)

@@ -18,6 +18,7 @@
 //	ethtool -K eth1 gro off tso off gso off
 //	ethtool -K eth2 gro off tso off gso off
 //	forwarder -in eth1 -out eth2 -workers 4 -work 20us
+//	forwarder -in eth1 -out eth2 -workers 4 -xdp
 //
 // Flags:
 //
@@ -31,14 +32,26 @@
 //	-block-timeout  how long the kernel holds a ring block that is not full
 //	                (default 1ms; it bounds the added latency at low rates)
 //	-stats          print the dispatcher's netstat -Q-style report at exit
+//	-xdp            receive through AF_XDP (see below)
 //
 // Ctrl-C (SIGINT) or SIGTERM stops it: the readers stop, the workers finish
 // the frames already queued, and it prints how many frames it forwarded
 // each way; a second one ends it at once. It has no data output: its status lines and the report go to
 // standard error.
 //
+// With -xdp each port receives through an AF_XDP socket (package
+// steer/afxdp) on its queue 0 instead of an AF_PACKET ring: an XDP program
+// redirects the port's frames to the socket before the kernel builds an
+// skb (on a driver with native XDP), and the kernel stack of the
+// forwarder's host no longer sees them, which is what a bump in the wire
+// wants. A multi-queue NIC must put every frame on queue 0 (ethtool -L
+// IFACE combined 1), or the other queues' frames go to the stack and are
+// not forwarded. Frames are still sent through AF_PACKET: the AF_XDP
+// package has no TX ring yet.
+//
 // Limits: 802.1Q tags that the kernel strips on receive are not put back
-// on transmit; frames longer than the snap length or the MTU (GRO/GSO
+// on transmit (with -xdp the frame is sent as XDP saw it, with any tag the
+// NIC left in it); frames longer than the snap length or the MTU (GRO/GSO
 // super-frames when offloads are on) are counted as oversize and not sent.
 package main
 
@@ -54,6 +67,7 @@ import (
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
+	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 func main() {
@@ -71,7 +85,7 @@ func main() {
 // afpacket refuses) is a usage error.
 func forward(ctx context.Context, o Options, report bool) error {
 	err := run(ctx, o, report)
-	if errors.Is(err, steer.ErrConfig) || errors.Is(err, afpacket.ErrConfig) {
+	if errors.Is(err, steer.ErrConfig) || errors.Is(err, afpacket.ErrConfig) || errors.Is(err, afxdp.ErrConfig) {
 		return cli.UsageError(err)
 	}
 	return err
@@ -91,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (o Options, stats bool, err err
 	fs.BoolVar(&o.Pin, "pin", false, "pin each worker to a CPU")
 	fs.DurationVar(&o.BlockTimeout, "block-timeout", time.Millisecond, "ring block `timeout` (1ms and up)")
 	fs.BoolVar(&stats, "stats", false, "print the dispatcher's report at exit")
+	fs.BoolVar(&o.XDP, "xdp", false, "receive through AF_XDP sockets (queue 0 of each port) instead of AF_PACKET rings; sends stay AF_PACKET")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, false, err
 	}
@@ -113,6 +128,8 @@ type Options struct {
 	OneWay       bool
 	Pin          bool
 	BlockTimeout time.Duration
+	// XDP receives through AF_XDP sockets instead of AF_PACKET rings.
+	XDP bool
 }
 
 // Stats count what a forwarder did.

@@ -36,8 +36,8 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	o, stats, err := parseFlags([]string{"-in", "a", "-out", "b", "-workers", "3", "-oneway", "-stats"}, io.Discard)
-	if err != nil || o.In != "a" || o.Out != "b" || o.Workers != 3 || !o.OneWay || !stats {
+	o, stats, err := parseFlags([]string{"-in", "a", "-out", "b", "-workers", "3", "-oneway", "-stats", "-xdp"}, io.Discard)
+	if err != nil || o.In != "a" || o.Out != "b" || o.Workers != 3 || !o.OneWay || !stats || !o.XDP {
 		t.Errorf("parsed %+v, stats %v, %v", o, stats, err)
 	}
 }
