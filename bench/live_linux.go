@@ -3,32 +3,41 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
+	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 // liveEnv is a veth pair in two namespaces the bench created: trafgen sends
 // from B, the sockets under test read in A.
 type liveEnv struct {
-	pair *netns.Pair
-	dir  string
+	pair    *netns.Pair
+	dir     string
+	softirq []string // /proc/<pid>/schedstat of each ksoftirqd thread
 }
 
 // liveMissing says why live runs cannot happen here, or "" when they can.
 func liveMissing() string {
 	if os.Geteuid() != 0 {
-		return "live runs need root (network namespaces, AF_PACKET)"
+		return "live runs need root (network namespaces, AF_PACKET, AF_XDP)"
 	}
 	for _, tool := range []string{"ip", "ethtool", "trafgen"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -38,12 +47,20 @@ func liveMissing() string {
 	return ""
 }
 
+// tcpdumpMissing says why the tcpdump baseline cannot run, or "".
+func tcpdumpMissing() string {
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		return "the tcpdump baseline needs tcpdump in PATH"
+	}
+	return ""
+}
+
 func newLiveEnv(dir string) (*liveEnv, error) {
 	p, err := netns.Create(netns.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("creating the namespaces: %w", err)
 	}
-	return &liveEnv{pair: p, dir: dir}, nil
+	return &liveEnv{pair: p, dir: dir, softirq: softirqThreads()}, nil
 }
 
 func (e *liveEnv) Close() error { return e.pair.Close() }
@@ -66,94 +83,162 @@ func (e *liveEnv) trafgenConfig(size int) (string, error) {
 	return file, nil
 }
 
-// runLive sends c.Frames frames with trafgen across the veth pair and
-// receives them with c's implementation:
-//
-//	rps           one AF_PACKET socket, steered in user space (c.Dispatch)
-//	rps-fanout    a kernel fanout group (c.Source names the mode), one socket
-//	              per worker read by that worker (RunOnWorkers, DIRECT)
-//	kernel-fanout the same group without the library: a goroutine per
-//	              socket calls the handler (the kernel-only baseline)
-//	single        one socket, one goroutine calling the handler
-func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Result, error) {
-	r := c.result(rep)
-	wk := newWork(c.Handler, sp)
-	cfg := afpacket.Config{IgnoreOutgoing: true}
-	mode := afpacket.FanoutHash
-	if m, ok := strings.CutPrefix(c.Source, "fanout-"); ok {
-		switch m {
-		case "hash":
-		case "lb":
-			mode = afpacket.FanoutLB
-		case "cpu":
-			mode = afpacket.FanoutCPU
-		default:
-			return r, fmt.Errorf("unknown fanout mode %q", m)
-		}
-	}
-	var single *afpacket.Source
-	var group *afpacket.Group
-	err := e.pair.A.Do(func() (err error) {
-		if c.Impl == "rps" || c.Impl == "single" {
-			single, err = afpacket.Open(e.pair.A.Link, cfg)
-		} else {
-			group, err = afpacket.OpenGroup(e.pair.A.Link, c.Workers, cfg, mode, 0)
-		}
-		return err
-	})
+// sendStats is what one trafgen run took.
+type sendStats struct {
+	wall    time.Duration // trafgen's life, start-up included
+	cpu     time.Duration // trafgen's user+system time, its children's included
+	softirq time.Duration // the ksoftirqd threads' CPU time meanwhile
+}
+
+// send runs trafgen in B: c.Frames frames of c.Size bytes at c.Rate frames
+// a second (0: as fast as it goes, on one CPU).
+func (e *liveEnv) send(ctx context.Context, c Case) (sendStats, error) {
+	var st sendStats
+	conf, err := e.trafgenConfig(c.Size)
 	if err != nil {
-		return r, fmt.Errorf("opening AF_PACKET sockets: %w", err)
+		return st, err
 	}
-	var stamped []*stampSource
-	stats := func() (afpacket.Stats, error) {
-		if single != nil {
-			return single.Stats()
-		}
-		return group.Stats()
+	args := []string{"--dev", e.pair.B.Link, "--conf", conf, "--num", strconv.Itoa(c.Frames),
+		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}
+	if c.Rate > 0 {
+		args = append(args, "--rate", strconv.Itoa(c.Rate)+"pps")
 	}
-	rctx, cancel := context.WithCancel(ctx)
+	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	var d *steer.Dispatcher
-	switch c.Impl {
-	case "rps", "rps-fanout":
+	cmd := e.pair.B.Command(tctx, "trafgen", args...)
+	k0 := e.softirqCPU()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	st.wall = time.Since(start)
+	st.softirq = e.softirqCPU() - k0
+	if err != nil {
+		return st, fmt.Errorf("trafgen: %w: %s", err, bytes.TrimSpace(out))
+	}
+	st.cpu = processCPU(cmd.ProcessState)
+	return st, nil
+}
+
+// processCPU is the user+system time of a process that was waited for,
+// with the children it waited for.
+func processCPU(ps *os.ProcessState) time.Duration {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return 0
+}
+
+// softirqThreads returns the schedstat files of the ksoftirqd threads,
+// which run the softirqs (here: veth's receive path, XDP, the copy into a
+// ring or a UMEM) that the task they interrupted could not finish.
+func softirqThreads() []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var files []string
+	for _, ent := range ents {
+		if _, err := strconv.Atoi(ent.Name()); err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "comm"))
+		if err == nil && strings.HasPrefix(string(comm), "ksoftirqd/") {
+			files = append(files, filepath.Join("/proc", ent.Name(), "schedstat"))
+		}
+	}
+	return files
+}
+
+// softirqCPU is the CPU time the ksoftirqd threads have run
+// (/proc/<pid>/schedstat's first field, nanoseconds).
+func (e *liveEnv) softirqCPU() time.Duration {
+	var sum time.Duration
+	for _, f := range e.softirq {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if fields := strings.Fields(string(b)); len(fields) > 0 {
+			ns, _ := strconv.ParseInt(fields[0], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
+}
+
+// receiver is the capture under test in one live run, reading from
+// before trafgen starts until it is stopped.
+type receiver struct {
+	d       *steer.Dispatcher
+	stamped []*stampSource
+	cancel  context.CancelFunc
+	done    chan error
+	// kernel returns the sockets' own drop count and a summary of their
+	// counters that stops changing once they are drained; settled reports
+	// that every frame they received is accounted for.
+	kernel  func() (drops uint64, summary string, settled bool)
+	closers []func() error
+	capture string // AF_XDP: attach and bind modes
+}
+
+// startReceiver opens c's sockets in A and starts reading them:
+//
+//	source afpacket     one AF_PACKET socket
+//	source fanout-MODE  a fanout group of c.Workers sockets (hash, lb, cpu,
+//	                    or ebpf: the library's program, afpacket.NewSteering)
+//	source afxdp        one AF_XDP socket and the redirect program Open attaches
+//
+// read by c.Impl:
+//
+//	rps           the dispatcher over the one socket (c.Dispatch)
+//	rps-fanout    one socket per worker read by that worker (RunOnWorkers,
+//	              DIRECT)
+//	single,       a goroutine per socket calls the handler (the kernel-only
+//	kernel-fanout baselines)
+func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver, error) {
+	rc := &receiver{done: make(chan error, 1)}
+	lib := library(c.Impl)
+	if lib {
 		scfg := c.steerConfig()
 		scfg.Hash.UDP4Tuple = true // trafgen's flows differ in their ports too
 		// Hold the reader back on a full queue, as the in-memory runs do:
 		// the ring then fills and the kernel drops, counted beside the run.
 		scfg.Queue.Overflow = steer.OverflowWait
-		if c.Impl == "rps-fanout" {
+		if c.Impl != "rps" {
 			scfg.Dispatch = steer.Direct
 		}
-		d, err = wk.dispatcher(scfg)
+		d, err := wk.dispatcher(scfg)
 		if err != nil {
-			break
+			return nil, err
 		}
-		if single != nil {
-			s := newStampSource(single)
-			stamped = append(stamped, s)
-			go func() { done <- d.Run(rctx, s) }()
-		} else {
-			srcs := make([]steer.Source, c.Workers)
-			for i := range srcs {
-				s := newStampSource(group.Source(i))
-				stamped = append(stamped, s)
-				srcs[i] = s
-			}
-			go func() { done <- d.RunOnWorkers(rctx, srcs) }()
+		rc.d = d
+	}
+	var srcs []steer.Source
+	err := e.pair.A.Do(func() (err error) {
+		srcs, err = rc.open(e.pair.A.Link, c)
+		return err
+	})
+	if err != nil {
+		rc.close()
+		return nil, fmt.Errorf("opening %s: %w", c.Source, err)
+	}
+	for _, src := range srcs {
+		rc.stamped = append(rc.stamped, newStampSource(src))
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	rc.cancel = cancel
+	switch {
+	case lib && len(srcs) == 1 && c.Impl == "rps":
+		go func() { rc.done <- rc.d.Run(rctx, rc.stamped[0]) }()
+	case lib && c.Impl != "rps":
+		ss := make([]steer.Source, len(rc.stamped))
+		for i, s := range rc.stamped {
+			ss[i] = s
 		}
-	case "single", "kernel-fanout":
-		var srcs []*afpacket.Source
-		if single != nil {
-			srcs = []*afpacket.Source{single}
-		} else {
-			srcs = group.Sources()
-		}
+		go func() { rc.done <- rc.d.RunOnWorkers(rctx, ss) }()
+	case c.Impl == "single" || c.Impl == "kernel-fanout":
 		errs := make(chan error, len(srcs))
 		wws := wk.baseline(len(srcs))
-		for i, src := range srcs {
-			s := newStampSource(src)
-			stamped = append(stamped, s)
+		for i, s := range rc.stamped {
 			go func() { errs <- readDirect(rctx, s, wws[i]) }()
 		}
 		go func() {
@@ -163,82 +248,299 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 					first = err
 				}
 			}
-			done <- first
+			rc.done <- first
 		}()
 	default:
-		err = fmt.Errorf("unknown live implementation %q", c.Impl)
-	}
-	closeAll := func() {
-		if single != nil {
-			single.Close()
-		}
-		if group != nil {
-			group.Close()
-		}
-	}
-	if err != nil {
-		closeAll()
-		return r, err
-	}
-	conf, err := e.trafgenConfig(c.Size)
-	if err != nil {
 		cancel()
-		<-done
-		closeAll()
-		return r, err
+		rc.close()
+		return nil, fmt.Errorf("implementation %q cannot read %d sockets of %s", c.Impl, len(srcs), c.Source)
 	}
-	rx0, _ := e.pair.A.LinkCounter(ctx, e.pair.A.Link, "rx_packets")
-	before := snapshot()
-	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
-	out, terr := e.pair.B.Exec(tctx, "trafgen", "--dev", e.pair.B.Link, "--conf", conf, "--num", strconv.Itoa(c.Frames),
-		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats")
-	tcancel()
-	// Wait until every frame that reached the socket was handed out.
-	var st afpacket.Stats
+	return rc, nil
+}
+
+// open opens c.Source on link (in the caller's namespace) and returns the
+// sources to read, one per worker for a group.
+func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
+	acfg := afpacket.Config{IgnoreOutgoing: true}
+	switch src := c.Source; {
+	case src == "afpacket":
+		s, err := afpacket.Open(link, acfg)
+		if err != nil {
+			return nil, err
+		}
+		rc.closers = append(rc.closers, s.Close)
+		rc.kernel = func() (uint64, string, bool) {
+			st, _ := s.Stats()
+			return st.Drops, fmt.Sprint(st), st.Packets == st.Delivered+st.Drops
+		}
+		return []steer.Source{s}, nil
+	case strings.HasPrefix(src, "fanout-"):
+		mode, err := afpacket.ParseFanoutMode(strings.TrimPrefix(src, "fanout-"))
+		if err != nil {
+			return nil, err
+		}
+		g, err := afpacket.OpenGroup(link, c.Workers, acfg, mode, 0)
+		if err != nil {
+			return nil, err
+		}
+		rc.closers = append(rc.closers, g.Close)
+		rc.kernel = func() (uint64, string, bool) {
+			st, _ := g.Stats()
+			return st.Drops, fmt.Sprint(st), st.Packets == st.Delivered+st.Drops
+		}
+		if mode != afpacket.FanoutEBPF {
+			return sources(g.Sources()), nil
+		}
+		if rc.d == nil {
+			return nil, errors.New("fanout-ebpf steers by the dispatcher's table: it needs a library implementation")
+		}
+		st, err := afpacket.NewSteering(rc.d, g, afpacket.SteeringOptions{})
+		if err != nil {
+			return nil, err
+		}
+		rc.closers = append(rc.closers, st.Close)
+		return st.Sources(), nil
+	case src == "afxdp":
+		s, err := afxdp.Open(link, afxdp.Config{})
+		if err != nil {
+			return nil, err
+		}
+		rc.closers = append(rc.closers, s.Close)
+		rc.capture = s.Info().Attach.String() + " " + s.Info().Mode()
+		rc.kernel = func() (uint64, string, bool) {
+			st, _ := s.Stats()
+			return st.RxDropped + st.RxRingFull, fmt.Sprint(st), true
+		}
+		return []steer.Source{s}, nil
+	}
+	return nil, fmt.Errorf("unknown live source %q", c.Source)
+}
+
+// sources converts a slice of sources to steer.Source values.
+func sources[S steer.Source](ss []S) []steer.Source {
+	out := make([]steer.Source, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// drain waits, up to five seconds, until every frame the sockets got was
+// read and their counters stopped moving.
+func (rc *receiver) drain() {
 	deadline := time.Now().Add(5 * time.Second)
 	last, stable := "", 0
 	for time.Now().Before(deadline) && stable < 3 {
 		time.Sleep(30 * time.Millisecond)
-		st, _ = stats()
-		cur := fmt.Sprint(st)
-		if st.Packets == st.Delivered+st.Drops && cur == last {
+		_, sum, settled := rc.kernel()
+		cur := sum + " " + strconv.FormatUint(rc.read(), 10)
+		if settled && cur == last {
 			stable++
 		} else {
 			stable = 0
 		}
 		last = cur
 	}
-	cancel()
-	runErr := <-done
-	if d != nil {
-		if cerr := d.Close(context.Background()); runErr == nil {
-			runErr = cerr
+}
+
+// read is the number of frames the readers got from the sockets.
+func (rc *receiver) read() uint64 {
+	var n uint64
+	for _, s := range rc.stamped {
+		n += s.frames.Load()
+	}
+	return n
+}
+
+// batches is the number of non-empty batches the readers got.
+func (rc *receiver) batches() uint64 {
+	var n uint64
+	for _, s := range rc.stamped {
+		n += s.batches.Load()
+	}
+	return n
+}
+
+// stop ends the reading, closes the dispatcher and returns the first error
+// of either.
+func (rc *receiver) stop() error {
+	rc.cancel()
+	err := <-rc.done
+	if rc.d != nil {
+		if cerr := rc.d.Close(context.Background()); err == nil {
+			err = cerr
 		}
-		ds := d.Stats()
-		r.Drops = ds.Dropped()
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// close closes the sockets, the steering first.
+func (rc *receiver) close() {
+	for i := len(rc.closers) - 1; i >= 0; i-- {
+		rc.closers[i]()
+	}
+	rc.closers = nil
+}
+
+// runLive sends c.Frames frames with trafgen across the veth pair at
+// c.Rate and receives them with c's implementation (see startReceiver, and
+// runTcpdump for tcpdump). Besides the rate over the first..last batch it
+// records what was lost and the CPU time per frame of the reader and of
+// the whole path.
+func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Result, error) {
+	if c.Impl == "tcpdump" {
+		return runTcpdump(ctx, e, c, rep)
+	}
+	r := c.result(rep)
+	wk := newWork(c.Handler, sp)
+	rc, err := startReceiver(ctx, e, c, wk)
+	if err != nil {
+		return r, err
+	}
+	rx0, _ := e.pair.A.LinkCounter(ctx, e.pair.A.Link, "rx_packets")
+	before := snapshot()
+	ss, serr := e.send(ctx, c)
+	if serr == nil {
+		rc.drain()
+	}
+	runErr := rc.stop()
 	after := snapshot()
-	st, _ = stats()
-	closeAll()
-	if terr != nil {
-		return r, fmt.Errorf("trafgen: %w: %s", terr, out)
+	kdrops, ksum, _ := rc.kernel()
+	rc.close()
+	if serr != nil {
+		return r, serr
 	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+	if runErr != nil {
 		return r, runErr
 	}
 	rx1, _ := e.pair.A.LinkCounter(ctx, e.pair.A.Link, "rx_packets")
-	if c.Impl == "rps-fanout" {
-		r.Dispatch = steer.Direct.String()
+	if rc.d != nil {
+		ds := rc.d.Stats()
+		r.Drops = ds.Dropped()
+		r.Dispatch = rc.d.Config().Dispatch.String()
 	}
-	r.KernelDrops = st.Drops
+	r.KernelDrops = kdrops
+	r.Capture = rc.capture
 	r.PerWorker, r.Frames = wk.counts()
-	el := span(stamped...)
-	r.Note = fmt.Sprintf("sent %d, veth rx %d, socket saw %d; rate over first..last batch", c.Frames, rx1-rx0, st.Packets)
+	el := span(rc.stamped...)
+	r.Note = fmt.Sprintf("veth rx %d, sockets gave %d in %d batches, socket counters %s; rate over first..last batch",
+		rx1-rx0, rc.read(), rc.batches(), ksum)
 	r.finish(el, before, after, wk.latency())
 	if el > 0 {
 		// The sockets idle (in poll) outside the span, so the CPU time is
 		// the span's.
 		r.CPUShare = (r.UserSec + r.SysSec) / el.Seconds()
 	}
+	r.sent(c, ss, time.Duration((r.UserSec+r.SysSec)*1e9))
+	return r, nil
+}
+
+// sent fills the figures of a live run from what trafgen sent and the
+// reader's CPU time.
+func (r *Result) sent(c Case, ss sendStats, reader time.Duration) {
+	r.Sent = uint64(c.Frames)
+	if r.Frames < r.Sent {
+		r.Lost = r.Sent - r.Frames
+	}
+	if ss.wall > 0 {
+		r.SendPPS = float64(r.Sent) / ss.wall.Seconds()
+	}
+	if r.Frames > 0 {
+		n := float64(r.Frames)
+		r.ReaderNs = float64(reader.Nanoseconds()) / n
+		r.TotalNs = float64((reader + ss.cpu + ss.softirq).Nanoseconds()) / n
+	}
+}
+
+// tcpdumpStat matches tcpdump's closing counts.
+var tcpdumpStat = regexp.MustCompile(`(\d+) packets? (captured|received by filter|dropped by kernel)`)
+
+// runTcpdump captures c.Frames frames with tcpdump -w /dev/null in A, with
+// the same ring size as an afpacket socket's default (-B) and a kernel
+// filter for UDP, and takes its counts from what it prints at exit.
+func runTcpdump(ctx context.Context, e *liveEnv, c Case, rep int) (Result, error) {
+	r := c.result(rep)
+	kib := afpacket.DefaultBlockSize * afpacket.DefaultNumBlocks / 1024
+	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := e.pair.A.Command(tctx, "tcpdump", "-i", e.pair.A.Link, "-w", "/dev/null", "-B", strconv.Itoa(kib),
+		"-n", "-Q", "in", "udp")
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return r, fmt.Errorf("tcpdump: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return r, fmt.Errorf("tcpdump: %w", err)
+	}
+	var mu sync.Mutex
+	var text strings.Builder
+	listening := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pipe)
+		var once sync.Once
+		for sc.Scan() {
+			mu.Lock()
+			text.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.Contains(sc.Text(), "listening on") {
+				once.Do(func() { close(listening) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, pipe)
+	}()
+	stopTcpdump := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		<-read
+		_ = cmd.Wait()
+	}
+	select {
+	case <-listening:
+	case <-read:
+	case <-time.After(5 * time.Second):
+	}
+	select {
+	case <-listening:
+	default:
+		stopTcpdump()
+		mu.Lock()
+		defer mu.Unlock()
+		return r, fmt.Errorf("tcpdump did not start listening: %s", strings.TrimSpace(text.String()))
+	}
+	ss, serr := e.send(ctx, c)
+	// libpcap retires a ring block that is not full after tcpdump's
+	// timeout, 1 s: wait for the last one.
+	time.Sleep(1200 * time.Millisecond)
+	stopTcpdump()
+	if serr != nil {
+		return r, serr
+	}
+	mu.Lock()
+	out := text.String()
+	mu.Unlock()
+	for _, m := range tcpdumpStat.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseUint(m[1], 10, 64)
+		switch m[2] {
+		case "captured":
+			r.Frames = v
+		case "dropped by kernel":
+			r.KernelDrops = v
+		}
+	}
+	// tcpdump's whole life is the reader's CPU time, set against
+	// trafgen's run.
+	var before, after usage
+	after.wall = before.wall.Add(ss.wall)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		after.user, after.sys = time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+	}
+	r.PerWorker = []uint64{r.Frames}
+	r.finish(ss.wall, before, after, nil)
+	r.Note = "rate over trafgen's run"
+	r.sent(c, ss, after.user+after.sys)
 	return r, nil
 }

@@ -11,6 +11,8 @@ type liveEnv struct{}
 
 func liveMissing() string { return "live runs need Linux (network namespaces, AF_PACKET)" }
 
+func tcpdumpMissing() string { return "the tcpdump baseline needs Linux" }
+
 func newLiveEnv(string) (*liveEnv, error) { return nil, errors.New("live runs need Linux") }
 
 func (e *liveEnv) Close() error { return nil }

@@ -1,6 +1,6 @@
 // Command bench measures the steering library against single-queue
 // baselines, over in-memory frames, a capture file and (as root) live
-// AF_PACKET traffic between network namespaces it creates itself.
+// AF_PACKET and AF_XDP traffic between network namespaces it creates itself.
 //
 //	go run ./bench                 # the whole matrix
 //	go run ./bench -quick          # in memory only: a small subset, under two minutes
@@ -37,7 +37,15 @@
 //	         steered in user space, a kernel fanout group read by the
 //	         library's workers (RunOnWorkers), the same group without the
 //	         library (kernel PACKET_FANOUT_HASH baseline), and one socket
-//	         read by one goroutine (single-queue baseline)
+//	         read by one goroutine (single-queue baseline); then the
+//	         capture comparison, at offered rates of 250 kpps to trafgen's
+//	         most, in turn: tcpdump, one AF_PACKET socket and one AF_XDP
+//	         socket steered in user space, and a fanout EBPF group (the
+//	         library's hash in the kernel), each with the frames it lost
+//	         and its CPU time per frame, of the reader and of the whole
+//	         path (trafgen and the ksoftirqd threads too, which run the
+//	         kernel's receive work), and the highest rate it took without
+//	         loss
 //	rr       (root; not with -quick) examples/forwarder between a client and a server
 //	         namespace, 300 TCP connections doing 1-byte request/response
 //	         through it, with one worker and with one per CPU

@@ -25,6 +25,7 @@ type Result struct {
 	Policy     string  `json:"policy,omitempty"`
 	Pinned     bool    `json:"pinned"`
 	Rebalance  bool    `json:"rebalance"`
+	Rate       int     `json:"offered_pps,omitempty"` // live: trafgen's rate; 0 as fast as it goes
 	Rep        int     `json:"rep"`
 
 	Frames         uint64   `json:"frames"`
@@ -46,7 +47,19 @@ type Result struct {
 	LatP999        float64  `json:"lat_p999_us"`
 	TPS            float64  `json:"tps,omitempty"`     // request/response: transactions per second
 	Retrans        uint64   `json:"retrans,omitempty"` // request/response: TCP RetransSegs delta
-	Note           string   `json:"note,omitempty"`
+
+	// Live runs: what trafgen sent, what of it the handlers never saw
+	// (every cause: kernel, dispatcher, veth), and the CPU time per frame
+	// handled, of the reader (this process, or tcpdump) and of the whole
+	// path (the reader, trafgen and the ksoftirqd threads: the kernel's
+	// receive work runs in softirq context, mostly in trafgen's).
+	Sent     uint64  `json:"sent,omitempty"`
+	Lost     uint64  `json:"lost"`
+	SendPPS  float64 `json:"send_pps,omitempty"` // frames trafgen sent a second
+	ReaderNs float64 `json:"reader_cpu_ns_per_frame,omitempty"`
+	TotalNs  float64 `json:"total_cpu_ns_per_frame,omitempty"`
+	Capture  string  `json:"capture,omitempty"` // AF_XDP: the attach and bind modes, "native copy"
+	Note     string  `json:"note,omitempty"`
 
 	lat *hist // kept for the latency plot, not serialized
 }
@@ -108,7 +121,8 @@ func imbalance(c []uint64) float64 {
 var csvHeader = []string{"experiment", "impl", "source", "handler", "frame_size", "flows", "zipf", "workers",
 	"dispatch", "policy", "pinned", "rebalance", "rep", "frames", "seconds", "mpps", "gbps", "ns_per_frame",
 	"user_sec", "sys_sec", "cpu_share", "allocs_per_frame", "per_worker", "imbalance", "drops", "kernel_drops",
-	"lat_samples", "lat_p50_us", "lat_p99_us", "lat_p999_us", "tps", "retrans", "note"}
+	"lat_samples", "lat_p50_us", "lat_p99_us", "lat_p999_us", "tps", "retrans", "offered_pps", "sent", "lost",
+	"send_pps", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "note"}
 
 // writeCSV writes a header and one row per result. The machine and the
 // command line are in the JSON written beside it.
@@ -129,7 +143,8 @@ func writeCSV(w io.Writer, rs []Result) error {
 			f(r.Mpps), f(r.Gbps), f(r.NsPerFrame), f(r.UserSec), f(r.SysSec), f(r.CPUShare), f(r.AllocsPerFrame),
 			strings.Join(pw, " "), f(r.Imbalance), strconv.FormatUint(r.Drops, 10), strconv.FormatUint(r.KernelDrops, 10),
 			strconv.FormatUint(r.LatSamples, 10), f(r.LatP50), f(r.LatP99), f(r.LatP999), f(r.TPS),
-			strconv.FormatUint(r.Retrans, 10), r.Note}
+			strconv.FormatUint(r.Retrans, 10), strconv.Itoa(r.Rate), strconv.FormatUint(r.Sent, 10),
+			strconv.FormatUint(r.Lost, 10), f(r.SendPPS), f(r.ReaderNs), f(r.TotalNs), r.Capture, r.Note}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("writing CSV: %w", err)
 		}
@@ -153,8 +168,8 @@ func writeJSON(w io.Writer, rep *Report) error {
 
 // groupKey identifies the repetitions of one configuration.
 func (r *Result) groupKey() string {
-	return fmt.Sprintf("%s|%s|%s|%s|%d|%d|%g|%d|%s|%s|%v|%v", r.Experiment, r.Impl, r.Source, r.Handler,
-		r.FrameSize, r.Flows, r.Zipf, r.Workers, r.Dispatch, r.Policy, r.Pinned, r.Rebalance)
+	return fmt.Sprintf("%s|%s|%s|%s|%d|%d|%g|%d|%s|%s|%v|%v|%d", r.Experiment, r.Impl, r.Source, r.Handler,
+		r.FrameSize, r.Flows, r.Zipf, r.Workers, r.Dispatch, r.Policy, r.Pinned, r.Rebalance, r.Rate)
 }
 
 // medians returns one result per configuration, the repetition with the

@@ -171,6 +171,44 @@ func (s *suite) cases() []Case {
 				c.Impl = "kernel-fanout"
 				cs = append(cs, c)
 			}
+			cs = append(cs, s.captureCases(nCPU, cs)...)
+		}
+	}
+	return cs
+}
+
+// liveRates are the offered rates of the capture comparison, in frames a
+// second; 0 is as fast as trafgen goes.
+var liveRates = []int{250_000, 500_000, 1_000_000, 0}
+
+// captureCases are the live experiment's capture comparison: at each of
+// liveRates, tcpdump, then one AF_PACKET socket and one AF_XDP socket
+// steered in user space, and a fanout EBPF group (a socket per worker, the
+// library's Toeplitz hash and table in the kernel), in turn, so that they
+// alternate within one run. A case already in have is left out.
+func (s *suite) captureCases(workers int, have []Case) []Case {
+	why := tcpdumpMissing()
+	if why != "" {
+		s.note("live: tcpdump skipped: %s", why)
+	}
+	var cs []Case
+	for _, rate := range liveRates {
+		c := Case{Experiment: "live", Handler: handlerNone, Size: 64, Flows: 1 << 24, Rate: rate,
+			Dispatch: steer.Deferred, Policy: steer.PolicyRSS, Frames: s.frames(1 << 20)}
+		if rate > 0 {
+			c.Frames = s.frames(rate) // a second
+		}
+		if why == "" {
+			t := c
+			t.Impl, t.Source, t.Workers = "tcpdump", "afpacket", 1
+			cs = append(cs, t)
+		}
+		c.Workers = workers
+		for _, is := range [][2]string{{"rps", "afpacket"}, {"rps", "afxdp"}, {"rps-fanout", "fanout-ebpf"}} {
+			c.Impl, c.Source = is[0], is[1]
+			if !slices.Contains(have, c) {
+				cs = append(cs, c)
+			}
 		}
 	}
 	return cs
@@ -387,6 +425,9 @@ func printTables(w io.Writer, rep *Report) {
 		}
 		tw.Flush()
 		writeLegend(w, meds, e)
+		if e == "live" {
+			printCapture(w, rep.Results, meds)
+		}
 	}
 	if slices.ContainsFunc(meds, func(r Result) bool { return r.Experiment != "rr" }) {
 		fmt.Fprint(w, columnLegend)
@@ -403,13 +444,16 @@ func printTables(w io.Writer, rep *Report) {
 // implLegend says what each implementation in the tables is.
 var implLegend = map[string]string{
 	"rps": "this library: a steer.Dispatcher, frames in batches of 64 from one input (live: one AF_PACKET " +
-		"socket read by one goroutine), classified, Toeplitz-hashed and queued to their worker",
+		"or AF_XDP socket read by one goroutine), classified, Toeplitz-hashed and queued to their worker",
 	"single": "the single-queue baseline: one goroutine calls the handler for every frame itself " +
 		"(no classification, no hash, no hand-off); live: one socket read by one goroutine",
 	"idiomatic": "the usual Go pipeline: gopacket's DecodingLayerParser, NetworkFlow and TransportFlow " +
 		"FastHash, and one channel send per frame to the chosen worker",
-	"rps-fanout": "this library over a kernel PACKET_FANOUT_HASH group: one socket per worker, read by " +
-		"that worker (RunOnWorkers, DIRECT dispatch)",
+	"rps-fanout": "this library over a kernel fanout group (fanout-hash: PACKET_FANOUT_HASH; fanout-ebpf: " +
+		"the library's Toeplitz hash and table in a socket-filter program, afpacket.NewSteering): one socket " +
+		"per worker, read by that worker (RunOnWorkers, DIRECT dispatch)",
+	"tcpdump": "tcpdump -w /dev/null with a kernel filter for UDP and the same ring size (-B) as an " +
+		"AF_PACKET socket's default: libpcap's TPACKET_V3 ring read by one thread",
 	"kernel-fanout": "the same fanout group without the library: one goroutine per socket calls the handler",
 }
 
@@ -422,6 +466,73 @@ columns of the throughput tables: w workers; mode dispatch/policy (+rebal: the r
     imbal frames of the busiest worker over the mean per worker (1.00 is even);
     drops frames dropped by the dispatcher and by the kernel;
     p50/p99/p99.9 µs dispatch-to-handler latency of one frame in 1024 (single: the handler call)
+`
+
+// printCapture prints the live experiment's capture comparison (the runs
+// with a handler that does nothing, by offered rate): what was lost and the
+// CPU time per frame, then the highest offered rate each configuration
+// took without losing a frame in any of its runs.
+func printCapture(w io.Writer, rs, meds []Result) {
+	captured := func(r *Result) bool { return r.Experiment == "live" && r.Handler == handlerNone && r.Sent > 0 }
+	if !slices.ContainsFunc(meds, func(r Result) bool { return captured(&r) }) {
+		return
+	}
+	fmt.Fprintf(w, "\n== live capture: loss and CPU a frame by offered rate (median of runs)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "impl\tsource\tw\tcapture\toffered\tsent kpps\tgot kpps\tlost\treader ns/f\ttotal ns/f\t")
+	// config names a configuration without its rate.
+	config := func(r *Result) string { c := *r; c.Rate = 0; return c.groupKey() }
+	var order []string
+	for _, r := range meds {
+		if !captured(&r) {
+			continue
+		}
+		if k := config(&r); !slices.Contains(order, k) {
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		var top *Result
+		for i := range meds {
+			r := &meds[i]
+			if !captured(r) || config(r) != k {
+				continue
+			}
+			mode := r.Capture
+			if mode == "" {
+				mode = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.0f\t\n", r.Impl, r.Source, r.Workers, mode,
+				offered(r.Rate), r.SendPPS/1e3, r.Mpps*1e3, r.Lost, r.ReaderNs, r.TotalNs)
+			clean := true
+			for j := range rs {
+				if rs[j].groupKey() == r.groupKey() && rs[j].Lost > 0 {
+					clean = false
+				}
+			}
+			if clean && (top == nil || r.SendPPS > top.SendPPS) {
+				top = r
+			}
+		}
+		if top != nil {
+			fmt.Fprintf(tw, "\t\t\t\tno loss up to\t%.0f\t%.0f\t0\t%.0f\t%.0f\t\n", top.SendPPS/1e3, top.Mpps*1e3, top.ReaderNs, top.TotalNs)
+		} else {
+			fmt.Fprintf(tw, "\t\t\t\tno loss up to\tnone\t\t\t\t\t\n")
+		}
+	}
+	tw.Flush()
+	fmt.Fprint(w, captureLegend)
+}
+
+// captureLegend says what the capture comparison's columns mean.
+const captureLegend = `  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair.
+  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy);
+    offered the rate asked of trafgen (max: as fast as it goes); sent kpps frames over trafgen's
+    run, its start-up included; got kpps frames handled over the first..last batch (tcpdump: over
+    trafgen's run); lost frames sent and never handled, every cause; reader ns/f the CPU time of
+    the reader (this process, or tcpdump) per frame handled; total ns/f the same with trafgen's and
+    the ksoftirqd threads', which run the kernel's receive path (veth, XDP, the copy into the ring
+    or the UMEM, the IP stack); no loss up to: the highest offered rate without loss in any run
 `
 
 // rrLegend says what the request/response table's columns mean.
@@ -461,7 +572,7 @@ func yesNo(b bool) string {
 func baseline(meds []Result, r *Result) *Result {
 	for i := range meds {
 		b := &meds[i]
-		if b.Experiment != r.Experiment || b.Handler != r.Handler || b.FrameSize != r.FrameSize || b.Flows != r.Flows || b.Zipf != r.Zipf {
+		if b.Experiment != r.Experiment || b.Handler != r.Handler || b.FrameSize != r.FrameSize || b.Flows != r.Flows || b.Zipf != r.Zipf || b.Rate != r.Rate {
 			continue
 		}
 		if r.Experiment == "rr" && b.Workers == 1 {

@@ -152,6 +152,13 @@ type Case struct {
 	Pinned     bool
 	Rebalance  bool
 	Frames     int // frames to push (mem), or to send (live)
+	Rate       int // live: frames a second trafgen offers; 0 as fast as it goes
+}
+
+// library reports whether impl runs the library's dispatcher (and so has a
+// dispatch mode and a policy).
+func library(impl string) bool {
+	return impl != "single" && impl != "idiomatic" && impl != "kernel-fanout" && impl != "tcpdump"
 }
 
 // Name is a short label for progress lines.
@@ -161,7 +168,10 @@ func (c Case) Name() string {
 		s += fmt.Sprintf(" zipf %g", c.Zipf)
 	}
 	s += fmt.Sprintf(" w=%d", c.Workers)
-	if c.Impl != "single" && c.Impl != "idiomatic" {
+	if c.Experiment == "live" {
+		s += " " + offered(c.Rate)
+	}
+	if library(c.Impl) {
 		s += " " + c.Dispatch.String() + "/" + c.Policy.String()
 		if c.Pinned {
 			s += " pinned"
@@ -175,11 +185,20 @@ func (c Case) Name() string {
 
 func (c Case) result(rep int) Result {
 	r := Result{Experiment: c.Experiment, Impl: c.Impl, Source: c.Source, Handler: c.Handler, FrameSize: c.Size,
-		Flows: c.Flows, Zipf: c.Zipf, Workers: c.Workers, Pinned: c.Pinned, Rebalance: c.Rebalance, Rep: rep}
-	if c.Impl != "single" && c.Impl != "idiomatic" && c.Impl != "kernel-fanout" {
+		Flows: c.Flows, Zipf: c.Zipf, Workers: c.Workers, Pinned: c.Pinned, Rebalance: c.Rebalance, Rate: c.Rate, Rep: rep}
+	if library(c.Impl) {
 		r.Dispatch, r.Policy = c.Dispatch.String(), c.Policy.String()
 	}
 	return r
+}
+
+// offered names a live run's offered rate: "max" for as fast as trafgen
+// goes, else kpps.
+func offered(rate int) string {
+	if rate == 0 {
+		return "max"
+	}
+	return fmt.Sprintf("%dkpps", rate/1000)
 }
 
 // steerConfig is the dispatcher configuration of c. The key is the public
@@ -314,7 +333,8 @@ type stampSource struct {
 	n           uint64
 	first, last atomic.Int64 // unix nanoseconds
 	frames      atomic.Uint64
-	t0          time.Time // the monotonic origin of first and last
+	batches     atomic.Uint64 // non-empty ones
+	t0          time.Time     // the monotonic origin of first and last
 }
 
 func newStampSource(src steer.Source) *stampSource {
@@ -340,6 +360,7 @@ func (s *stampSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
 	s.first.CompareAndSwap(0, ns)
 	s.last.Store(ns)
 	s.frames.Add(uint64(len(b.Frames)))
+	s.batches.Add(1)
 	return err
 }
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestCaptureCases: at every offered rate the captures follow each other in
+// one order, so that a run alternates them; a case the live experiment
+// already has (one AF_PACKET socket at trafgen's full rate) is not run
+// twice; frames are a second's worth at the offered rate.
+func TestCaptureCases(t *testing.T) {
+	s := &suite{o: options{count: 1, scale: 1}}
+	all := s.captureCases(2, nil)
+	if len(all) == 0 {
+		t.Fatal("no capture cases")
+	}
+	var order []string
+	for _, c := range all {
+		if c.Rate == all[0].Rate {
+			order = append(order, c.Impl+"/"+c.Source)
+		}
+		if c.Experiment != "live" || c.Handler != handlerNone {
+			t.Errorf("%s: want the live experiment with handler none", c.Name())
+		}
+		if c.Rate > 0 && c.Frames != c.Rate {
+			t.Errorf("%s: %d frames, want a second's worth", c.Name(), c.Frames)
+		}
+	}
+	for i, c := range all {
+		if want := order[i%len(order)]; c.Impl+"/"+c.Source != want {
+			t.Fatalf("case %d is %s, want %s: the captures do not alternate", i, c.Name(), want)
+		}
+	}
+	if len(all) != len(order)*len(liveRates) {
+		t.Errorf("%d cases for %d captures at %d rates", len(all), len(order), len(liveRates))
+	}
+	var have []Case
+	for _, c := range all {
+		if c.Rate == 0 && c.Impl == "rps" && c.Source == "afpacket" {
+			have = append(have, c)
+		}
+	}
+	if len(have) != 1 {
+		t.Fatalf("%d cases of one AF_PACKET socket at full rate, want 1", len(have))
+	}
+	if got := s.captureCases(2, have); len(got) != len(all)-1 {
+		t.Errorf("with that case already there, %d cases, want %d", len(got), len(all)-1)
+	}
+}
+
+// TestPrintCapture: the capture table shows each configuration by rate,
+// and its highest rate without loss in any run: a rate where one run of
+// three lost frames does not count.
+func TestPrintCapture(t *testing.T) {
+	run := func(src string, rate int, sent float64, lost uint64, rep int) Result {
+		return Result{Experiment: "live", Impl: "rps", Source: src, Handler: handlerNone, FrameSize: 64,
+			Workers: 2, Rate: rate, Rep: rep, Sent: 1000, Lost: lost, Frames: 1000 - lost, SendPPS: sent,
+			Mpps: sent / 1e6, ReaderNs: 100 + float64(rate/1000), TotalNs: 900}
+	}
+	var rs []Result
+	for rep := range 3 {
+		rs = append(rs, run("afpacket", 250_000, 250_000, 0, rep), run("afxdp", 250_000, 250_000, 0, rep))
+		lost := uint64(0)
+		if rep == 1 {
+			lost = 5
+		}
+		rs = append(rs, run("afpacket", 500_000, 500_000, 0, rep), run("afxdp", 500_000, 500_000, lost, rep))
+	}
+	var b bytes.Buffer
+	printCapture(&b, rs, medians(rs))
+	out := b.String()
+	var best []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.Join(strings.Fields(l), " "); strings.HasPrefix(l, "no loss up to") {
+			best = append(best, l)
+		}
+	}
+	want := []string{"no loss up to 500 500 0 600 900", "no loss up to 250 250 0 350 900"}
+	if len(best) != 2 || best[0] != want[0] || best[1] != want[1] {
+		t.Errorf("no-loss lines %q, want %q\n%s", best, want, out)
+	}
+	if !strings.Contains(out, "500kpps") || !strings.Contains(out, "total ns/f") {
+		t.Errorf("the table lacks its rates or columns:\n%s", out)
+	}
+}
