@@ -6,17 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/holdback"
 	"github.com/rpsgo/rps/steer"
 )
-
-// holdPoll is how long a reader waits for a block while it holds frames
-// back, so that it notices soon that the hold can be lifted.
-const holdPoll = time.Millisecond
 
 // Steering binds a fanout group to a dispatcher: socket i of the group is
 // read by worker i (steer.Dispatcher.RunOnWorkers), so the kernel's choice
@@ -40,12 +35,7 @@ type Steering struct {
 	opts SteeringOptions
 	prog *bpfsteer.Program
 	srcs []*steeredSource
-	mask uint32
-
-	setMu   sync.Mutex
-	pending []*holdSet // holds of the last SetTable, until lifted
-
-	tableChanges, bucketsMoved, heldFrames, holdTimeouts, holdOverflows atomic.Uint64
+	hold *holdback.Holder // the ordered table changes of FanoutEBPF mode
 }
 
 // NewSteering checks that g fits d (one socket per worker) and, in
@@ -74,9 +64,13 @@ func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering
 		return nil, fmt.Errorf("%w: fallback socket %d of %d", ErrConfig, opts.Fallback, g.Len())
 	}
 	cfg := d.Config()
-	st := &Steering{d: d, g: g, opts: opts, mask: uint32(cfg.Buckets - 1)}
+	hold, err := holdback.New(d, holdback.Options{HoldTimeout: opts.HoldTimeout, MaxHeld: opts.MaxHeld})
+	if err != nil {
+		return nil, fmt.Errorf("afpacket: %w", err)
+	}
+	st := &Steering{d: d, g: g, opts: opts, hold: hold}
 	for i, s := range g.Sources() {
-		st.srcs = append(st.srcs, &steeredSource{s: s, st: st, idx: i})
+		st.srcs = append(st.srcs, &steeredSource{s: s, r: hold.Reader(i)})
 	}
 	if g.Mode() != FanoutEBPF {
 		return st, nil
@@ -158,13 +152,14 @@ func (st *Steering) KernelTable() ([]int, error) {
 
 // Stats returns the glue's counters.
 func (st *Steering) Stats() SteeringStats {
+	h := st.hold.Stats()
 	return SteeringStats{
 		Mode:          st.g.Mode(),
-		TableChanges:  st.tableChanges.Load(),
-		BucketsMoved:  st.bucketsMoved.Load(),
-		HeldFrames:    st.heldFrames.Load(),
-		HoldTimeouts:  st.holdTimeouts.Load(),
-		HoldOverflows: st.holdOverflows.Load(),
+		TableChanges:  h.TableChanges,
+		BucketsMoved:  h.BucketsMoved,
+		HeldFrames:    h.HeldFrames,
+		HoldTimeouts:  h.HoldTimeouts,
+		HoldOverflows: h.HoldOverflows,
 	}
 }
 
@@ -227,140 +222,58 @@ func (st *Steering) SetTable(ctx context.Context, table []int) error {
 	if cfg.Dispatch != steer.Direct {
 		return fmt.Errorf("%w: ordered table changes in ebpf mode need direct dispatch, not %v", ErrConfig, cfg.Dispatch)
 	}
-	n := len(st.srcs)
-	if len(table) != cfg.Buckets {
-		return fmt.Errorf("%w: table of %d entries, want %d", ErrConfig, len(table), cfg.Buckets)
+	err := st.hold.SetTable(ctx, table, (*fanoutKernel)(st))
+	switch ctxErr := ctx.Err(); {
+	case errors.Is(err, holdback.ErrTable):
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	case ctxErr != nil && errors.Is(err, ctxErr):
+		return fmt.Errorf("afpacket: %w", err)
 	}
-	for b, w := range table {
-		if w < 0 || w >= n {
-			return fmt.Errorf("%w: table entry %d names worker %d of %d", ErrConfig, b, w, n)
-		}
-	}
-	st.setMu.Lock()
-	defer st.setMu.Unlock()
-	if err := st.waitLifted(ctx); err != nil {
-		return err
-	}
-	old, err := st.KernelTable()
-	if err != nil {
-		return err
-	}
-	sets := make([]*holdSet, n)
-	moved := 0
-	for b, w := range table {
-		if w == old[b] {
-			continue
-		}
-		moved++
-		hs := sets[w]
-		if hs == nil {
-			hs = &holdSet{buckets: make([]bool, len(table)), waitOn: make([]bool, n), targets: make([]uint64, n),
-				lifted: make(chan struct{})}
-			sets[w] = hs
-		}
-		hs.buckets[b] = true
-		hs.waitOn[old[b]] = true
-	}
-	if moved == 0 {
-		return st.d.SetTable(table)
-	}
-	// 1. Holds first: any frame of a moved bucket the new worker reads from
-	// now on is held.
-	for w, hs := range sets {
-		if hs != nil {
-			st.srcs[w].holds.Store(hs)
-			st.pending = append(st.pending, hs)
-		}
-	}
-	// 2. The switch, and the grace period.
-	if err := st.prog.SetTable(toU32(table)); err != nil {
-		st.arm(sets, nil) // nothing moved in the kernel: lift at once
+	return err
+}
+
+// fanoutKernel is the group's side of SetTable's protocol
+// (holdback.Kernel).
+type fanoutKernel Steering
+
+// Table returns the program's table.
+func (k *fanoutKernel) Table() ([]int, error) { return (*Steering)(k).KernelTable() }
+
+// Switch updates the program's table map, then attaches the program again:
+// the kernel replaces a fanout program only after an RCU grace period
+// (synchronize_net), so once that returns, every frame steered with the
+// old table has been counted by its socket.
+func (k *fanoutKernel) Switch(table []int) error {
+	if err := k.prog.SetTable(toU32(table)); err != nil {
 		return fmt.Errorf("afpacket: switching the kernel's table: %w", err)
 	}
-	if err := st.g.SetEBPF(st.prog.FD()); err != nil {
+	if err := k.g.SetEBPF(k.prog.FD()); err != nil {
 		// No grace period from the kernel: wait out any frame in flight.
 		time.Sleep(50 * time.Millisecond)
-	}
-	// 3. The old workers' ring positions.
-	targets := make([]uint64, n)
-	for o := range targets {
-		s, err := st.srcs[o].s.Stats()
-		if err != nil {
-			// A closed socket gets no more frames: nothing to wait for.
-			continue
-		}
-		targets[o] = s.Packets - s.Drops
-	}
-	_ = st.d.SetTable(table) // validated above
-	st.tableChanges.Add(1)
-	st.bucketsMoved.Add(uint64(moved))
-	st.arm(sets, targets)
-	// 4. Wait for the readers to lift the holds.
-	return st.waitLifted(ctx)
-}
-
-// arm sets the targets of the holds and starts their clocks; nil targets
-// lift them at the next read.
-func (st *Steering) arm(sets []*holdSet, targets []uint64) {
-	now := time.Now()
-	for _, hs := range sets {
-		if hs == nil {
-			continue
-		}
-		for o := range hs.waitOn {
-			if targets == nil {
-				hs.waitOn[o] = false
-			} else {
-				hs.targets[o] = targets[o]
-			}
-		}
-		hs.start = now
-		hs.armed.Store(true)
-	}
-}
-
-// waitLifted waits until the holds of the last SetTable are lifted.
-func (st *Steering) waitLifted(ctx context.Context) error {
-	for len(st.pending) > 0 {
-		select {
-		case <-st.pending[0].lifted:
-			st.pending = st.pending[1:]
-		case <-ctx.Done():
-			return fmt.Errorf("afpacket: waiting for the moved buckets' old workers to drain: %w", ctx.Err())
-		}
 	}
 	return nil
 }
 
-// holdSet is what one new worker holds back during a table change.
-type holdSet struct {
-	buckets []bool   // the buckets moving to this worker
-	waitOn  []bool   // the old workers they come from
-	targets []uint64 // per old worker: frames its ring received up to the switch
-	start   time.Time
-	armed   atomic.Bool // targets and start are set
-	lifted  chan struct{}
+// Position returns the frames socket i's ring has received: tp_packets -
+// tp_drops of PACKET_STATISTICS, counted under the same lock that places
+// them in the ring, so ring order and count agree. A closed socket gets no
+// more frames: nothing to wait for.
+func (k *fanoutKernel) Position(i int) (uint32, bool) {
+	s, err := k.srcs[i].s.Stats()
+	if err != nil {
+		return 0, false
+	}
+	return uint32(s.Packets - s.Drops), true
 }
 
-// steeredSource is one socket of the group as its worker reads it.
+// steeredSource is one socket of the group as its worker reads it, through
+// its holdback.Reader.
 type steeredSource struct {
-	s   *Source
-	st  *Steering
-	idx int
-
-	// read counts the frames read from the socket, by the reader alone;
-	// done publishes it when the reader comes back for more, by which time
-	// every frame before was dispatched (DIRECT: handled) or held.
-	read uint64
-	done atomic.Uint64
-
-	holds     atomic.Pointer[holdSet]
-	lifting   *holdSet // lifted, its held frames handed out by the last ReadBatch
-	cls       steer.Classification
-	held      []steer.Frame
-	heldOffs  []int
-	heldBuf   []byte
-	heldBytes int
+	s *Source
+	r *holdback.Reader
+	// read counts the frames read from the socket, by the reader alone: its
+	// position in the units of fanoutKernel.Position.
+	read uint32
 }
 
 // Live reports true, as the socket it reads does.
@@ -368,99 +281,17 @@ func (ss *steeredSource) Live() bool { return true }
 
 // ReadBatch implements steer.Source.
 func (ss *steeredSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
-	ss.done.Store(ss.read)
-	if ss.lifting != nil {
-		// The held frames handed out last time are handled now: only now
-		// may the next table change start (and count them as done).
-		close(ss.lifting.lifted)
-		ss.lifting = nil
-	}
 	wait := ss.s.cfg.PollTimeout
-	if hs := ss.holds.Load(); hs != nil {
-		if ss.liftable(hs) {
-			ss.holds.Store(nil)
-			if len(ss.held) > 0 {
-				ss.lifting = hs
-				ss.deliverHeld(b)
-				return nil
-			}
-			close(hs.lifted)
-		} else if wait < 0 || wait > holdPoll {
-			wait = holdPoll
+	if ss.r.BeforeRead() {
+		var held bool
+		if wait, held = ss.r.Hold(b, wait); held {
+			return nil
 		}
 	}
 	err := ss.s.readBatch(ctx, b, wait)
-	if n := len(b.Frames); n > 0 {
-		ss.read += uint64(n)
-		if hs := ss.holds.Load(); hs != nil {
-			ss.filter(hs, b)
-		}
-	}
+	ss.read += uint32(len(b.Frames))
+	ss.r.AfterRead(b, ss.read)
 	return err
-}
-
-// liftable reports whether every old worker hs waits on has handled what
-// its ring held at the switch, or the hold ran out of time or room.
-func (ss *steeredSource) liftable(hs *holdSet) bool {
-	if !hs.armed.Load() {
-		return false
-	}
-	st := ss.st
-	if time.Since(hs.start) > st.opts.HoldTimeout {
-		st.holdTimeouts.Add(1)
-		return true
-	}
-	if ss.heldBytes > st.opts.MaxHeld {
-		st.holdOverflows.Add(1)
-		return true
-	}
-	for o, w := range hs.waitOn {
-		if w && st.srcs[o].done.Load() < hs.targets[o] {
-			return false
-		}
-	}
-	return true
-}
-
-// filter copies the frames of held buckets aside and keeps the others in b.
-func (ss *steeredSource) filter(hs *holdSet, b *steer.Batch) {
-	cls := ss.st.d.Classifier()
-	c := &ss.cls
-	keep := b.Frames[:0]
-	for i := range b.Frames {
-		f := b.Frames[i]
-		if f.HasVLAN {
-			cls.ClassifyVLAN(f.Data, f.VLAN, c)
-		} else {
-			cls.Classify(f.Data, c)
-		}
-		if c.HashType.IsHash() && hs.buckets[c.FlowID&ss.st.mask] {
-			ss.heldOffs = append(ss.heldOffs, len(ss.heldBuf))
-			ss.heldBuf = append(ss.heldBuf, f.Data...)
-			ss.heldBytes += len(f.Data)
-			f.Data = nil
-			ss.held = append(ss.held, f)
-			ss.st.heldFrames.Add(1)
-			continue
-		}
-		keep = append(keep, f)
-	}
-	b.Frames = keep
-}
-
-// deliverHeld puts the held frames, in arrival order, in b. Their bytes
-// are a private copy, left to the garbage collector once handled.
-func (ss *steeredSource) deliverHeld(b *steer.Batch) {
-	for i := range ss.held {
-		lo, hi := ss.heldOffs[i], len(ss.heldBuf)
-		if i+1 < len(ss.heldOffs) {
-			hi = ss.heldOffs[i+1]
-		}
-		ss.held[i].Data = ss.heldBuf[lo:hi:hi]
-	}
-	b.Frames = append(b.Frames[:0], ss.held...)
-	b.Release = nil
-	ss.held, ss.heldOffs, ss.heldBuf, ss.heldBytes = nil, nil, nil, 0
 }
 
 // Close closes the socket.

@@ -1,0 +1,46 @@
+// Package holdback changes the indirection table of a kernel-steered group
+// of sockets without reordering any flow: the ordered table change that
+// steer/afpacket (a fanout group steered by an eBPF program) and
+// steer/afxdp (AF_XDP sockets steered by an XDP program) share.
+//
+// Each socket of the group is read by one worker with DIRECT dispatch, and
+// the kernel picks the socket of a frame by the table. After the kernel's
+// table changes, frames of a moved bucket go to the new worker's socket,
+// but frames that came before may still sit in the old socket's ring, not
+// yet read or handled by the old worker. Handled at once by the new worker,
+// the newer frames would overtake them. So [Holder.SetTable], for each
+// moved bucket:
+//
+//  1. Before the switch, tells the new worker to hold the bucket's frames
+//     back: while a hold is on, its [Reader] classifies each frame read
+//     (the only time a frame is classified twice) and copies those of held
+//     buckets aside instead of dispatching them.
+//  2. Switches the kernel's table and waits for a grace period
+//     ([Kernel.Switch]): once it returns, every frame steered with the old
+//     table is in its socket's ring.
+//  3. Reads each old worker's position ([Kernel.Position]): how many
+//     frames its ring had received at the switch.
+//  4. Waits: each Reader publishes, each time its worker comes back for
+//     more, how far it has read; everything before was dispatched (DIRECT:
+//     handled). Once every old worker a hold waits on has reached its
+//     target, it has handled every frame of the bucket it will ever get,
+//     and the new worker dispatches the held frames, in arrival order,
+//     before anything it reads later.
+//
+// The two users differ only in the primitives of steps 2 and 3, which they
+// give as a [Kernel]: afpacket updates the program's table map and attaches
+// the program again (the kernel replaces a fanout program after
+// synchronize_net), and reads a socket's position as tp_packets - tp_drops
+// of PACKET_STATISTICS; afxdp updates the map and waits for an RCU grace
+// period, and reads the RX ring's producer index. Positions are ring
+// indices: counters that wrap at 2^32, compared modulo 2^32.
+//
+// A hold normally lasts until the old worker's next read. It is lifted
+// early, and counted in [Stats], after Options.HoldTimeout (an old worker
+// that stopped reading) or past Options.MaxHeld bytes: the only cases in
+// which a flow may be reordered.
+//
+// The reader's path without a hold costs one atomic store and two loads
+// per batch: [Reader.BeforeRead] and [Reader.AfterRead] inline into the
+// source's ReadBatch.
+package holdback
