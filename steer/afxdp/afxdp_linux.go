@@ -245,41 +245,63 @@ func (s *Source) Live() bool { return true }
 // within Config.PollTimeout, ctx's error when ctx ends, and an error
 // wrapping ErrClosed (and net.ErrClosed) after Close.
 func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
+	_, err := s.readBatch(ctx, b, s.cfg.PollTimeout)
+	return err
+}
+
+// readBatch is ReadBatch waiting up to timeout (negative: no limit). When
+// err is nil it also returns the RX ring's consumer index after the read:
+// every descriptor taken from the ring so far (modulo 2^32), the frames
+// filtered out or skipped included.
+func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Duration) (uint32, error) {
 	b.Frames = b.Frames[:0]
 	b.Release = nil
 	if s.closed.Load() {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	var deadline time.Time
 	for {
 		if s.closed.Load() {
-			return ErrClosed
+			return 0, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return 0, err
 		}
 		if s.take(b) > 0 {
 			if len(b.Frames) > 0 {
-				return nil
+				return s.rxCons, nil
 			}
 			continue // every frame filtered out
 		}
-		wait := s.cfg.PollTimeout
+		wait := timeout
 		if wait > 0 {
 			now := time.Now()
 			if deadline.IsZero() {
 				deadline = now.Add(wait)
 			}
 			if wait = deadline.Sub(now); wait <= 0 {
-				return nil
+				return s.rxCons, nil
 			}
 		}
 		if err := s.poll(ctx, wait); err != nil {
-			return err
+			return 0, err
 		}
 	}
+}
+
+// rxProduced returns the RX ring's producer index (an acquire load): every
+// frame the kernel has placed in the ring so far, modulo 2^32, in the
+// units of readBatch's consumer index. ok is false once the source is
+// closed: its reader takes nothing more.
+func (s *Source) rxProduced() (idx uint32, ok bool) {
+	s.fdMu.RLock()
+	defer s.fdMu.RUnlock()
+	if s.closed.Load() || s.fdClosed || s.rx.prod == nil {
+		return 0, false
+	}
+	return atomic.LoadUint32(s.rx.prod), true
 }
 
 // take consumes up to BatchSize RX descriptors into b and returns how many

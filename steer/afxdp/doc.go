@@ -128,6 +128,54 @@
 // attach resolves an interface index in the calling thread's network
 // namespace, so it is refused from another namespace than the sockets'.
 //
+// # Steering in XDP
+//
+// NewSteering binds a Group to a dispatcher with one worker per socket:
+// it loads the library's steering program at the XDP hook
+// (internal/bpfsteer), built from the dispatcher's indirection table and
+// hash configuration by the rules afpacket's FanoutEBPF mode uses (the
+// rss policy, at most 16 VXLAN ports with tunnels inner; anything else is
+// an ErrConfig naming what to change), puts socket i in slot i of its
+// XSKMAP and attaches it through a BPF link. For every hashed frame the
+// program redirects to socket Table()[FlowID & (buckets-1)], the worker the
+// user-space RSS policy picks; Run has each worker read its own socket
+// (steer.Dispatcher.RunOnWorkers), and with DIRECT dispatch the frame is
+// classified and handled there. RunGroup does it all with default options.
+//
+// Frames the program cannot hash (non-IP such as ARP, malformed headers:
+// user space gives them HashType NONE) are passed to the kernel stack by
+// default: an AF_XDP socket takes what it is given, and the host would
+// otherwise lose ARP on the interface. With SteeringOptions.UseFallback
+// they go to one socket instead, the SOURCE rule (all of them come from
+// the one queue). Both are counted (SteeringStats.UnhashedPassed,
+// UnhashedFallback), beside the frames redirected to each socket and
+// those whose slot held no socket (a closed socket: passed to the
+// kernel); every frame the program sees is in exactly one of Redirected,
+// UnhashedPassed and NoSocket, and the tests check that the sum is the
+// interface's rx_packets, and each socket's Received its Redirected
+// count.
+//
+// SetTable changes the table in the program and in the dispatcher without
+// reordering any flow: the protocol of afpacket's ordered changes, where
+// the switch is one map update followed by an RCU grace period (every run
+// of the program that began before has ended, and so has the NAPI poll or
+// generic receive that published its frames), and the old socket's
+// position at the switch is its RX ring's producer index, which its reader
+// reaches when its consumer index does (both wrap at 2^32). See
+// Steering.SetTable.
+//
+// The program steers every frame of the interface it is attached to, on
+// whatever queue it arrives; a socket accepts only frames of the queue it
+// is bound to, and the kernel drops a frame redirected to a socket of
+// another queue. So steer a device whose frames all arrive on the group's
+// queue: a single-queue device such as veth, or a NIC whose other queues
+// get no traffic (ethtool -L combined 1, or flow rules sending all to one
+// queue).
+//
+// Close detaches the program (the link goes, and the queue's frames go to
+// the kernel stack again), empties the XSKMAP and unloads the program; the
+// group stays open, and a new Steering may take it.
+//
 // # Counters
 //
 // Stats reads the socket's XDP_STATISTICS (rx_dropped, rx_invalid_descs,

@@ -20,6 +20,7 @@ import (
 type Group struct {
 	sources []*Source
 	closed  atomic.Bool
+	steered atomic.Bool // a Steering has it
 }
 
 // OpenGroup opens n sockets (1 to MaxGroupSize) on queue cfg.Queue of the

@@ -98,21 +98,33 @@ func settle(t testing.TB, ns *netns.NS, r0 uint64, s *Source, seen func() uint64
 // settleStats is settle with the counters from stats.
 func settleStats(t testing.TB, ns *netns.NS, r0 uint64, stats func() (Stats, error), seen func() uint64) (uint64, Stats) {
 	t.Helper()
+	var r uint64
+	var st Stats
+	waitStable(t, func() (string, bool) {
+		r = rxPackets(t, ns) - r0
+		var err error
+		if st, err = stats(); err != nil {
+			t.Fatal(err)
+		}
+		n := seen()
+		return fmt.Sprintf("rx delta %d, received %d, %+v, seen %d", r, st.Received(), st, n), r == st.Received() && n == st.Delivered
+	})
+	return r, st
+}
+
+// waitStable polls check until it reports ok with the same state three
+// times in a row, 60ms apart, and returns that state; it fails the test
+// with the last state if that does not happen within 10s.
+func waitStable(t testing.TB, check func() (state string, ok bool)) string {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var last string
 	stable := 0
 	for {
-		r := rxPackets(t, ns) - r0
-		st, err := stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := seen()
-		ok := r == st.Received() && n == st.Delivered
-		cur := fmt.Sprintf("rx delta %d, received %d, %+v, seen %d", r, st.Received(), st, n)
+		cur, ok := check()
 		if ok && cur == last {
 			if stable++; stable >= 2 {
-				return r, st
+				return cur
 			}
 		} else {
 			stable = 0

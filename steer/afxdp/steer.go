@@ -1,0 +1,79 @@
+package afxdp
+
+import (
+	"time"
+
+	"github.com/rpsgo/rps/internal/holdback"
+)
+
+// DefaultHoldTimeout bounds how long Steering.SetTable holds a moved
+// bucket's frames back while the bucket's old worker drains its RX ring.
+const DefaultHoldTimeout = holdback.DefaultHoldTimeout
+
+// SteeringOptions tune a [Steering]. The zero value is usable: frames the
+// program cannot hash are passed to the kernel stack.
+type SteeringOptions struct {
+	// UseFallback sends the frames the program cannot hash (non-IP such as
+	// ARP, malformed headers: user space gives them HashType NONE) to
+	// socket Fallback instead of passing them to the kernel stack. User
+	// space would place them with the SOURCE policy, by the queue they
+	// came from: all of a Steering's frames come from one queue, so one
+	// socket stands for it. Without UseFallback such frames go to the
+	// kernel, which keeps ARP and neighbour discovery working on the
+	// interface; with it, the host no longer sees them.
+	UseFallback bool
+	// Fallback is the socket (worker) of UseFallback. Default 0.
+	Fallback int
+	// HoldTimeout bounds how long SetTable holds the frames of a moved
+	// bucket back in its new worker while the old worker drains what its
+	// RX ring held at the switch. Past it the frames are released anyway
+	// and counted in SteeringStats.HoldTimeouts (their order is then no
+	// longer guaranteed). Default DefaultHoldTimeout.
+	HoldTimeout time.Duration
+	// MaxHeld bounds the bytes of frames held back per worker during a
+	// table change; past it the hold is lifted early and counted in
+	// SteeringStats.HoldOverflows. Default 16 MiB.
+	MaxHeld int
+}
+
+// SteeringStats are a Steering's counters: the glue's (its table changes)
+// and the XDP program's, summed over the CPUs. Every frame the program
+// sees is counted once in Redirected, UnhashedPassed or NoSocket
+// (Frames).
+type SteeringStats struct {
+	TableChanges uint64 // SetTable calls that changed the program's table
+	BucketsMoved uint64 // buckets whose worker changed, over all SetTable calls
+	HeldFrames   uint64 // frames held back in their new worker during a change
+	// HoldTimeouts and HoldOverflows count holds lifted before the old
+	// worker had drained its ring: the only ways a table change can reorder
+	// a flow. Both stay zero in a healthy run.
+	HoldTimeouts  uint64
+	HoldOverflows uint64
+
+	// Redirected[i] counts the frames the program redirected to socket i:
+	// the hashed frames its table sends there, and with UseFallback the
+	// unhashed ones for the fallback socket. A redirected frame is the
+	// socket's (its Stats.Received once the RX ring is drained).
+	Redirected []uint64
+	// UnhashedPassed counts the frames the program could not hash that it
+	// passed to the kernel stack (without UseFallback).
+	UnhashedPassed uint64
+	// UnhashedFallback counts the frames it could not hash that it sent to
+	// the fallback socket (with UseFallback); each is counted in
+	// Redirected too, or in NoSocket.
+	UnhashedFallback uint64
+	// NoSocket counts frames whose socket's XSKMAP slot was empty (the
+	// socket was closed): they were passed to the kernel stack.
+	NoSocket uint64
+}
+
+// Frames is the number of frames the program has seen: on the group's
+// queue, every frame the interface received while the program was
+// attached.
+func (s SteeringStats) Frames() uint64 {
+	n := s.UnhashedPassed + s.NoSocket
+	for _, r := range s.Redirected {
+		n += r
+	}
+	return n
+}
