@@ -510,7 +510,11 @@ func (s *Source) readKernelStatsLocked() error {
 		s.kstats.RxDropped = ks.Rx_dropped
 		s.kstats.RxInvalidDescs = ks.Rx_invalid_descs
 		s.kstats.RxRingFull = ks.Rx_ring_full
-		s.kstats.RxFillRingEmptyDescs = ks.Rx_fill_ring_empty_descs
+		if s.owner {
+			// The FILL ring's count, which every socket sharing the ring
+			// reports: its owner alone carries it, so sums are right.
+			s.kstats.RxFillRingEmptyDescs = ks.Rx_fill_ring_empty_descs
+		}
 		return nil
 	})
 }

@@ -243,8 +243,11 @@ type Stats struct {
 	// RxFillRingEmptyDescs counts the times the kernel found the FILL ring
 	// empty when it wanted a buffer (rx_fill_ring_empty_descs): once per
 	// frame in copy mode, once per refill attempt in a zero-copy driver.
-	// It counts events, not frames, and in a group every socket reports
-	// the one FILL ring's count.
+	// It counts events, not frames. It belongs to the FILL ring, which the
+	// sockets of a group share: the kernel reports the one count on every
+	// socket, and this package on the first (the ring's owner) only, zero
+	// on the others, so that sums over sockets (Group.Stats, the
+	// dispatcher's and steer/metrics' sums over sources) are right.
 	RxFillRingEmptyDescs uint64
 }
 

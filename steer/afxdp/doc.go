@@ -186,7 +186,9 @@
 // RxDropped and RxRingFull (Stats.Received): the tests check that this
 // adds up to the interface's own rx_packets. rx_fill_ring_empty_descs
 // counts events (once per frame in copy mode, per refill attempt in a
-// zero-copy driver), not frames, so it is not a drop count; it belongs to
-// the FILL ring, so every socket of a group reports the same one, and
-// Group.Stats counts it once.
+// zero-copy driver), not frames, so it is not a drop count. It belongs to
+// the FILL ring, which a group's sockets share, and the kernel reports the
+// same count on each: the group's first socket (the ring's owner) alone
+// carries it, in Stats and SourceStats, and the others report zero, so
+// that sums over the sockets count it once.
 package afxdp

@@ -77,21 +77,17 @@ func (g *Group) Sources() []*Source { return append([]*Source(nil), g.sources...
 // same interface, queue and mode).
 func (g *Group) Info() Info { return g.sources[0].Info() }
 
-// Stats returns the sum of the sockets' counters. RxFillRingEmptyDescs,
-// the one FILL ring's count that every socket reports, is taken once.
+// Stats returns the sum of the sockets' counters. RxFillRingEmptyDescs is
+// the one FILL ring's count, which the first socket alone reports.
 func (g *Group) Stats() (Stats, error) {
 	var sum Stats
 	var errs []error
-	for i, s := range g.sources {
+	for _, s := range g.sources {
 		st, err := s.Stats()
 		if err != nil {
 			errs = append(errs, err)
 		}
-		fill := sum.RxFillRingEmptyDescs
 		sum = sum.Add(st)
-		if i > 0 {
-			sum.RxFillRingEmptyDescs = fill
-		}
 	}
 	return sum, errors.Join(errs...)
 }

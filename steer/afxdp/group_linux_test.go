@@ -9,6 +9,10 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -271,5 +275,75 @@ func TestGroupCloseHeld(t *testing.T) {
 	}
 	if fds, rings, umems := openFDs(t), socketMaps(t), mappedAreas.Load(); fds != fds0 || rings != rings0 || umems != umems0 {
 		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, rings, umems, fds0, rings0, umems0)
+	}
+}
+
+// TestGroupFillCount starves a group's one FILL ring (every batch held)
+// while frames arrive: the kernel reports the ring's
+// rx_fill_ring_empty_descs on every socket, so only the first socket (the
+// ring's owner) may carry it, in Stats and SourceStats, for sums over the
+// sockets to count it once.
+func TestGroupFillCount(t *testing.T) {
+	p := netns.New(t, netns.Options{})
+	var g *Group
+	if err := p.A.Do(func() (err error) {
+		g, err = OpenGroup(p.A.Link, 2, Config{NumFrames: 64, RingSize: 64, BatchSize: 8})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	detach := spread(t, p.A, g)
+	defer detach()
+	var mu sync.Mutex
+	var held []steer.Batch
+	var readers []*reader
+	for _, s := range g.Sources() {
+		readers = append(readers, readHeld(s, func(b steer.Batch) {
+			mu.Lock()
+			held = append(held, b)
+			mu.Unlock()
+		}))
+	}
+	sendFrom(t, p, 64, seqTraffic(p, 0, 8, 50, 0))
+	kernelCount := func(s *Source) uint64 {
+		var ks unix.XDPStatistics
+		if err := s.withFD(func(fd int) error {
+			_, err := getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ks.Rx_fill_ring_empty_descs
+	}
+	var first, second Stats
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		first, _ = g.Source(0).Stats()
+		second, _ = g.Source(1).Stats()
+		if first.RxFillRingEmptyDescs > 0 && kernelCount(g.Source(1)) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sum, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss0, _ := g.Source(0).SourceStats()
+	ss1, _ := g.Source(1).SourceStats()
+	t.Logf("socket 0 %+v, socket 1 %+v, the kernel's count on socket 1 %d", first, second, kernelCount(g.Source(1)))
+	switch {
+	case first.RxFillRingEmptyDescs == 0 || kernelCount(g.Source(1)) == 0:
+		t.Fatal("the FILL ring never ran empty: the test did not starve it")
+	case second.RxFillRingEmptyDescs != 0 || ss1.XDP.RxFillRingEmptyDescs != 0:
+		t.Errorf("socket 1 reports the shared FILL ring's count: %d, %d", second.RxFillRingEmptyDescs, ss1.XDP.RxFillRingEmptyDescs)
+	case ss0.XDP.RxFillRingEmptyDescs == 0 || sum.RxFillRingEmptyDescs < first.RxFillRingEmptyDescs || sum.RxFillRingEmptyDescs > ss0.XDP.RxFillRingEmptyDescs:
+		t.Errorf("the group's count %d, socket 0's %d (SourceStats %d)", sum.RxFillRingEmptyDescs, first.RxFillRingEmptyDescs, ss0.XDP.RxFillRingEmptyDescs)
+	}
+	for _, r := range readers {
+		r.stop(t)
+	}
+	for _, b := range held {
+		b.Release()
 	}
 }

@@ -440,10 +440,16 @@ func TestSteeringLive(t *testing.T) {
 			if ss.NoSocket != 0 || ss.TableChanges != 0 {
 				t.Errorf("stats %+v", ss)
 			}
+			var fill uint64
 			for i, s := range ds.Sources {
 				if s.XDP == nil || s.XDP.Attach != c.want.String() || s.XDP.ZeroCopy {
 					t.Errorf("source %d: %+v", i, s.XDP)
+				} else if i > 0 {
+					fill += s.XDP.RxFillRingEmptyDescs
 				}
+			}
+			if fill != 0 {
+				t.Errorf("sockets after the first report %d FILL-ring events: the one ring's count is the first socket's", fill)
 			}
 		})
 	}
