@@ -408,6 +408,7 @@ func TestSteeringLive(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := netns.New(t, netns.Options{})
+			fds0, rings0, umems0 := openFDs(t), socketMaps(t), mappedAreas.Load()
 			l := startSteer(t, p, workers, c.cfg, c.opts)
 			if a := l.g.Info().Attach; a != c.want {
 				t.Fatalf("attach %v, want %v", a, c.want)
@@ -418,6 +419,12 @@ func TestSteeringLive(t *testing.T) {
 			sendFrom(t, p, 64, seqTraffic(p, 0, flows, rounds, arps))
 			ss, ds := l.settle()
 			l.stop()
+			if err := l.g.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if fds, rings, umems := openFDs(t), socketMaps(t), mappedAreas.Load(); fds != fds0 || rings != rings0 || umems != umems0 {
+				t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, rings, umems, fds0, rings0, umems0)
+			}
 			l.checkFlows(0, flows, flows*rounds*9/10)
 			l.mu.Lock()
 			defer l.mu.Unlock()
