@@ -77,7 +77,7 @@ func TestPrintCapture(t *testing.T) {
 			best = append(best, l)
 		}
 	}
-	want := []string{"no loss up to 500 500 0 600 900", "no loss up to 250 250 0 350 900"}
+	want := []string{"no loss up to 500 0 600 900", "no loss up to 250 0 350 900"}
 	if len(best) != 2 || best[0] != want[0] || best[1] != want[1] {
 		t.Errorf("no-loss lines %q, want %q\n%s", best, want, out)
 	}

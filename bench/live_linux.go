@@ -186,12 +186,14 @@ type receiver struct {
 //	source fanout-MODE  a fanout group of c.Workers sockets (hash, lb, cpu,
 //	                    or ebpf: the library's program, afpacket.NewSteering)
 //	source afxdp        one AF_XDP socket and the redirect program Open attaches
+//	source xdp-ebpf     c.Workers AF_XDP sockets on one UMEM, steered by the
+//	                    library's XDP program (afxdp.NewSteering)
 //
 // read by c.Impl:
 //
 //	rps           the dispatcher over the one socket (c.Dispatch)
-//	rps-fanout    one socket per worker read by that worker (RunOnWorkers,
-//	              DIRECT)
+//	rps-fanout,   one socket per worker read by that worker (RunOnWorkers,
+//	rps-xdp       DIRECT)
 //	single,       a goroutine per socket calls the handler (the kernel-only
 //	kernel-fanout baselines)
 func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver, error) {
@@ -312,6 +314,26 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 			return st.RxDropped + st.RxRingFull, fmt.Sprint(st), true
 		}
 		return []steer.Source{s}, nil
+	case src == "xdp-ebpf":
+		if rc.d == nil {
+			return nil, errors.New("xdp-ebpf steers by the dispatcher's table: it needs a library implementation")
+		}
+		g, err := afxdp.OpenGroup(link, c.Workers, afxdp.Config{})
+		if err != nil {
+			return nil, err
+		}
+		rc.closers = append(rc.closers, g.Close)
+		rc.kernel = func() (uint64, string, bool) {
+			st, _ := g.Stats()
+			return st.RxDropped + st.RxRingFull, fmt.Sprint(st), true
+		}
+		st, err := afxdp.NewSteering(rc.d, g, afxdp.SteeringOptions{})
+		if err != nil {
+			return nil, err
+		}
+		rc.closers = append(rc.closers, st.Close)
+		rc.capture = g.Info().Attach.String() + " " + g.Info().Mode()
+		return st.Sources(), nil
 	}
 	return nil, fmt.Errorf("unknown live source %q", c.Source)
 }
@@ -425,6 +447,7 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 	r.KernelDrops = kdrops
 	r.Capture = rc.capture
 	r.PerWorker, r.Frames = wk.counts()
+	r.Batches = rc.batches()
 	el := span(rc.stamped...)
 	r.Note = fmt.Sprintf("veth rx %d, sockets gave %d in %d batches, socket counters %s; rate over first..last batch",
 		rx1-rx0, rc.read(), rc.batches(), ksum)

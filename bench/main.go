@@ -40,8 +40,10 @@
 //	         read by one goroutine (single-queue baseline); then the
 //	         capture comparison, at offered rates of 250 kpps to trafgen's
 //	         most, in turn: tcpdump, one AF_PACKET socket and one AF_XDP
-//	         socket steered in user space, and a fanout EBPF group (the
-//	         library's hash in the kernel), each with the frames it lost
+//	         socket steered in user space, a fanout EBPF group and N
+//	         AF_XDP sockets on one UMEM steered by the library's XDP
+//	         program (the library's hash in the kernel, both), each with
+//	         the frames it lost
 //	         and its CPU time per frame, of the reader and of the whole
 //	         path (trafgen and the ksoftirqd threads too, which run the
 //	         kernel's receive work), and the highest rate it took without

@@ -56,6 +56,7 @@ type Result struct {
 	Sent     uint64  `json:"sent,omitempty"`
 	Lost     uint64  `json:"lost"`
 	SendPPS  float64 `json:"send_pps,omitempty"` // frames trafgen sent a second
+	Batches  uint64  `json:"batches,omitempty"`  // non-empty batches the sockets' reads gave
 	ReaderNs float64 `json:"reader_cpu_ns_per_frame,omitempty"`
 	TotalNs  float64 `json:"total_cpu_ns_per_frame,omitempty"`
 	Capture  string  `json:"capture,omitempty"` // AF_XDP: the attach and bind modes, "native copy"
@@ -122,7 +123,7 @@ var csvHeader = []string{"experiment", "impl", "source", "handler", "frame_size"
 	"dispatch", "policy", "pinned", "rebalance", "rep", "frames", "seconds", "mpps", "gbps", "ns_per_frame",
 	"user_sec", "sys_sec", "cpu_share", "allocs_per_frame", "per_worker", "imbalance", "drops", "kernel_drops",
 	"lat_samples", "lat_p50_us", "lat_p99_us", "lat_p999_us", "tps", "retrans", "offered_pps", "sent", "lost",
-	"send_pps", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "note"}
+	"send_pps", "batches", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "note"}
 
 // writeCSV writes a header and one row per result. The machine and the
 // command line are in the JSON written beside it.
@@ -144,7 +145,7 @@ func writeCSV(w io.Writer, rs []Result) error {
 			strings.Join(pw, " "), f(r.Imbalance), strconv.FormatUint(r.Drops, 10), strconv.FormatUint(r.KernelDrops, 10),
 			strconv.FormatUint(r.LatSamples, 10), f(r.LatP50), f(r.LatP99), f(r.LatP999), f(r.TPS),
 			strconv.FormatUint(r.Retrans, 10), strconv.Itoa(r.Rate), strconv.FormatUint(r.Sent, 10),
-			strconv.FormatUint(r.Lost, 10), f(r.SendPPS), f(r.ReaderNs), f(r.TotalNs), r.Capture, r.Note}
+			strconv.FormatUint(r.Lost, 10), f(r.SendPPS), strconv.FormatUint(r.Batches, 10), f(r.ReaderNs), f(r.TotalNs), r.Capture, r.Note}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("writing CSV: %w", err)
 		}

@@ -183,9 +183,9 @@ var liveRates = []int{250_000, 500_000, 1_000_000, 0}
 
 // captureCases are the live experiment's capture comparison: at each of
 // liveRates, tcpdump, then one AF_PACKET socket and one AF_XDP socket
-// steered in user space, and a fanout EBPF group (a socket per worker, the
-// library's Toeplitz hash and table in the kernel), in turn, so that they
-// alternate within one run. A case already in have is left out.
+// steered in user space, a fanout EBPF group and an XDP-steered AF_XDP
+// group (a socket per worker, the library's Toeplitz hash and table in the
+// kernel), in turn, so that they alternate within one run. A case already in have is left out.
 func (s *suite) captureCases(workers int, have []Case) []Case {
 	why := tcpdumpMissing()
 	if why != "" {
@@ -204,7 +204,7 @@ func (s *suite) captureCases(workers int, have []Case) []Case {
 			cs = append(cs, t)
 		}
 		c.Workers = workers
-		for _, is := range [][2]string{{"rps", "afpacket"}, {"rps", "afxdp"}, {"rps-fanout", "fanout-ebpf"}} {
+		for _, is := range [][2]string{{"rps", "afpacket"}, {"rps", "afxdp"}, {"rps-fanout", "fanout-ebpf"}, {"rps-xdp", "xdp-ebpf"}} {
 			c.Impl, c.Source = is[0], is[1]
 			if !slices.Contains(have, c) {
 				cs = append(cs, c)
@@ -452,6 +452,9 @@ var implLegend = map[string]string{
 	"rps-fanout": "this library over a kernel fanout group (fanout-hash: PACKET_FANOUT_HASH; fanout-ebpf: " +
 		"the library's Toeplitz hash and table in a socket-filter program, afpacket.NewSteering): one socket " +
 		"per worker, read by that worker (RunOnWorkers, DIRECT dispatch)",
+	"rps-xdp": "this library over AF_XDP sockets, one per worker on one shared UMEM, the library's Toeplitz " +
+		"hash and table in an XDP program picking the socket (afxdp.NewSteering), each read by its worker " +
+		"(RunOnWorkers, DIRECT dispatch)",
 	"tcpdump": "tcpdump -w /dev/null with a kernel filter for UDP and the same ring size (-B) as an " +
 		"AF_PACKET socket's default: libpcap's TPACKET_V3 ring read by one thread",
 	"kernel-fanout": "the same fanout group without the library: one goroutine per socket calls the handler",
@@ -479,7 +482,7 @@ func printCapture(w io.Writer, rs, meds []Result) {
 	}
 	fmt.Fprintf(w, "\n== live capture: loss and CPU a frame by offered rate (median of runs)\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "impl\tsource\tw\tcapture\toffered\tsent kpps\tgot kpps\tlost\treader ns/f\ttotal ns/f\t")
+	fmt.Fprintln(tw, "impl\tsource\tw\tcapture\toffered\tsent kpps\tlost\tf/batch\treader ns/f\ttotal ns/f\t")
 	// config names a configuration without its rate.
 	config := func(r *Result) string { c := *r; c.Rate = 0; return c.groupKey() }
 	var order []string
@@ -502,8 +505,12 @@ func printCapture(w io.Writer, rs, meds []Result) {
 			if mode == "" {
 				mode = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.0f\t\n", r.Impl, r.Source, r.Workers, mode,
-				offered(r.Rate), r.SendPPS/1e3, r.Mpps*1e3, r.Lost, r.ReaderNs, r.TotalNs)
+			perBatch := "-"
+			if r.Batches > 0 {
+				perBatch = fmt.Sprintf("%.1f", float64(r.Frames+r.Drops)/float64(r.Batches))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%d\t%s\t%.0f\t%.0f\t\n", r.Impl, r.Source, r.Workers, mode,
+				offered(r.Rate), r.SendPPS/1e3, r.Lost, perBatch, r.ReaderNs, r.TotalNs)
 			clean := true
 			for j := range rs {
 				if rs[j].groupKey() == r.groupKey() && rs[j].Lost > 0 {
@@ -515,7 +522,7 @@ func printCapture(w io.Writer, rs, meds []Result) {
 			}
 		}
 		if top != nil {
-			fmt.Fprintf(tw, "\t\t\t\tno loss up to\t%.0f\t%.0f\t0\t%.0f\t%.0f\t\n", top.SendPPS/1e3, top.Mpps*1e3, top.ReaderNs, top.TotalNs)
+			fmt.Fprintf(tw, "\t\t\t\tno loss up to\t%.0f\t0\t\t%.0f\t%.0f\t\n", top.SendPPS/1e3, top.ReaderNs, top.TotalNs)
 		} else {
 			fmt.Fprintf(tw, "\t\t\t\tno loss up to\tnone\t\t\t\t\t\n")
 		}
@@ -528,11 +535,11 @@ func printCapture(w io.Writer, rs, meds []Result) {
 const captureLegend = `  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair.
   columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy);
     offered the rate asked of trafgen (max: as fast as it goes); sent kpps frames over trafgen's
-    run, its start-up included; got kpps frames handled over the first..last batch (tcpdump: over
-    trafgen's run); lost frames sent and never handled, every cause; reader ns/f the CPU time of
-    the reader (this process, or tcpdump) per frame handled; total ns/f the same with trafgen's and
-    the ksoftirqd threads', which run the kernel's receive path (veth, XDP, the copy into the ring
-    or the UMEM, the IP stack); no loss up to: the highest offered rate without loss in any run
+    run, its start-up included; lost frames sent and never handled, every cause; f/batch frames
+    per non-empty batch a socket read gave; reader ns/f the CPU time of the reader (this process,
+    or tcpdump) per frame handled; total ns/f the same with trafgen's and the ksoftirqd threads',
+    which run the kernel's receive path (veth, XDP, the copy into the ring or the UMEM, the IP
+    stack); no loss up to: the highest offered rate without loss in any run
 `
 
 // rrLegend says what the request/response table's columns mean.
