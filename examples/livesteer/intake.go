@@ -139,18 +139,42 @@ func openIntake(o options, d *steer.Dispatcher, c sockConfig) (*intake, error) {
 
 // openXDP opens the AF_XDP intake: with -fanout none one socket with a
 // program that redirects every frame of its queue to it, steered in user
-// space.
+// space; with -fanout ebpf one socket per worker sharing one UMEM, and the
+// XDP steering program that redirects each frame to its worker's socket
+// (frames it cannot hash, such as ARP, go to the kernel stack).
 func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) {
-	if o.fanout != "none" {
-		return nil, fmt.Errorf("-xdp -fanout %s: %w (afxdp has no XDP steering yet)", o.fanout, afxdp.ErrNotSupported)
+	in := &intake{keepsFlows: func() bool { return true }}
+	if o.fanout == "none" {
+		var src *afxdp.Source
+		if err := o.enter(func() (err error) { src, err = afxdp.Open(o.iface, cfg); return err }); err != nil {
+			return nil, err
+		}
+		in.socks, in.srcs, in.closers = xdpSockets{src}, []steer.Source{src}, []func() error{src.Close}
+		in.describeXDP(src.Info())
+		return in, nil
 	}
-	var src *afxdp.Source
-	if err := o.enter(func() (err error) { src, err = afxdp.Open(o.iface, cfg); return err }); err != nil {
+	var g *afxdp.Group
+	var st *afxdp.Steering
+	err := o.enter(func() (err error) {
+		if g, err = afxdp.OpenGroup(o.iface, d.Workers(), cfg); err != nil {
+			return err
+		}
+		if st, err = afxdp.NewSteering(d, g, afxdp.SteeringOptions{}); err != nil {
+			g.Close()
+			return steeringError(err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	in := &intake{socks: xdpSockets{src}, srcs: []steer.Source{src}, closers: []func() error{src.Close},
-		keepsFlows: func() bool { return true }}
-	in.describeXDP(src.Info())
+	in.socks, in.srcs, in.closers = xdpSockets(g.Sources()), st.Sources(), []func() error{g.Close, st.Close}
+	in.steering = func() string {
+		ss := st.Stats()
+		return fmt.Sprintf("XDP steering: redirected %v, unhashed passed to the kernel %d, no socket %d; table changes %d, held frames %d",
+			ss.Redirected, ss.UnhashedPassed, ss.NoSocket, ss.TableChanges, ss.HeldFrames)
+	}
+	in.describeXDP(g.Info())
 	return in, nil
 }
 

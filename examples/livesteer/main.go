@@ -111,6 +111,7 @@ import (
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
+	"github.com/rpsgo/rps/steer/afxdp"
 	"github.com/rpsgo/rps/steer/metrics"
 )
 
@@ -537,12 +538,13 @@ loop:
 	return failed
 }
 
-// steeringError returns an error of afpacket.NewSteering as the command
-// reports it: a configuration the group or the kernel's steering program
-// cannot honour (a hash function, hash types or tunnels it does not
-// compute, a key length it cannot take) is a usage error, with its message.
+// steeringError returns an error of afpacket.NewSteering or
+// afxdp.NewSteering as the command reports it: a configuration the group
+// or the kernel's steering program cannot honour (a hash function, hash
+// types or tunnels it does not compute, a key length it cannot take) is a
+// usage error, with its message.
 func steeringError(err error) error {
-	if errors.Is(err, afpacket.ErrConfig) || errors.Is(err, steer.ErrConfig) || errors.Is(err, bpfsteer.ErrKeyLength) {
+	if errors.Is(err, afpacket.ErrConfig) || errors.Is(err, afxdp.ErrConfig) || errors.Is(err, steer.ErrConfig) || errors.Is(err, bpfsteer.ErrKeyLength) {
 		return cli.UsageError(err)
 	}
 	return err

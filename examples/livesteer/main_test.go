@@ -129,7 +129,7 @@ func TestReconcileUnderTraffic(t *testing.T) {
 	for _, tc := range []struct {
 		fanout string
 		xdp    bool
-	}{{"none", false}, {"ebpf", false}, {"none", true}} {
+	}{{"none", false}, {"ebpf", false}, {"none", true}, {"ebpf", true}} {
 		name := tc.fanout
 		if tc.xdp {
 			name += "-xdp"
@@ -261,7 +261,7 @@ func TestFilter(t *testing.T) {
 	for _, tc := range []struct {
 		fanout string
 		xdp    bool
-	}{{"none", false}, {"hash", false}, {"ebpf", false}, {"none", true}} {
+	}{{"none", false}, {"hash", false}, {"ebpf", false}, {"none", true}, {"ebpf", true}} {
 		name, args, wantReceived, where := tc.fanout, []string{}, uint64(2000), "in the kernel"
 		if tc.xdp {
 			name, args, wantReceived, where = name+"-xdp", []string{"-xdp"}, 5000, "in user space"

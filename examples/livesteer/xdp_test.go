@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -16,19 +17,22 @@ import (
 )
 
 // TestXDP runs livesteer -xdp on a veth in a test namespace while trafgen
-// sends 3000 UDP frames, in each mode and with each attach mode: every
-// frame the link received reached the sockets and was steered or counted
-// as the kernel's drop, the final
-// report reconciles and names the attach mode and copy mode (veth has no
-// zero copy) in the status line, the per-socket lines and the JSON report,
-// and afterwards the interface carries no XDP program.
+// sends 3000 TCP frames of random source ports, in each mode and with each
+// attach mode: every frame the link received reached the sockets and was
+// steered or counted as the kernel's drop, the final report reconciles and
+// names the attach mode and copy mode (veth has no zero copy) in the
+// status line, the per-socket lines and the JSON report, with -fanout ebpf
+// the XDP program redirected the frames over both workers' sockets, and
+// afterwards the interface carries no XDP program.
 func TestXDP(t *testing.T) {
-	p, conf := trafficPair(t)
+	p, _ := trafficPair(t)
+	conf := tcpConf(t, p, 443)
+	redirected := regexp.MustCompile(`XDP steering: redirected \[(\d+) (\d+)\], unhashed passed to the kernel (\d+)`)
 	status := regexp.MustCompile(`capturing on \S+ \(AF_XDP queue 0, (native|generic) attach, (copy|zerocopy) mode\)`)
 	for _, tc := range []struct {
 		fanout, attach string
 	}{
-		{"none", "auto"}, {"none", "generic"},
+		{"none", "auto"}, {"none", "generic"}, {"ebpf", "auto"}, {"ebpf", "generic"},
 	} {
 		t.Run(tc.fanout+"-"+tc.attach, func(t *testing.T) {
 			o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-xdp-attach", tc.attach, "-fanout", tc.fanout, "-workers", "2",
@@ -67,6 +71,17 @@ func TestXDP(t *testing.T) {
 				t.Errorf("live report %+v", r.Live)
 			} else if !tot.Balanced || tot.KernelReceived != received || tot.Steered != steered || tot.Read != steered {
 				t.Errorf("totals %+v; want balanced, as the text report", tot)
+			}
+			if m := redirected.FindStringSubmatch(textOut); tc.fanout == "ebpf" {
+				var r0, r1, passed uint64
+				if m != nil {
+					fmt.Sscan(m[1]+" "+m[2]+" "+m[3], &r0, &r1, &passed)
+				}
+				if m == nil || r0 == 0 || r1 == 0 || r0+r1 != received || passed != 0 {
+					t.Errorf("XDP steering line %q; want every received frame redirected, to both sockets", m)
+				}
+			} else if m != nil {
+				t.Errorf("-fanout none reports XDP steering: %s", m[0])
 			}
 			for _, s := range r.Sources {
 				if s.XDP == nil || s.XDP.ZeroCopy {
