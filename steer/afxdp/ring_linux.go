@@ -163,9 +163,27 @@ func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
 // into the FILL ring. It returns the mmap offsets for the socket's own
 // rings.
 func newUMEM(fd int, cfg *Config) (*umem, unix.XDPMmapOffsets, error) {
+	u, off, err := registerUMEM(fd, cfg.NumFrames, cfg.FrameSize, cfg.NumFrames, cfg.RingSize)
+	if err != nil {
+		return nil, off, err
+	}
+	chunks := make([]uint64, cfg.NumFrames)
+	for i := range chunks {
+		chunks[i] = uint64(i) * u.frameSize
+	}
+	u.give(chunks)
+	return u, off, nil
+}
+
+// registerUMEM allocates an area of frames chunks of frameSize bytes,
+// registers it on the socket fd (XDP_UMEM_REG), and creates and maps a
+// FILL ring of fillSize entries and a COMPLETION ring of compSize entries
+// (bind wants both, even on a socket that only sends). The FILL ring is
+// left empty. It returns the mmap offsets for the socket's own rings.
+func registerUMEM(fd, frames, frameSize, fillSize, compSize int) (*umem, unix.XDPMmapOffsets, error) {
 	var off unix.XDPMmapOffsets
-	u := &umem{frameSize: uint64(cfg.FrameSize), ownerFD: -1}
-	area, err := unix.Mmap(-1, 0, cfg.NumFrames*cfg.FrameSize, unix.PROT_READ|unix.PROT_WRITE,
+	u := &umem{frameSize: uint64(frameSize), ownerFD: -1}
+	area, err := unix.Mmap(-1, 0, frames*frameSize, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, off, fmt.Errorf("allocating the UMEM: %w", err)
@@ -175,13 +193,13 @@ func newUMEM(fd int, cfg *Config) (*umem, unix.XDPMmapOffsets, error) {
 	reg := unix.XDPUmemReg{
 		Addr: uint64(uintptr(unsafe.Pointer(&area[0]))),
 		Len:  uint64(len(area)),
-		Size: uint32(cfg.FrameSize),
+		Size: uint32(frameSize),
 	}
 	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
 		u.teardown()
-		return nil, off, fmt.Errorf("registering the UMEM (%d frames of %d bytes): %w", cfg.NumFrames, cfg.FrameSize, err)
+		return nil, off, fmt.Errorf("registering the UMEM (%d frames of %d bytes): %w", frames, frameSize, err)
 	}
-	if err := setRingSizes(fd, unix.XDP_UMEM_FILL_RING, cfg.NumFrames, unix.XDP_UMEM_COMPLETION_RING, cfg.RingSize); err != nil {
+	if err := setRingSizes(fd, unix.XDP_UMEM_FILL_RING, fillSize, unix.XDP_UMEM_COMPLETION_RING, compSize); err != nil {
 		u.teardown()
 		return nil, off, err
 	}
@@ -189,19 +207,14 @@ func newUMEM(fd int, cfg *Config) (*umem, unix.XDPMmapOffsets, error) {
 		u.teardown()
 		return nil, off, err
 	}
-	if u.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, cfg.NumFrames, 8); err != nil {
+	if u.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, fillSize, 8); err != nil {
 		u.teardown()
 		return nil, off, fmt.Errorf("FILL ring: %w", err)
 	}
-	if u.comp, err = mapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, cfg.RingSize, 8); err != nil {
+	if u.comp, err = mapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, compSize, 8); err != nil {
 		u.teardown()
 		return nil, off, fmt.Errorf("COMPLETION ring: %w", err)
 	}
-	chunks := make([]uint64, cfg.NumFrames)
-	for i := range chunks {
-		chunks[i] = uint64(i) * u.frameSize
-	}
-	u.give(chunks)
 	return u, off, nil
 }
 
