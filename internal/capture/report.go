@@ -98,8 +98,9 @@ type Config struct {
 
 // Totals are the counts that add up. For a file: read == filtered +
 // after_count + steered; for a live capture: kernel_received == steered +
-// kernel_dropped + after_count (a kernel filter's rejects are counted
-// nowhere). In both, steered == handled + dropped + panicked.
+// kernel_dropped + filtered + after_count (a kernel filter's rejects are
+// counted nowhere; filtered is an AF_XDP capture's user-space filter). In
+// both, steered == handled + dropped + panicked.
 type Totals struct {
 	// Read is the frames the source delivered: the records read from a
 	// file, the frames read from the rings.
