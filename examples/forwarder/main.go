@@ -46,8 +46,8 @@
 // forwarder's host no longer sees them, which is what a bump in the wire
 // wants. A multi-queue NIC must put every frame on queue 0 (ethtool -L
 // IFACE combined 1), or the other queues' frames go to the stack and are
-// not forwarded. Frames are still sent through AF_PACKET: the AF_XDP
-// package has no TX ring yet.
+// not forwarded. Frames are sent through AF_PACKET either way: package
+// steer/afxdp has no TX ring.
 //
 // Limits: 802.1Q tags that the kernel strips on receive are not put back
 // on transmit (with -xdp the frame is sent as XDP saw it, with any tag the
