@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/steer"
 )
 
 // Errors callers test with errors.Is.
@@ -32,9 +33,9 @@ var (
 	ErrClosed = errors.New("program closed")
 )
 
-// Limits on Options, and the classifier's limits the program keeps. The
-// last four equal steer's constants of the same names (not imported:
-// internal packages sit below steer); a test checks that they do.
+// Limits on Options, and the classifier's limits and tunnel ports the
+// program keeps: those are steer's constants of the same names, so the
+// program walks as far as the classifier does.
 const (
 	// MinKeyLen is the shortest Toeplitz key the program accepts: the
 	// 36-byte IPv6 4-tuple needs 36+4 bytes of key.
@@ -45,21 +46,21 @@ const (
 	// one comparison in the program.
 	MaxVXLANPorts = 16
 	// VXLANPort, GENEVEPort and GTPUPort are the UDP destination ports of
-	// the UDP tunnels, as in steer.
-	VXLANPort  = 4789
-	GENEVEPort = 6081
-	GTPUPort   = 2152
+	// the UDP tunnels.
+	VXLANPort  = steer.VXLANPort
+	GENEVEPort = steer.GENEVEPort
+	GTPUPort   = steer.GTPUPort
 	// MaxVLANDepth is how many stacked VLAN tags the program walks in one
 	// Ethernet header, counting, in the outermost, a tag the kernel removed
 	// into skb->vlan_tci.
-	MaxVLANDepth = 4
+	MaxVLANDepth = steer.MaxVLANDepth
 	// MaxEncaps is how many shim and tunnel headers a frame may have (MPLS
 	// labels, PPPoE sessions, pseudowires, the VLAN tags of inner Ethernet
 	// frames, tunnel and ERSPAN headers, counted together).
-	MaxEncaps = 8
+	MaxEncaps = steer.MaxEncaps
 	// MaxTunnelDepth is how many tunnels, one inside another, the program
 	// opens with Options.Tunnels.
-	MaxTunnelDepth = 4
+	MaxTunnelDepth = steer.MaxTunnelDepth
 	// maxExtHeaders is how many IPv6 extension headers the program walks,
 	// as the user-space classifier does.
 	maxExtHeaders = 8

@@ -7,28 +7,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/steer"
 )
-
-// TestLimitsMatchSteer checks that the program walks as far as the
-// classifier does and knows the same tunnel ports.
-func TestLimitsMatchSteer(t *testing.T) {
-	for _, c := range []struct {
-		name        string
-		ours, steer int
-	}{
-		{"MaxVLANDepth", MaxVLANDepth, steer.MaxVLANDepth},
-		{"MaxEncaps", MaxEncaps, steer.MaxEncaps},
-		{"MaxTunnelDepth", MaxTunnelDepth, steer.MaxTunnelDepth},
-		{"VXLANPort", VXLANPort, steer.VXLANPort},
-		{"GENEVEPort", GENEVEPort, steer.GENEVEPort},
-		{"GTPUPort", GTPUPort, steer.GTPUPort},
-	} {
-		if c.ours != c.steer {
-			t.Errorf("%s is %d, steer's %d", c.name, c.ours, c.steer)
-		}
-	}
-}
 
 type rejectCase struct {
 	name string
