@@ -145,9 +145,17 @@
 // # The XDP hook
 //
 // With [Options.Hook] set to [HookXDP], [NewXDP] loads the same walk and
-// hash as a BPF_PROG_TYPE_XDP program, run on each frame of the queue it
-// is attached to before the kernel builds an skb. What differs:
+// hash as a BPF_PROG_TYPE_XDP program, run on each frame the device it is
+// attached to receives, on any of its queues, before the kernel builds an
+// skb. What differs:
 //
+//   - First of all, a frame that arrived on another receive queue
+//     (xdp_md.rx_queue_index) than [Options.Queue], the queue the AF_XDP
+//     sockets are bound to, is passed to the kernel stack unexamined and
+//     counted: the kernel accepts a frame redirected to an AF_XDP socket
+//     only from the device and queue the socket is bound to and drops it
+//     otherwise (net/xdp/xsk.c, xsk_rcv_check), so steering it would lose
+//     it.
 //   - The context is the xdp_md: the frame from its MAC header, so every
 //     offset is from the MAC header, the EtherType is read at offset 12
 //     and every VLAN tag is inline (no tag has been moved out of band:
@@ -166,8 +174,10 @@
 //     the host to keep working on that interface.
 //   - Counters, in a per-CPU array ([XDPStatsMapName]) read and summed by
 //     [XDP.Counters]: the frames redirected to each socket, the frames not
-//     hashed passed to the kernel and those sent to the fallback, and the
-//     frames whose slot held no socket (passed to the kernel).
+//     hashed passed to the kernel and those sent to the fallback, the
+//     frames whose slot held no socket and those of another queue (both
+//     passed to the kernel). Every frame the program sees is in one of
+//     the redirected, passed, no-socket and other-queue counts.
 //   - [XDP.Sync] waits until every run of the program that began before it
 //     has ended (an RCU grace period: the kernel waits for running
 //     programs after each update of an array of maps, and XDP runs inside
@@ -179,5 +189,7 @@
 // configurations (the XDP program built to return the socket index
 // instead of redirecting), and the real XDP program is tested with
 // BPF_PROG_TEST_RUN for its verdicts and counters with sockets in some
-// slots.
+// slots, and, with an xdp_md context naming each receive queue of a
+// two-queue veth, for the frames of its queue steered and the others
+// passed.
 package bpfsteer

@@ -90,8 +90,9 @@ const (
 	// of worker i.
 	XSKMapName = "rps_xsks"
 	// XDPStatsMapName is the XDP program's per-CPU array of counters: the
-	// entries XDPStatPassed, XDPStatFallback and XDPStatNoSocket, then
-	// one per socket from XDPStatSockets (frames redirected to it).
+	// entries XDPStatPassed, XDPStatFallback, XDPStatNoSocket and
+	// XDPStatOtherQueue, then one per socket from XDPStatSockets (frames
+	// redirected to it).
 	XDPStatsMapName = "rps_xdp_stats"
 )
 
@@ -130,9 +131,12 @@ const (
 	// XDPStatNoSocket counts frames whose slot in the XSKMAP held no
 	// socket: the redirect failed and they were passed to the kernel.
 	XDPStatNoSocket = 2
+	// XDPStatOtherQueue counts frames that arrived on another receive
+	// queue than Options.Queue: passed to the kernel, not looked at.
+	XDPStatOtherQueue = 3
 	// XDPStatSockets is the entry of socket 0; socket i's is
 	// XDPStatSockets+i.
-	XDPStatSockets = 3
+	XDPStatSockets = 4
 )
 
 // Options configure the steering program: the fields of steer.HashConfig
@@ -177,6 +181,13 @@ type Options struct {
 	// PassUnhashed, with HookXDP only, passes the frames that Fallback
 	// would get to the kernel stack instead (XDP_PASS).
 	PassUnhashed bool
+	// Queue, with HookXDP only, is the device's receive queue the AF_XDP
+	// sockets are bound to. The program sees every queue's frames, and
+	// the kernel drops a frame redirected to a socket of another queue,
+	// so a frame whose xdp_md.rx_queue_index is not Queue is passed to
+	// the kernel stack first thing, unexamined, and counted
+	// (XDPCounters.OtherQueue).
+	Queue uint32
 
 	// testReturn, with HookXDP, makes the program return the socket index
 	// it would redirect to instead of redirecting (for BPF_PROG_TEST_RUN
@@ -190,6 +201,9 @@ func (o *Options) validate() (uint32, error) {
 	case HookSocketFilter:
 		if o.PassUnhashed {
 			return 0, fmt.Errorf("bpfsteer: PassUnhashed is for the XDP hook: %w", ErrOptions)
+		}
+		if o.Queue != 0 {
+			return 0, fmt.Errorf("bpfsteer: Queue is for the XDP hook: %w", ErrOptions)
 		}
 	case HookXDP:
 	default:

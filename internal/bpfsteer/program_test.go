@@ -35,6 +35,7 @@ func rejectCases() []rejectCase {
 		{"the GENEVE port as VXLAN's", Options{Key: key, Table: t128, Tunnels: true, VXLANPorts: []uint16{GENEVEPort}}, ErrOptions},
 		{"port 0 as VXLAN's", Options{Key: key, Table: t128, Tunnels: true, VXLANPorts: []uint16{4789, 0}}, ErrOptions},
 		{"PassUnhashed on the socket filter", Options{Key: key, Table: t128, PassUnhashed: true}, ErrOptions},
+		{"a queue on the socket filter", Options{Key: key, Table: t128, Queue: 1}, ErrOptions},
 		{"an unknown hook", Options{Key: key, Table: t128, Hook: 7}, ErrOptions},
 		{"no table", Options{Key: key}, ErrTableLength},
 		{"96 buckets", Options{Key: key, Table: make([]uint32, 96)}, ErrTableLength},

@@ -9,6 +9,7 @@ import (
 // xdp_md field offsets (include/uapi/linux/bpf.h).
 const (
 	xdpIngressIfindex = 12 // xdp_md->ingress_ifindex
+	xdpRxQueueIndex   = 16 // xdp_md->rx_queue_index
 )
 
 // XDP actions (enum xdp_action).
@@ -18,9 +19,10 @@ const (
 )
 
 // XDPCounters are the XDP program's counters, summed over the CPUs. Every
-// frame the program sees is counted once in Redirected, UnhashedPassed or
-// NoSocket; UnhashedFallback counts the frames not hashed that were sent
-// towards Options.Fallback (each also counted where the redirect ended).
+// frame the program sees is counted once in Redirected, UnhashedPassed,
+// NoSocket or OtherQueue; UnhashedFallback counts the frames not hashed
+// that were sent towards Options.Fallback (each also counted where the
+// redirect ended).
 type XDPCounters struct {
 	// Redirected[i] counts the frames redirected to socket i (the XSKMAP's
 	// entry i), hashed or sent there as the fallback.
@@ -33,20 +35,29 @@ type XDPCounters struct {
 	// NoSocket counts frames whose XSKMAP slot held no socket: the
 	// redirect failed and the frame was passed to the kernel stack.
 	NoSocket uint64
+	// OtherQueue counts frames that arrived on another receive queue
+	// than Options.Queue, passed to the kernel stack unexamined.
+	OtherQueue uint64
 }
 
 // Total is the number of frames the program has seen.
 func (c XDPCounters) Total() uint64 {
-	n := c.UnhashedPassed + c.NoSocket
+	n := c.UnhashedPassed + c.NoSocket + c.OtherQueue
 	for _, r := range c.Redirected {
 		n += r
 	}
 	return n
 }
 
-// xdpPrologue saves the context, zeroes the tuple and reads the EtherType:
-// an XDP program sees the frame from its MAC header, every VLAN tag inline.
+// xdpPrologue passes a frame of another receive queue than Options.Queue
+// ("other_queue"), then saves the context, zeroes the tuple and reads the
+// EtherType: an XDP program sees the frame from its MAC header, every
+// VLAN tag inline. The queue is compared as the 32-bit value it is.
 func (b *builder) xdpPrologue() {
+	b.emit(
+		asm.LoadMem(asm.R2, asm.R1, xdpRxQueueIndex, asm.Word),
+		asm.JNE.Imm32(asm.R2, int32(b.opts.Queue), "other_queue"),
+	)
 	b.entry()
 	b.frameEtherType()
 }
@@ -63,7 +74,8 @@ func (b *builder) xdpLength(r asm.Register) {
 
 // xdpTail ends the XDP program, the bucket's offset in rVal: the worker
 // from the indirection table, then bpf_redirect_map(&rps_xsks, worker,
-// XDP_PASS), whose result the program returns, counted; frames not
+// XDP_PASS), whose result the program returns, counted; frames of another
+// queue ("other_queue") are passed to the kernel, counted; frames not
 // hashed ("fallback") go to Options.Fallback the same way, or with
 // PassUnhashed are passed to the kernel.
 func (b *builder) xdpTail() {
@@ -94,25 +106,28 @@ func (b *builder) xdpTail() {
 			asm.Return(),
 		)
 		b.label("no_socket")
-		b.countImm(XDPStatNoSocket)
-		b.emit(
-			asm.Mov.Imm(asm.R0, xdpPass),
-			asm.Return(),
-		)
+		b.passCounted(XDPStatNoSocket)
 	}
+	b.label("other_queue")
+	b.passCounted(XDPStatOtherQueue)
 	b.label("fallback")
 	if b.opts.PassUnhashed {
-		b.countImm(XDPStatPassed)
-		b.emit(
-			asm.Mov.Imm(asm.R0, xdpPass),
-			asm.Return(),
-		)
+		b.passCounted(XDPStatPassed)
 		return
 	}
 	b.countImm(XDPStatFallback)
 	b.emit(
 		asm.Mov.Imm32(rVal, int32(b.opts.Fallback)),
 		asm.Ja.Label("redirect"),
+	)
+}
+
+// passCounted counts the frame in entry and returns XDP_PASS.
+func (b *builder) passCounted(entry int32) {
+	b.countImm(entry)
+	b.emit(
+		asm.Mov.Imm(asm.R0, xdpPass),
+		asm.Return(),
 	)
 }
 

@@ -32,7 +32,8 @@ type XDP struct {
 // sockets entries, and loads it as a BPF_PROG_TYPE_XDP program. Attach it
 // to the device (a BPF link: cilium/ebpf's link.AttachXDP) once
 // [XDP.SetSocket] has filled the slots; a frame whose slot is empty is
-// passed to the kernel and counted (NoSocket).
+// passed to the kernel and counted (NoSocket), as is a frame of another
+// receive queue than opts.Queue (OtherQueue).
 //
 // Every table entry, and Options.Fallback unless PassUnhashed, must be
 // below sockets (else ErrOptions). Loading needs CAP_BPF (or root) and,
@@ -271,6 +272,9 @@ func (x *XDP) Counters() (XDPCounters, error) {
 		return XDPCounters{}, err
 	}
 	if c.NoSocket, err = sum(XDPStatNoSocket); err != nil {
+		return XDPCounters{}, err
+	}
+	if c.OtherQueue, err = sum(XDPStatOtherQueue); err != nil {
 		return XDPCounters{}, err
 	}
 	c.Redirected = make([]uint64, x.sockets)

@@ -5,7 +5,9 @@ package bpfsteer
 import (
 	"errors"
 	"math/rand/v2"
+	"net"
 	"os"
+	"os/exec"
 	"reflect"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -359,6 +362,119 @@ func TestXDPLive(t *testing.T) {
 		want := XDPCounters{Redirected: make([]uint64, 2), NoSocket: hashed, UnhashedPassed: unhashed}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("counters %+v, want %+v", got, want)
+		}
+	})
+}
+
+// xdpMD is struct xdp_md (include/uapi/linux/bpf.h), the context of an
+// XDP test run.
+type xdpMD struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// runOnQueue runs x over frame as if it had arrived on receive queue q of
+// device ifindex: BPF_PROG_TEST_RUN with an xdp_md context in
+// RunOptions.Context. The kernel (net/bpf/test_run.c,
+// xdp_convert_md_to_buff) looks ingress_ifindex up in the calling
+// thread's network namespace and refuses an rx_queue_index at or past
+// that device's real_num_rx_queues; data_end must be the frame's length.
+func runOnQueue(x *XDP, frame []byte, ifindex int, q uint32) (uint32, error) {
+	return x.Program().Run(&ebpf.RunOptions{Data: frame,
+		Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex), RxQueueIndex: q}})
+}
+
+// TestXDPQueue checks that the program steers only the frames of its
+// queue (Options.Queue): run as if received on each queue of a veth with
+// two receive queues, in a network namespace the test creates, a frame
+// of the program's queue is redirected to its worker's socket (the
+// fallback's for ARP), counted there, and a frame of the other queue,
+// hashed or not, is passed to the kernel and counted in OtherQueue only.
+func TestXDPQueue(t *testing.T) {
+	requirePriv(t)
+	netns.Require(t)
+	hc := steer.HashConfig{Key: randKey(t, 40), UDP4Tuple: true}
+	cls, err := steer.NewClassifier(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sockets = 3
+	table := make([]uint32, 16)
+	for i := range table {
+		table[i] = uint32(i % 2) // workers 0 and 1; socket 2 is the fallback
+	}
+	arp := tEth(0x0806, make([]byte, 28), 0)
+	frames := [][]byte{arp}
+	for a := byte(1); a <= 16; a++ {
+		frames = append(frames, tEth(etIPv4, tIPv4(a, protoTCP, tTCP(a)), 0), tEth(etIPv4, tIPv4(a, protoUDP, tUDP(53, []byte{a})), 1))
+	}
+	progs := make([]*XDP, 2)
+	for q := range progs {
+		opts := optionsFor(hc, table, 2, HookXDP)
+		opts.Queue = uint32(q)
+		progs[q] = loadXDP(t, opts, sockets)
+		for i := 0; i < sockets; i++ {
+			if err := progs[q].SetSocket(i, xsk(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inNamespace(t, func() {
+		cmd := exec.Command("ip", "link", "add", "q0", "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+			"peer", "name", "q1", "numtxqueues", "2", "numrxqueues", "2")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%v: %v: %s", cmd, err, out)
+			return
+		}
+		dev, err := net.InterfaceByName("q0")
+		if err != nil {
+			t.Errorf("q0: %v", err)
+			return
+		}
+		if _, err := runOnQueue(progs[0], arp, dev.Index, 2); err == nil {
+			t.Errorf("a test run on queue 2 of a device of 2 queues: no error")
+		}
+		for q, x := range progs {
+			want := XDPCounters{Redirected: make([]uint64, sockets)}
+			var c steer.Classification
+			for _, f := range frames {
+				cls.Classify(f, &c)
+				worker := uint32(2)
+				if c.HashType != hash.None {
+					worker = table[c.FlowID&uint32(len(table)-1)]
+				} else {
+					want.UnhashedFallback++
+				}
+				want.Redirected[worker]++
+				want.OtherQueue++
+				for rxq := uint32(0); rxq < 2; rxq++ {
+					verdict := uint32(xdpPass)
+					if rxq == uint32(q) {
+						verdict = xdpRedirect
+					}
+					got, err := runOnQueue(x, f, dev.Index, rxq)
+					if err != nil {
+						t.Errorf("test run on queue %d: %v", rxq, err)
+						return
+					}
+					if got != verdict {
+						t.Errorf("program of queue %d: frame %x on queue %d: verdict %d, want %d", q, f, rxq, got, verdict)
+					}
+				}
+			}
+			got, err := x.Counters()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("program of queue %d: counters %+v, want %+v", q, got, want)
+			}
+			if got.Total() != 2*uint64(len(frames)) {
+				t.Errorf("program of queue %d: counters total %d of %d runs", q, got.Total(), 2*len(frames))
+			}
+			if want.UnhashedFallback == 0 || want.Redirected[0] == 0 || want.Redirected[1] == 0 {
+				t.Errorf("frames too thin: %+v", want)
+			}
 		}
 	})
 }
