@@ -303,7 +303,7 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 		rc.closers = append(rc.closers, st.Close)
 		return st.Sources(), nil
 	case src == "afxdp":
-		s, err := afxdp.Open(link, afxdp.Config{})
+		s, err := afxdp.Open(link, xdpConfig)
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +318,7 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 		if rc.d == nil {
 			return nil, errors.New("xdp-ebpf steers by the dispatcher's table: it needs a library implementation")
 		}
-		g, err := afxdp.OpenGroup(link, c.Workers, afxdp.Config{})
+		g, err := afxdp.OpenGroup(link, c.Workers, xdpConfig)
 		if err != nil {
 			return nil, err
 		}
@@ -337,6 +337,15 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 	}
 	return nil, fmt.Errorf("unknown live source %q", c.Source)
 }
+
+// xdpConfig configures the AF_XDP sockets of the live runs: an RX ring of
+// 16384 descriptors and a UMEM of 32768 chunks (64 MiB), which buffer about
+// as many 64-byte frames as an AF_PACKET socket's default 4 MiB ring
+// (TPACKET_V3 packs them about 128 bytes apart), so that both ride out the
+// same stall of their reader. afxdp's defaults (2048 and 4096) hold an
+// eighth of that, and a reader that shares its CPU with trafgen loses
+// frames at every rate with them.
+var xdpConfig = afxdp.Config{RingSize: 16384, NumFrames: 32768}
 
 // sources converts a slice of sources to steer.Source values.
 func sources[S steer.Source](ss []S) []steer.Source {
