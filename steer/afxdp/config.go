@@ -181,16 +181,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PollTimeout == 0 {
 		c.PollTimeout = DefaultPollTimeout
 	}
-	page := os.Getpagesize()
+	if err := checkUMEM(c.Queue, c.NumFrames, c.FrameSize); err != nil {
+		return c, err
+	}
 	switch {
-	case c.Queue < 0 || c.Queue > 1<<16-1:
-		return c, fmt.Errorf("%w: queue %d is not between 0 and 65535", ErrConfig, c.Queue)
-	case c.NumFrames < 0 || !pow2(c.NumFrames):
-		return c, fmt.Errorf("%w: %d frames is not a power of two", ErrConfig, c.NumFrames)
-	case c.FrameSize < MinFrameSize || c.FrameSize > page || !pow2(c.FrameSize):
-		return c, fmt.Errorf("%w: frame size %d is not a power of two between %d and the page size %d", ErrConfig, c.FrameSize, MinFrameSize, page)
-	case c.NumFrames > MaxUMEMSize/c.FrameSize:
-		return c, fmt.Errorf("%w: UMEM of %d frames of %d bytes exceeds %d bytes", ErrConfig, c.NumFrames, c.FrameSize, MaxUMEMSize)
 	case c.RingSize < 0 || !pow2(c.RingSize) || c.RingSize > MaxRingSize:
 		return c, fmt.Errorf("%w: ring size %d is not a power of two up to %d", ErrConfig, c.RingSize, MaxRingSize)
 	case c.BatchSize < 0:
@@ -208,6 +202,22 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkUMEM checks a socket's queue and its UMEM's geometry.
+func checkUMEM(queue, frames, frameSize int) error {
+	page := os.Getpagesize()
+	switch {
+	case queue < 0 || queue > 1<<16-1:
+		return fmt.Errorf("%w: queue %d is not between 0 and 65535", ErrConfig, queue)
+	case !pow2(frames):
+		return fmt.Errorf("%w: %d frames is not a power of two", ErrConfig, frames)
+	case frameSize < MinFrameSize || frameSize > page || !pow2(frameSize):
+		return fmt.Errorf("%w: frame size %d is not a power of two between %d and the page size %d", ErrConfig, frameSize, MinFrameSize, page)
+	case frames > MaxUMEMSize/frameSize:
+		return fmt.Errorf("%w: UMEM of %d frames of %d bytes exceeds %d bytes", ErrConfig, frames, frameSize, MaxUMEMSize)
+	}
+	return nil
 }
 
 // validateGroup checks a group's size before any socket is opened.
