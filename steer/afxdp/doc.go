@@ -23,8 +23,8 @@
 //
 //	FILL        user space -> kernel: chunks the kernel may write frames into
 //	RX          kernel -> user space: descriptors (address, length) of frames
-//	COMPLETION  kernel -> user space: chunks sent on a TX ring (unused here)
-//	TX          not created
+//	COMPLETION  kernel -> user space: chunks sent on a TX ring (a Sender's)
+//	TX          user space -> kernel: frames to send (a Sender's, see Transmit)
 //
 // Each index has one writer. The reader of an index loads it with an
 // acquire load (atomic.LoadUint32) before it touches the entries it
@@ -191,4 +191,44 @@
 // same count on each: the group's first socket (the ring's owner) alone
 // carries it, in Stats and SourceStats, and the others report zero, so
 // that sums over the sockets count it once.
+//
+// # Transmit
+//
+// OpenSender opens a socket that only sends, on one queue, with a UMEM of
+// its own, a TX ring and the COMPLETION ring; it needs no XDP program.
+// Send copies each frame into a free chunk, writes the TX descriptors
+// (address and length) and then publishes the TX producer index with a
+// release store. The kernel gives a chunk back on the COMPLETION ring when
+// it is done with the frame, and Send, after an acquire load of that
+// ring's producer index, puts it back on its free list: the chunks
+// recycle, and the caller's bytes may be reused as soon as Send returns.
+// Send calls are serialised, so that each ring has one user-space side.
+//
+// A copy-mode socket transmits only inside sendto (or poll): Send kicks
+// the kernel with a non-blocking sendto (it refuses a blocking one) until
+// it has taken every frame off the ring, at most 32 per call unless the
+// kernel takes a larger budget (XDP_MAX_TX_SKB_BUDGET, Linux 6.17, which
+// OpenSender sets to the ring size where it can). A zero-copy driver
+// transmits on its own, and sets XDP_RING_NEED_WAKEUP in the TX ring's
+// flags when it wants a kick; Send kicks it only then. In copy mode the
+// kernel completes a frame when the skb it built is freed: once the device
+// has taken it, or a qdisc below (a bridge port's, say) has sent it on.
+//
+// When every chunk is in flight or the ring is full, Send waits, reaping
+// completions and kicking, for up to SenderConfig.Wait (DefaultSendWait),
+// then drops the rest of its frames and counts them (SenderStats.Dropped).
+// The bounded wait absorbs a burst that the device clears quickly, and a
+// device that stays full drops at the sender, as a NIC's full ring would,
+// instead of holding a forwarder's workers for ever. Close wakes a waiting
+// Send, which returns ErrClosed.
+//
+// The kernel allows one UMEM per device and queue, so a Sender cannot bind
+// a queue that a Source holds (EBUSY). In copy mode the queue number is
+// also the TX queue the frames leave by, which must exist: Send returns an
+// error when the kernel takes nothing. In zero-copy mode the driver feeds
+// the queue's receive ring from the FILL ring, which a Sender leaves
+// empty, so frames arriving on that queue are lost: give a zero-copy
+// Sender a queue that receives nothing, or bind it in copy mode. Frames
+// the kernel still holds after Close (in a qdisc) keep the socket, and so
+// the queue, until they are sent or dropped.
 package afxdp

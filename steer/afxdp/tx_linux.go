@@ -1,0 +1,473 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sender is an AF_XDP socket that transmits on one queue of an interface,
+// with a UMEM, a TX ring and a COMPLETION ring of its own. It needs no XDP
+// program. Send, Stats and Close may be called from any goroutine; Send
+// calls are serialised (the TX ring has one producer).
+type Sender struct {
+	cfg     SenderConfig
+	ifname  string
+	ifindex int
+	fd      int
+	u       *umem // the area and the FILL (unused) and COMPLETION rings
+	tx      ring
+
+	mu       sync.Mutex // the TX ring's producer side, the COMPLETION ring's consumer side, free
+	txProd   uint32     // the TX producer index, under mu
+	compCons uint32     // the COMPLETION consumer index, under mu
+	free     []uint64   // chunks neither on the TX ring nor in flight, under mu
+	timer    *time.Timer
+
+	closed atomic.Bool
+	done   chan struct{}
+
+	sent      atomic.Uint64
+	completed atomic.Uint64
+	dropped   atomic.Uint64
+	invalid   atomic.Uint64
+	badComps  atomic.Uint64
+
+	statsMu  sync.Mutex
+	kstats   SenderStats // the kernel's counters, as last read
+	frozen   bool
+	fdMu     sync.RWMutex
+	fdClosed bool
+}
+
+// Kicking a copy-mode kernel: the pause between kicks that made no
+// progress grows from minKickPause to maxKickPause.
+const (
+	minKickPause = 20 * time.Microsecond
+	maxKickPause = time.Millisecond
+)
+
+// xdpMaxTxSkbBudget is the socket option (Linux 6.17) that raises how
+// many frames one sendto transmits in copy mode (32 by default).
+const xdpMaxTxSkbBudget = 9
+
+// OpenSender opens an AF_XDP socket for sending on queue cfg.Queue of the
+// interface named ifname, in the caller's network namespace, with a UMEM
+// of cfg.NumFrames chunks, a TX ring and a COMPLETION ring of its own. It
+// attaches no XDP program and receives nothing.
+func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread() // one namespace from the lookup to the bind
+	defer runtime.UnlockOSThread()
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
+	}
+	s := &Sender{cfg: cfg, ifname: ifi.Name, ifindex: ifi.Index, fd: -1, done: make(chan struct{})}
+	if err := s.setup(); err != nil {
+		s.teardown()
+		return nil, fmt.Errorf("afxdp: sender on %q queue %d: %w", ifname, cfg.Queue, err)
+	}
+	s.free = make([]uint64, cfg.NumFrames)
+	for i := range s.free {
+		// Handed out from the end: chunk 0 first.
+		s.free[i] = uint64(cfg.NumFrames-1-i) * s.u.frameSize
+	}
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	return s, nil
+}
+
+func (s *Sender) setup() error {
+	cfg := &s.cfg
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	s.fd = fd
+	// Bind wants a FILL ring; nothing is ever put in it. The COMPLETION
+	// ring can hold every chunk, so that the kernel never lacks room to
+	// complete a frame.
+	u, off, err := registerUMEM(fd, cfg.NumFrames, cfg.FrameSize, 1, cfg.NumFrames)
+	if err != nil {
+		return err
+	}
+	s.u = u
+	u.ownerFD = fd
+	u.refs.Store(1)
+	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_TX_RING, cfg.RingSize); err != nil {
+		return fmt.Errorf("setting the TX ring to %d entries: %w", cfg.RingSize, err)
+	}
+	if s.tx, err = mapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
+		return fmt.Errorf("TX ring: %w", err)
+	}
+	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue), Flags: unix.XDP_USE_NEED_WAKEUP}
+	switch cfg.Bind {
+	case BindZeroCopy:
+		sa.Flags |= unix.XDP_ZEROCOPY
+	case BindCopy:
+		sa.Flags |= unix.XDP_COPY
+	}
+	if err := bind(fd, sa); err != nil {
+		switch {
+		case errors.Is(err, unix.EBUSY):
+			return fmt.Errorf("bind: %w (another AF_XDP socket, such as a Source, holds the queue: the kernel allows one UMEM per device and queue)", err)
+		case errors.Is(err, unix.EINVAL):
+			return fmt.Errorf("bind: %w (is there a queue %d?)", err, cfg.Queue)
+		case cfg.Bind == BindZeroCopy && errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("bind: %w (the driver has no zero-copy mode; use BindAuto or BindCopy)", err)
+		}
+		return fmt.Errorf("bind: %w", err)
+	}
+	opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+	if err != nil {
+		return fmt.Errorf("reading XDP_OPTIONS: %w", err)
+	}
+	u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	if !u.zeroCopy && cfg.RingSize >= 32 {
+		// Best effort (older kernels lack the option): let one kick
+		// transmit a whole ring.
+		_ = unix.SetsockoptInt(fd, unix.SOL_XDP, xdpMaxTxSkbBudget, cfg.RingSize)
+	}
+	return nil
+}
+
+// Info describes the socket: its interface and queue, and whether it is
+// zero copy. Attach is AttachNone: a Sender needs no program.
+func (s *Sender) Info() Info {
+	return Info{Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.cfg.Queue, Attach: AttachNone, ZeroCopy: s.u.zeroCopy}
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (s *Sender) Config() SenderConfig { return s.cfg }
+
+// Send copies each frame into a free UMEM chunk, puts the frames on the TX
+// ring in order and hands them to the kernel. The frames' bytes may be
+// reused as soon as Send returns. It returns how many frames it put on the
+// ring; every other one is counted, in SenderStats.Invalid (empty, or
+// longer than FrameSize) or SenderStats.Dropped: when every chunk is in
+// flight or the ring is full, Send waits for the kernel to complete frames
+// for up to SenderConfig.Wait, then drops the rest of frames.
+//
+// In copy mode the kernel transmits only within sendto, so Send kicks it
+// until it has taken every queued frame, for up to Wait in all; frames it
+// leaves on the ring go with the next Send or Flush. A zero-copy driver
+// transmits on its own and is woken only when it asks for it.
+//
+// Send returns ErrClosed after Close (a Send blocked in its wait returns
+// at once), and the kernel's error when it refuses to transmit at all
+// (ENETDOWN for a device that is down); frames already on the ring stay
+// there.
+func (s *Sender) Send(frames [][]byte) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	w := waiter{s: s, pause: minKickPause}
+	fs := int(s.u.frameSize)
+	area := s.u.area
+	n, i := 0, 0
+	for i < len(frames) {
+		s.reap()
+		room := min(len(s.free), int(s.txFree()))
+		if room == 0 {
+			if err := s.kick(); err != nil {
+				s.drop(frames[i:])
+				return n, err
+			}
+			if s.reap(); min(len(s.free), int(s.txFree())) > 0 {
+				continue
+			}
+			if ok, err := w.wait(); err != nil {
+				s.drop(frames[i:])
+				return n, err
+			} else if !ok {
+				s.drop(frames[i:])
+				break
+			}
+			continue
+		}
+		prod := s.txProd
+		for ; i < len(frames) && room > 0; i++ {
+			f := frames[i]
+			if len(f) == 0 || len(f) > fs {
+				s.invalid.Add(1)
+				continue
+			}
+			chunk := s.free[len(s.free)-1]
+			s.free = s.free[:len(s.free)-1]
+			copy(area[chunk:chunk+uint64(fs)], f)
+			d := s.tx.rxDesc(prod)
+			d.Addr, d.Len, d.Options = chunk, uint32(len(f)), 0
+			prod++
+			room--
+			n++
+		}
+		if k := prod - s.txProd; k > 0 {
+			// The descriptors are in memory before the kernel can see the
+			// producer move.
+			s.txProd = prod
+			atomic.StoreUint32(s.tx.prod, prod)
+			s.sent.Add(uint64(k))
+		}
+	}
+	return n, s.flush(&w)
+}
+
+// Flush hands every frame still on the TX ring to the kernel, waiting up
+// to SenderConfig.Wait when a copy-mode kernel pushes back. Send does it
+// already; Flush is for frames a pushed-back Send left behind.
+func (s *Sender) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.reap()
+	w := waiter{s: s, pause: minKickPause}
+	return s.flush(&w)
+}
+
+// flush kicks the kernel until the TX ring is empty (copy mode) or once
+// (zero copy, when the driver asked for it). In copy mode it waits with w
+// between kicks that made no progress, and gives up without error when w
+// runs out. Under mu.
+func (s *Sender) flush(w *waiter) error {
+	for {
+		before := atomic.LoadUint32(s.tx.cons)
+		if before == s.txProd {
+			return nil
+		}
+		if err := s.kick(); err != nil {
+			return err
+		}
+		if s.u.zeroCopy {
+			return nil
+		}
+		after := atomic.LoadUint32(s.tx.cons)
+		if after == s.txProd {
+			return nil
+		}
+		if after != before {
+			w.pause = minKickPause
+			continue
+		}
+		s.reap()
+		if ok, err := w.wait(); !ok || err != nil {
+			return err
+		}
+	}
+}
+
+// kick tells the kernel that the TX ring has frames: a sendto with
+// MSG_DONTWAIT (the kernel refuses a blocking one). In copy mode the
+// kernel builds and transmits the frames inside the call, so it is always
+// needed; a zero-copy driver needs it only when it set
+// XDP_RING_NEED_WAKEUP in the TX ring's flags. EAGAIN (the socket's send
+// buffer or the device is full, or the kernel stopped after its budget of
+// frames) and EBUSY (the device dropped a frame, which still completes)
+// are not errors: the frames left on the ring wait for the next kick.
+func (s *Sender) kick() error {
+	if atomic.LoadUint32(s.tx.cons) == s.txProd {
+		return nil
+	}
+	if s.u.zeroCopy && atomic.LoadUint32(s.tx.flags)&unix.XDP_RING_NEED_WAKEUP == 0 {
+		return nil
+	}
+	for {
+		before := atomic.LoadUint32(s.tx.cons)
+		err := unix.Sendto(s.fd, nil, unix.MSG_DONTWAIT, nil)
+		switch {
+		case err == nil:
+			if !s.u.zeroCopy && atomic.LoadUint32(s.tx.cons) == before && before != s.txProd {
+				// A copy-mode kernel that returns without taking a frame
+				// has no TX queue of this number.
+				return fmt.Errorf("afxdp: send on %s queue %d: the kernel took no frame (the device has no TX queue %d)", s.ifname, s.cfg.Queue, s.cfg.Queue)
+			}
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):
+			return nil
+		}
+		return fmt.Errorf("afxdp: send on %s queue %d: %w", s.ifname, s.cfg.Queue, err)
+	}
+}
+
+// reap takes the completed chunks off the COMPLETION ring into the free
+// list: the producer index is loaded (acquire) before the entries are
+// read, and the consumer index stored (release) after. Under mu.
+func (s *Sender) reap() {
+	cons := s.compCons
+	prod := atomic.LoadUint32(s.u.comp.prod)
+	if cons == prod {
+		return
+	}
+	fs, size := s.u.frameSize, uint64(len(s.u.area))
+	var bad uint64
+	for ; cons != prod; cons++ {
+		addr := *s.u.comp.addr(cons)
+		if addr >= size {
+			bad++ // never from a sane kernel
+			continue
+		}
+		s.free = append(s.free, addr&^(fs-1))
+	}
+	n := prod - s.compCons
+	s.compCons = cons
+	atomic.StoreUint32(s.u.comp.cons, cons)
+	s.completed.Add(uint64(n) - bad)
+	if bad > 0 {
+		s.badComps.Add(bad)
+	}
+}
+
+// txFree is the number of free TX ring slots. Under mu.
+func (s *Sender) txFree() uint32 {
+	return s.tx.mask + 1 - (s.txProd - atomic.LoadUint32(s.tx.cons))
+}
+
+// drop counts frames Send gives up on.
+func (s *Sender) drop(frames [][]byte) {
+	fs := int(s.u.frameSize)
+	for _, f := range frames {
+		if len(f) == 0 || len(f) > fs {
+			s.invalid.Add(1)
+		} else {
+			s.dropped.Add(1)
+		}
+	}
+}
+
+// waiter is one Send's bounded wait: its deadline starts with the first
+// pause, and each pause is longer than the last, up to maxKickPause.
+type waiter struct {
+	s        *Sender
+	deadline time.Time
+	pause    time.Duration
+}
+
+// wait pauses before the next try. It reports false when the Send's wait
+// is used up (or none is allowed), and ErrClosed when Close is called.
+func (w *waiter) wait() (bool, error) {
+	s := w.s
+	if s.cfg.Wait < 0 {
+		return false, nil
+	}
+	now := time.Now()
+	if w.deadline.IsZero() {
+		w.deadline = now.Add(s.cfg.Wait)
+	}
+	left := w.deadline.Sub(now)
+	if left <= 0 {
+		return false, nil
+	}
+	s.timer.Reset(min(w.pause, left))
+	select {
+	case <-s.done:
+		s.timer.Stop()
+		return false, ErrClosed
+	case <-s.timer.C:
+	}
+	w.pause = min(2*w.pause, maxKickPause)
+	return true, nil
+}
+
+// Stats returns the Sender's counters and the kernel's TX counters from
+// XDP_STATISTICS. After Close it returns them as of Close.
+func (s *Sender) Stats() (SenderStats, error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	var err error
+	if !s.frozen {
+		err = s.readKernelStatsLocked()
+	}
+	st := s.kstats
+	st.Sent = s.sent.Load()
+	st.Completed = s.completed.Load()
+	st.Dropped = s.dropped.Load()
+	st.Invalid = s.invalid.Load()
+	st.TxInvalidDescs += s.badComps.Load()
+	return st, err
+}
+
+func (s *Sender) readKernelStatsLocked() error {
+	s.fdMu.RLock()
+	defer s.fdMu.RUnlock()
+	if s.fdClosed || s.fd < 0 {
+		return ErrClosed
+	}
+	var ks unix.XDPStatistics
+	n, err := getsockopt(s.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+	if err != nil {
+		return fmt.Errorf("afxdp: reading XDP_STATISTICS: %w", err)
+	}
+	if uintptr(n) < unsafe.Sizeof(ks) {
+		ks.Tx_ring_empty_descs = 0 // a kernel before 5.9
+	}
+	s.kstats.TxInvalidDescs = ks.Tx_invalid_descs
+	s.kstats.TxRingEmptyDescs = ks.Tx_ring_empty_descs
+	return nil
+}
+
+// Close stops the Sender: a Send blocked in its wait returns ErrClosed,
+// and Close waits for it to leave. Frames still on the TX ring get one
+// last kick; what the kernel does not take then is lost. Close unmaps the
+// rings and the UMEM and closes the socket (frames the kernel is still
+// transmitting keep their own references). It is idempotent.
+func (s *Sender) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.done)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kerr := s.kick()
+	s.reap()
+	s.statsMu.Lock()
+	err := s.readKernelStatsLocked()
+	s.frozen = true
+	s.statsMu.Unlock()
+	s.teardown()
+	if kerr != nil {
+		return kerr
+	}
+	return err
+}
+
+// teardown unmaps the TX ring, then the UMEM's rings and area, and closes
+// the socket; it also undoes a failed open.
+func (s *Sender) teardown() {
+	s.fdMu.Lock()
+	defer s.fdMu.Unlock()
+	if s.fdClosed {
+		return
+	}
+	s.fdClosed = true
+	s.tx.unmap()
+	if s.u != nil {
+		s.u.unref() // closes fd, the UMEM's owner
+	} else if s.fd >= 0 {
+		_ = unix.Close(s.fd)
+	}
+	s.fd = -1
+}
