@@ -1,0 +1,5 @@
+//go:build race
+
+package livesock
+
+const raceEnabled = true

@@ -1,0 +1,205 @@
+//go:build linux
+
+package livesock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	errClosed       = errors.New("test: closed")
+	errNotSupported = errors.New("test: not supported")
+)
+
+// newSock returns a Sock over one end of a datagram socket pair, and the
+// other end, which the test may write to.
+func newSock(t *testing.T) (*Sock, int) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[1]) })
+	k := new(Sock)
+	k.Init("test", errClosed, errNotSupported)
+	k.fd = fds[0]
+	if err := k.Arm(unix.POLLIN); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Teardown(nil, false) })
+	return k, fds[1]
+}
+
+func TestPollReadable(t *testing.T) {
+	k, peer := newSock(t)
+	rev, err := k.Poll(context.Background(), 10*time.Millisecond)
+	if rev != 0 || err != nil {
+		t.Fatalf("idle socket: revents %#x, %v; want 0, nil", rev, err)
+	}
+	if _, err := unix.Write(peer, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err = k.Poll(context.Background(), -1)
+	if rev&unix.POLLIN == 0 || err != nil {
+		t.Fatalf("readable socket: revents %#x, %v; want POLLIN, nil", rev, err)
+	}
+}
+
+// TestStopWakesPoll: a Poll returns errClosed as soon as Stop is called
+// from another goroutine, and so do Pause and Poll at once afterwards.
+func TestStopWakesPoll(t *testing.T) {
+	k, _ := newSock(t)
+	stopped := make(chan bool)
+	time.AfterFunc(20*time.Millisecond, func() { stopped <- k.Stop() })
+	start := time.Now()
+	if _, err := k.Poll(context.Background(), 5*time.Second); err != errClosed || time.Since(start) > 2*time.Second {
+		t.Fatalf("Poll across Stop: %v after %v, want errClosed at once", err, time.Since(start))
+	}
+	if !<-stopped {
+		t.Fatal("the first Stop reported not stopping")
+	}
+	if !k.Closed() || k.Stop() {
+		t.Fatal("Closed false, or a second Stop reported stopping")
+	}
+	start = time.Now()
+	k.Pause(time.Second)
+	if _, err := k.Poll(context.Background(), time.Second); err != errClosed || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("Pause and Poll after Stop: %v after %v, want errClosed at once", err, time.Since(start))
+	}
+	if _, err := k.SyscallConn(); err != errClosed {
+		t.Fatalf("SyscallConn after Stop: %v", err)
+	}
+}
+
+// TestContextWakesPoll: a Poll returns the context's error as soon as it
+// ends, and the next Poll with a live context is not woken by it.
+func TestContextWakesPoll(t *testing.T) {
+	k, _ := newSock(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	start := time.Now()
+	if _, err := k.Poll(ctx, 5*time.Second); !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("Poll across cancel: %v after %v, want context.Canceled at once", err, time.Since(start))
+	}
+	start = time.Now()
+	rev, err := k.Poll(context.Background(), 30*time.Millisecond)
+	if rev != 0 || err != nil || time.Since(start) < 25*time.Millisecond {
+		t.Fatalf("next Poll: revents %#x, %v after %v; want a timeout", rev, err, time.Since(start))
+	}
+}
+
+// TestTeardownGate: Do, the raw connection's Control and a late context
+// callback leave the descriptors alone after Teardown.
+func TestTeardownGate(t *testing.T) {
+	k, _ := newSock(t)
+	rc, err := k.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen uintptr
+	if err := rc.Control(func(fd uintptr) { seen = fd }); err != nil || int(seen) != k.FD() {
+		t.Fatalf("Control: fd %d, %v; want %d", seen, err, k.FD())
+	}
+	if err := rc.Read(func(uintptr) bool { return true }); !errors.Is(err, errNotSupported) {
+		t.Fatalf("Read: %v", err)
+	}
+	if err := rc.Write(func(uintptr) bool { return true }); !errors.Is(err, errNotSupported) {
+		t.Fatalf("Write: %v", err)
+	}
+	fd := k.FD()
+	unmapped := false
+	k.Stop()
+	k.Teardown(func() { unmapped = true }, false)
+	if !unmapped {
+		t.Error("Teardown did not run unmap")
+	}
+	if err := unix.Close(fd); err != unix.EBADF {
+		t.Errorf("the socket's descriptor is still open after Teardown (close: %v)", err)
+	}
+	ran := false
+	if err := k.Do(func(int) error { ran = true; return nil }); err != errClosed || ran {
+		t.Errorf("Do after Teardown: %v, ran %v", err, ran)
+	}
+	if err := rc.Control(func(uintptr) { ran = true }); err != errClosed || ran {
+		t.Errorf("Control after Teardown: %v, ran %v", err, ran)
+	}
+	k.wakeCtx() // a context's callback running late: no write to a closed descriptor
+}
+
+// TestTeardownKeepFD: with keepFD the socket's descriptor stays open for
+// its other owner, and Do still refuses it.
+func TestTeardownKeepFD(t *testing.T) {
+	k := new(Sock)
+	k.Init("test", errClosed, errNotSupported)
+	fd, err := k.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Arm(unix.POLLIN); err != nil {
+		t.Fatal(err)
+	}
+	k.Teardown(nil, true)
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("kept descriptor: %v", err)
+	}
+	unix.Close(fd)
+	if err := k.Do(func(int) error { return nil }); err != errClosed {
+		t.Errorf("Do after Teardown: %v", err)
+	}
+}
+
+// TestSocketError: a UDP socket connected to a loopback port nobody
+// listens on gets ECONNREFUSED from the ICMP answer to its datagram; Poll
+// reports POLLERR and SocketError the error, once.
+func TestSocketError(t *testing.T) {
+	k := new(Sock)
+	k.Init("test", errClosed, errNotSupported)
+	t.Cleanup(func() { k.Teardown(nil, false) })
+	fd, err := k.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Arm(unix.POLLIN | unix.POLLERR); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SocketError(); err != nil {
+		t.Fatalf("a fresh socket: %v", err)
+	}
+	// A port that was free a moment ago: bound, read back, closed.
+	tmp, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo := [4]byte{127, 0, 0, 1}
+	if err := unix.Bind(tmp, &unix.SockaddrInet4{Addr: lo}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(tmp)
+	unix.Close(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: lo, Port: sa.(*unix.SockaddrInet4).Port}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := k.Poll(context.Background(), time.Second)
+	if err != nil || rev&unix.POLLERR == 0 {
+		t.Fatalf("Poll: revents %#x, %v; want POLLERR", rev, err)
+	}
+	err = k.SocketError()
+	if !errors.Is(err, unix.ECONNREFUSED) || !strings.HasPrefix(err.Error(), "test: socket error: ") {
+		t.Fatalf("SocketError: %v; want test: socket error: ECONNREFUSED", err)
+	}
+	if err := k.SocketError(); err != nil {
+		t.Fatalf("SocketError read twice: %v", err)
+	}
+}
