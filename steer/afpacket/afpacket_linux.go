@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -52,9 +53,7 @@ type Source struct {
 	cfg     Config
 	name    string
 	ifindex int
-	fd      int
-	closeFD int // eventfd written by Close
-	ctxFD   int // eventfd written when a ReadBatch context ends
+	sock    livesock.Sock // the socket, its poll set and its Close gate
 	ring    []byte
 	blocks  []block
 
@@ -63,11 +62,9 @@ type Source struct {
 	walkBlk  int        // block being walked, -1 if none
 	walkLeft uint32     // frames left in it
 	walkOff  int        // ring offset of the next frame header
-	pfds     [3]unix.PollFd
 	timer    *time.Timer
-	copyPool sync.Pool
+	copyPool livesock.CopyPool
 
-	closed   atomic.Bool
 	done     chan struct{}
 	released chan struct{} // a block came back
 	refs     atomic.Int64  // 1 while open + blocks out
@@ -76,11 +73,9 @@ type Source struct {
 	delivered atomic.Uint64
 	nblocks   atomic.Uint64
 
-	statsMu  sync.Mutex
-	kstats   Stats // kernel part of the totals
-	frozen   bool  // Close read the final kernel counters
-	fdMu     sync.RWMutex
-	fdClosed bool
+	statsMu sync.Mutex
+	kstats  Stats // kernel part of the totals
+	frozen  bool  // Close read the final kernel counters
 }
 
 // Open opens a TPACKET_V3 ring on the interface named ifname in the
@@ -106,14 +101,12 @@ func open(ifname string, cfg Config, initial []SockFilter) (*Source, error) {
 		cfg:      cfg,
 		name:     "afpacket:" + ifname,
 		ifindex:  ifi.Index,
-		fd:       -1,
-		closeFD:  -1,
-		ctxFD:    -1,
 		walkBlk:  -1,
 		done:     make(chan struct{}),
 		released: make(chan struct{}, 1),
 		blocks:   make([]block, cfg.NumBlocks),
 	}
+	s.sock.Init("afpacket", ErrClosed, ErrNotSupported)
 	s.refs.Store(1)
 	if err := s.setup(initial); err != nil {
 		s.teardown()
@@ -123,17 +116,15 @@ func open(ifname string, cfg Config, initial []SockFilter) (*Source, error) {
 		i := i
 		s.blocks[i].release = func() { s.unref(i) }
 	}
-	s.copyPool.New = func() any { return newCopyBuf(s) }
 	return s, nil
 }
 
 func (s *Source) setup(initial []SockFilter) error {
 	cfg := &s.cfg
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	fd, err := s.sock.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
-	s.fd = fd
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return fmt.Errorf("setting TPACKET_V3: %w", err)
 	}
@@ -179,18 +170,7 @@ func (s *Source) setup(initial []SockFilter) error {
 			return fmt.Errorf("setting promiscuous mode: %w", err)
 		}
 	}
-	if s.closeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	if s.ctxFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	s.pfds = [3]unix.PollFd{
-		{Fd: int32(fd), Events: unix.POLLIN | unix.POLLERR},
-		{Fd: int32(s.closeFD), Events: unix.POLLIN},
-		{Fd: int32(s.ctxFD), Events: unix.POLLIN},
-	}
-	return nil
+	return s.sock.Arm(unix.POLLIN | unix.POLLERR)
 }
 
 // userFilter is cfg.Filter with the snap length applied: every "ret #k"
@@ -276,14 +256,14 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 func (s *Source) readBatch(ctx context.Context, b *steer.Batch, pollTimeout time.Duration) error {
 	b.Frames = b.Frames[:0]
 	b.Release = nil
-	if s.closed.Load() {
+	if s.sock.Closed() {
 		return ErrClosed
 	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	var deadline time.Time
 	for {
-		if s.closed.Load() {
+		if s.sock.Closed() {
 			return ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
@@ -354,10 +334,9 @@ func (s *Source) fill(b *steer.Batch) {
 		end = base + blen
 	}
 	max := s.cfg.BatchSize
-	var cb *copyBuf
+	var cb *livesock.CopyBuf
 	if s.cfg.Copy {
-		cb = s.copyPool.Get().(*copyBuf)
-		cb.reset()
+		cb = s.copyPool.Get()
 	}
 	for len(b.Frames) < max && s.walkLeft > 0 {
 		off := s.walkOff
@@ -390,7 +369,7 @@ func (s *Source) fill(b *steer.Batch) {
 			f.HashType = hash.OpaqueHash
 		}
 		if cb != nil {
-			cb.add(data)
+			cb.Add(data)
 		} else {
 			f.Data = data
 		}
@@ -405,8 +384,8 @@ func (s *Source) fill(b *steer.Batch) {
 	s.delivered.Add(uint64(n))
 	switch {
 	case cb != nil && n > 0:
-		cb.finish(b.Frames)
-		b.Release = cb.release
+		cb.Finish(b.Frames)
+		b.Release = cb.Release
 	case cb != nil:
 		s.copyPool.Put(cb)
 	case n > 0:
@@ -476,60 +455,22 @@ func (s *Source) waitRelease(ctx context.Context, wait time.Duration) error {
 // wait passes (negative: no limit).
 func (s *Source) poll(ctx context.Context, wait time.Duration) error {
 	i := s.cur
-	timeout := -1
-	if wait > 0 {
-		timeout = int((wait + time.Millisecond - 1) / time.Millisecond)
-	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, s.wakeCtx)
-	}
-	s.pfds[0].Revents, s.pfds[1].Revents, s.pfds[2].Revents = 0, 0, 0
-	n, err := unix.Poll(s.pfds[:], timeout)
-	if stop != nil {
-		stop()
-	}
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("afpacket: poll: %w", err)
-	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if s.pfds[2].Revents != 0 {
-		var buf [8]byte
-		_, _ = unix.Read(s.ctxFD, buf[:])
-	}
-	if err := ctx.Err(); err != nil {
+	rev, err := s.sock.Poll(ctx, wait)
+	if err != nil {
 		return err
 	}
-	if n <= 0 {
-		return nil
-	}
-	if s.pfds[0].Revents&unix.POLLERR != 0 {
-		serr, gerr := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-		if gerr == nil && serr != 0 {
-			return fmt.Errorf("afpacket: socket error: %w", unix.Errno(serr))
+	if rev&unix.POLLERR != 0 {
+		if err := s.sock.SocketError(); err != nil {
+			return err
 		}
 	}
-	if s.pfds[0].Revents&unix.POLLIN != 0 && atomic.LoadUint32(s.status(i))&unix.TP_STATUS_USER == 0 {
+	if rev&unix.POLLIN != 0 && atomic.LoadUint32(s.status(i))&unix.TP_STATUS_USER == 0 {
 		// The kernel says readable when the block before its current one is
 		// not its own; that block may be one a handler still holds while
 		// ours is empty. Back off briefly rather than spin.
-		s.pfds[1].Revents = 0
-		_, _ = unix.Poll(s.pfds[1:2], 1)
+		s.sock.Pause(time.Millisecond)
 	}
 	return nil
-}
-
-// wakeCtx interrupts poll when a ReadBatch context ends. It may run late,
-// from the context's goroutine, so it checks the descriptor is still ours.
-func (s *Source) wakeCtx() {
-	s.fdMu.RLock()
-	defer s.fdMu.RUnlock()
-	if !s.fdClosed && s.ctxFD >= 0 {
-		one := [8]byte{1}
-		_, _ = unix.Write(s.ctxFD, one[:])
-	}
 }
 
 // Stats returns the running totals of the kernel's counters and of the
@@ -569,14 +510,7 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 }
 
 // withFD runs f with the socket descriptor unless it is closed.
-func (s *Source) withFD(f func(fd int) error) error {
-	s.fdMu.RLock()
-	defer s.fdMu.RUnlock()
-	if s.fdClosed || s.fd < 0 {
-		return ErrClosed
-	}
-	return f(s.fd)
-}
+func (s *Source) withFD(f func(fd int) error) error { return s.sock.Do(f) }
 
 // Close stops the source. It wakes a reader blocked in ReadBatch (which
 // then returns ErrClosed) and waits for it to leave. Blocks still held by
@@ -584,11 +518,9 @@ func (s *Source) withFD(f func(fd int) error) error {
 // last of them is released (until then the socket drops every frame).
 // Close is idempotent.
 func (s *Source) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
+	if !s.sock.Stop() {
 		return nil
 	}
-	one := [8]byte{1}
-	_, _ = unix.Write(s.closeFD, one[:])
 	close(s.done)
 	s.readMu.Lock()
 	if s.walkBlk >= 0 {
@@ -618,81 +550,18 @@ func (s *Source) teardown() {
 	if !s.torn.CompareAndSwap(false, true) {
 		return
 	}
-	s.fdMu.Lock()
-	if s.ring != nil {
-		_ = unix.Munmap(s.ring)
-		s.ring = nil
-	}
-	for _, fd := range []*int{&s.fd, &s.closeFD, &s.ctxFD} {
-		if *fd >= 0 {
-			_ = unix.Close(*fd)
-			*fd = -1
+	s.sock.Teardown(func() {
+		if s.ring != nil {
+			_ = unix.Munmap(s.ring)
+			s.ring = nil
 		}
-	}
-	s.fdClosed = true
-	s.fdMu.Unlock()
+	}, false)
 }
 
 // SyscallConn returns a raw connection for socket options the package does
 // not cover (for example SO_ATTACH_BPF). Its Read and Write are not
 // supported; Control runs while the socket is open.
-func (s *Source) SyscallConn() (syscall.RawConn, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	return rawConn{s}, nil
-}
-
-type rawConn struct{ s *Source }
-
-func (c rawConn) Control(f func(fd uintptr)) error {
-	return c.s.withFD(func(fd int) error { f(uintptr(fd)); return nil })
-}
-
-func (c rawConn) Read(func(fd uintptr) bool) error {
-	return fmt.Errorf("afpacket: raw read: %w", ErrNotSupported)
-}
-
-func (c rawConn) Write(func(fd uintptr) bool) error {
-	return fmt.Errorf("afpacket: raw write: %w", ErrNotSupported)
-}
-
-// copyBuf holds the copied frames of one batch in Copy mode.
-type copyBuf struct {
-	s       *Source
-	buf     []byte
-	offs    []int
-	release func()
-}
-
-func newCopyBuf(s *Source) *copyBuf {
-	cb := &copyBuf{s: s}
-	cb.release = func() { s.copyPool.Put(cb) }
-	return cb
-}
-
-func (cb *copyBuf) reset() {
-	cb.buf = cb.buf[:0]
-	cb.offs = cb.offs[:0]
-}
-
-func (cb *copyBuf) add(p []byte) {
-	cb.offs = append(cb.offs, len(cb.buf))
-	cb.buf = append(cb.buf, p...)
-}
-
-// finish points the frames' Data at the copies (after the last append, so
-// growing the buffer cannot leave stale views).
-func (cb *copyBuf) finish(frames []steer.Frame) {
-	for i := range frames {
-		lo := cb.offs[i]
-		hi := len(cb.buf)
-		if i+1 < len(cb.offs) {
-			hi = cb.offs[i+1]
-		}
-		frames[i].Data = cb.buf[lo:hi:hi]
-	}
-}
+func (s *Source) SyscallConn() (syscall.RawConn, error) { return s.sock.SyscallConn() }
 
 var (
 	_ steer.Source        = (*Source)(nil)
