@@ -148,12 +148,12 @@
 // otherwise lose ARP on the interface. With SteeringOptions.UseFallback
 // they go to one socket instead, the SOURCE rule (all of them come from
 // the one queue). Both are counted (SteeringStats.UnhashedPassed,
-// UnhashedFallback), beside the frames redirected to each socket and
-// those whose slot held no socket (a closed socket: passed to the
-// kernel); every frame the program sees is in exactly one of Redirected,
-// UnhashedPassed and NoSocket, and the tests check that the sum is the
-// interface's rx_packets, and each socket's Received its Redirected
-// count.
+// UnhashedFallback), beside the frames redirected to each socket, those
+// whose slot held no socket (a closed socket: passed to the kernel) and
+// those of other queues (below); every frame the program sees is in
+// exactly one of Redirected, UnhashedPassed, NoSocket and OtherQueue, and
+// the tests check that the sum is the interface's rx_packets, and each
+// socket's Received its Redirected count.
 //
 // SetTable changes the table in the program and in the dispatcher without
 // reordering any flow: the protocol of afpacket's ordered changes, where
@@ -164,13 +164,15 @@
 // reaches when its consumer index does (both wrap at 2^32). See
 // Steering.SetTable.
 //
-// The program steers every frame of the interface it is attached to, on
-// whatever queue it arrives; a socket accepts only frames of the queue it
-// is bound to, and the kernel drops a frame redirected to a socket of
-// another queue. So steer a device whose frames all arrive on the group's
-// queue: a single-queue device such as veth, or a NIC whose other queues
-// get no traffic (ethtool -L combined 1, or flow rules sending all to one
-// queue).
+// The program runs on every frame of the interface it is attached to, on
+// whatever queue it arrives, but a socket accepts only frames of the
+// device and queue it is bound to (the kernel drops a frame redirected to
+// a socket of another queue). So the program steers the frames of the
+// group's queue only and passes those of the other queues to the kernel
+// stack, unexamined, counted in SteeringStats.OtherQueue: on a multi-queue
+// NIC the dispatcher sees one queue's share of the traffic. To steer it
+// all, send every frame to the group's queue (ethtool -L combined 1, or
+// flow rules), or use a single-queue device such as veth.
 //
 // Close detaches the program (the link goes, and the queue's frames go to
 // the kernel stack again), empties the XSKMAP and unloads the program; the

@@ -38,8 +38,8 @@ type SteeringOptions struct {
 
 // SteeringStats are a Steering's counters: the glue's (its table changes)
 // and the XDP program's, summed over the CPUs. Every frame the program
-// sees is counted once in Redirected, UnhashedPassed or NoSocket
-// (Frames).
+// sees is counted once in Redirected, UnhashedPassed, NoSocket or
+// OtherQueue (Frames).
 type SteeringStats struct {
 	TableChanges uint64 // SetTable calls that changed the program's table
 	BucketsMoved uint64 // buckets whose worker changed, over all SetTable calls
@@ -65,13 +65,17 @@ type SteeringStats struct {
 	// NoSocket counts frames whose socket's XSKMAP slot was empty (the
 	// socket was closed): they were passed to the kernel stack.
 	NoSocket uint64
+	// OtherQueue counts frames that arrived on another receive queue of
+	// the interface than the group's (Config.Queue): the program passes
+	// them to the kernel stack unexamined, as the sockets could not take
+	// them.
+	OtherQueue uint64
 }
 
-// Frames is the number of frames the program has seen: on the group's
-// queue, every frame the interface received while the program was
-// attached.
+// Frames is the number of frames the program has seen: every frame the
+// interface received, on any queue, while the program was attached.
 func (s SteeringStats) Frames() uint64 {
-	n := s.UnhashedPassed + s.NoSocket
+	n := s.UnhashedPassed + s.NoSocket + s.OtherQueue
 	for _, r := range s.Redirected {
 		n += r
 	}

@@ -53,6 +53,9 @@ type Steering struct {
 // (Config.Attach: native, else generic). From then on the group's queue is
 // steered: its frames reach the sockets, and the frames the program cannot
 // hash go to the kernel stack or, with opts.UseFallback, to one socket.
+// Frames of the interface's other receive queues go to the kernel stack,
+// counted (SteeringStats.OtherQueue): a socket takes only frames of the
+// queue it is bound to.
 //
 // Like Open, NewSteering must run in the network namespace the group was
 // opened in (a goroutine that changed namespace keeps its OS thread
@@ -76,7 +79,8 @@ func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering
 	if first.cfg.Attach == AttachNone {
 		return nil, fmt.Errorf("%w: the group was opened with AttachNone: a Steering attaches its program in the group's Config.Attach mode", ErrConfig)
 	}
-	base := bpfsteer.Options{Hook: bpfsteer.HookXDP, PassUnhashed: !opts.UseFallback, Fallback: uint32(opts.Fallback)}
+	base := bpfsteer.Options{Hook: bpfsteer.HookXDP, PassUnhashed: !opts.UseFallback, Fallback: uint32(opts.Fallback),
+		Queue: uint32(first.cfg.Queue)}
 	popts, err := bpfsteer.DispatcherOptions(d.Config(), d.Table(), base)
 	if err != nil {
 		return nil, programError(err)
@@ -214,7 +218,7 @@ func (st *Steering) Stats() SteeringStats {
 	}
 	c := st.counters()
 	s.Redirected = append([]uint64(nil), c.Redirected...)
-	s.UnhashedPassed, s.UnhashedFallback, s.NoSocket = c.UnhashedPassed, c.UnhashedFallback, c.NoSocket
+	s.UnhashedPassed, s.UnhashedFallback, s.NoSocket, s.OtherQueue = c.UnhashedPassed, c.UnhashedFallback, c.NoSocket, c.OtherQueue
 	return s
 }
 
