@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -27,12 +28,10 @@ type Source struct {
 	name    string
 	ifname  string
 	ifindex int
-	ns      netNS // the namespace of the interface
-	fd      int
-	closeFD int // eventfd written by Close
-	ctxFD   int // eventfd written when a ReadBatch context ends
+	ns      netNS         // the namespace of the interface
+	sock    livesock.Sock // the socket, its poll set and its Close gate
 	u       *umem
-	owner   bool // fd registered u (u closes it)
+	owner   bool // the socket registered u (u closes it)
 	rx      ring
 	prog    *redirect // the program Open attached, nil in a group
 	attach  atomic.Uint32
@@ -40,24 +39,20 @@ type Source struct {
 	readMu   sync.Mutex // held by the reader
 	rxCons   uint32     // the RX consumer index, under readMu
 	rejected []uint64   // chunks of filtered frames, under readMu
-	pfds     [3]unix.PollFd
 	heldPool sync.Pool
-	copyPool sync.Pool
+	copyPool livesock.CopyPool
 
-	closed atomic.Bool
-	done   chan struct{}
-	refs   atomic.Int64 // 1 while open + batches not released
-	torn   atomic.Bool
+	done chan struct{}
+	refs atomic.Int64 // 1 while open + batches not released
+	torn atomic.Bool
 
 	delivered atomic.Uint64
 	filtered  atomic.Uint64
 	badDescs  atomic.Uint64
 
-	statsMu  sync.Mutex
-	kstats   Stats // the kernel's counters, as last read
-	frozen   bool  // Close read the final kernel counters
-	fdMu     sync.RWMutex
-	fdClosed bool
+	statsMu sync.Mutex
+	kstats  Stats // the kernel's counters, as last read
+	frozen  bool  // Close read the final kernel counters
 }
 
 // Open opens an AF_XDP socket on queue cfg.Queue of the interface named
@@ -83,7 +78,7 @@ func Open(ifname string, cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
 	}
 	if cfg.Attach != AttachNone {
-		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.fd, cfg.Attach)
+		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.sock.FD(), cfg.Attach)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
@@ -107,11 +102,9 @@ func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error)
 		name:    fmt.Sprintf("afxdp:%s:%d", ifi.Name, cfg.Queue),
 		ifname:  ifi.Name,
 		ifindex: ifi.Index,
-		fd:      -1,
-		closeFD: -1,
-		ctxFD:   -1,
 		done:    make(chan struct{}),
 	}
+	s.sock.Init("afxdp", ErrClosed, ErrNotSupported)
 	s.attach.Store(uint32(AttachNone))
 	s.refs.Store(1)
 	if err := s.setup(shared); err != nil {
@@ -119,17 +112,15 @@ func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error)
 		return nil, err
 	}
 	s.heldPool.New = func() any { return newHeld(s) }
-	s.copyPool.New = func() any { return newCopyBuf(s) }
 	return s, nil
 }
 
 func (s *Source) setup(shared *Source) error {
 	cfg := &s.cfg
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	fd, err := s.sock.Socket(unix.AF_XDP, unix.SOCK_RAW, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
-	s.fd = fd
 	var off unix.XDPMmapOffsets
 	if shared == nil {
 		u, o, err := newUMEM(fd, cfg)
@@ -164,7 +155,7 @@ func (s *Source) setup(shared *Source) error {
 	} else {
 		// A socket that shares a UMEM takes its owner's mode and flags.
 		sa.Flags = unix.XDP_SHARED_UMEM
-		sa.SharedUmemFD = uint32(shared.fd)
+		sa.SharedUmemFD = uint32(shared.sock.FD())
 	}
 	if err := bind(fd, sa); err != nil {
 		switch {
@@ -182,18 +173,7 @@ func (s *Source) setup(shared *Source) error {
 		}
 		s.u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
-	if s.closeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	if s.ctxFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	s.pfds = [3]unix.PollFd{
-		{Fd: int32(fd), Events: unix.POLLIN},
-		{Fd: int32(s.closeFD), Events: unix.POLLIN},
-		{Fd: int32(s.ctxFD), Events: unix.POLLIN},
-	}
-	return nil
+	return s.sock.Arm(unix.POLLIN)
 }
 
 // bindBusyWait bounds how long bind retries while the queue is busy: the
@@ -256,14 +236,14 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Duration) (uint32, error) {
 	b.Frames = b.Frames[:0]
 	b.Release = nil
-	if s.closed.Load() {
+	if s.sock.Closed() {
 		return 0, ErrClosed
 	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	var deadline time.Time
 	for {
-		if s.closed.Load() {
+		if s.sock.Closed() {
 			return 0, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
@@ -296,12 +276,13 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 // units of readBatch's consumer index. ok is false once the source is
 // closed: its reader takes nothing more.
 func (s *Source) rxProduced() (idx uint32, ok bool) {
-	s.fdMu.RLock()
-	defer s.fdMu.RUnlock()
-	if s.closed.Load() || s.fdClosed || s.rx.prod == nil {
-		return 0, false
-	}
-	return atomic.LoadUint32(s.rx.prod), true
+	_ = s.sock.Do(func(int) error {
+		if !s.sock.Closed() && s.rx.prod != nil {
+			idx, ok = atomic.LoadUint32(s.rx.prod), true
+		}
+		return nil
+	})
+	return idx, ok
 }
 
 // take consumes up to BatchSize RX descriptors into b and returns how many
@@ -362,13 +343,12 @@ func (s *Source) take(b *steer.Batch) int {
 	case got == 0:
 		s.heldPool.Put(h)
 	case s.cfg.Copy:
-		cb := s.copyPool.Get().(*copyBuf)
-		cb.reset()
+		cb := s.copyPool.Get()
 		for i := range b.Frames {
-			cb.add(b.Frames[i].Data)
+			cb.Add(b.Frames[i].Data)
 		}
-		cb.finish(b.Frames)
-		b.Release = cb.release
+		cb.Finish(b.Frames)
+		b.Release = cb.Release
 		s.giveBack(h.chunks)
 		s.heldPool.Put(h)
 	default:
@@ -390,11 +370,10 @@ func (s *Source) giveBack(chunks []uint64) {
 // wakeup tells a zero-copy driver that the FILL ring has buffers again
 // (a non-blocking recvfrom, as the kernel documents for need_wakeup).
 func (s *Source) wakeup() {
-	s.fdMu.RLock()
-	defer s.fdMu.RUnlock()
-	if !s.fdClosed && s.fd >= 0 {
-		_, _, _ = unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
-	}
+	_ = s.sock.Do(func(fd int) error {
+		_, _, _ = unix.Recvfrom(fd, nil, unix.MSG_DONTWAIT)
+		return nil
+	})
 }
 
 // held is one zero-copy batch's chunks, until its Release.
@@ -430,54 +409,19 @@ func (s *Source) unref() {
 // passes (negative: no limit). In zero-copy mode poll also wakes the driver
 // when it asked for it.
 func (s *Source) poll(ctx context.Context, wait time.Duration) error {
-	timeout := -1
-	if wait > 0 {
-		timeout = int((wait + time.Millisecond - 1) / time.Millisecond)
-	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, s.wakeCtx)
-	}
-	s.pfds[0].Revents, s.pfds[1].Revents, s.pfds[2].Revents = 0, 0, 0
-	n, err := unix.Poll(s.pfds[:], timeout)
-	if stop != nil {
-		stop()
-	}
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("afxdp: poll: %w", err)
-	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if s.pfds[2].Revents != 0 {
-		var buf [8]byte
-		_, _ = unix.Read(s.ctxFD, buf[:])
-	}
-	if err := ctx.Err(); err != nil {
+	rev, err := s.sock.Poll(ctx, wait)
+	if err != nil {
 		return err
 	}
-	if n > 0 && s.pfds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
-		serr, gerr := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-		if gerr == nil && serr != 0 {
-			return fmt.Errorf("afxdp: socket error: %w", unix.Errno(serr))
+	if rev&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+		if err := s.sock.SocketError(); err != nil {
+			return err
 		}
 		// Nothing to report, but the socket will not become readable
 		// (the device went down): do not spin.
-		s.pfds[1].Revents = 0
-		_, _ = unix.Poll(s.pfds[1:2], 10)
+		s.sock.Pause(10 * time.Millisecond)
 	}
 	return nil
-}
-
-// wakeCtx interrupts poll when a ReadBatch context ends. It may run late,
-// from the context's goroutine, so it checks the descriptor is still ours.
-func (s *Source) wakeCtx() {
-	s.fdMu.RLock()
-	defer s.fdMu.RUnlock()
-	if !s.fdClosed && s.ctxFD >= 0 {
-		one := [8]byte{1}
-		_, _ = unix.Write(s.ctxFD, one[:])
-	}
 }
 
 // Stats returns the kernel's XDP_STATISTICS and the source's own counters.
@@ -544,14 +488,7 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 }
 
 // withFD runs f with the socket descriptor unless it is closed.
-func (s *Source) withFD(f func(fd int) error) error {
-	s.fdMu.RLock()
-	defer s.fdMu.RUnlock()
-	if s.fdClosed || s.fd < 0 {
-		return ErrClosed
-	}
-	return f(s.fd)
-}
+func (s *Source) withFD(f func(fd int) error) error { return s.sock.Do(f) }
 
 // Close stops the source. It wakes a reader blocked in ReadBatch (which
 // then returns ErrClosed), waits for it to leave, and detaches the XDP
@@ -559,12 +496,8 @@ func (s *Source) withFD(f func(fd int) error) error {
 // again. Frames still held by handlers stay valid: the UMEM is unmapped and
 // the socket closed when the last batch is released. Close is idempotent.
 func (s *Source) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
+	if !s.sock.Stop() {
 		return nil
-	}
-	if s.closeFD >= 0 {
-		one := [8]byte{1}
-		_, _ = unix.Write(s.closeFD, one[:])
 	}
 	close(s.done)
 	var errs []error
@@ -595,20 +528,7 @@ func (s *Source) teardown() {
 		return
 	}
 	_ = s.prog.close()
-	s.fdMu.Lock()
-	s.rx.unmap()
-	if !s.owner && s.fd >= 0 {
-		_ = unix.Close(s.fd)
-	}
-	s.fd = -1
-	for _, fd := range []*int{&s.closeFD, &s.ctxFD} {
-		if *fd >= 0 {
-			_ = unix.Close(*fd)
-			*fd = -1
-		}
-	}
-	s.fdClosed = true
-	s.fdMu.Unlock()
+	s.sock.Teardown(s.rx.unmap, s.owner)
 	if s.u != nil {
 		s.u.unref()
 	}
@@ -618,62 +538,7 @@ func (s *Source) teardown() {
 // does not cover (for example putting the socket into an XSKMAP of a
 // program of one's own, with Config.Attach AttachNone). Its Read and Write
 // are not supported; Control runs while the socket is open.
-func (s *Source) SyscallConn() (syscall.RawConn, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	return rawConn{s}, nil
-}
-
-type rawConn struct{ s *Source }
-
-func (c rawConn) Control(f func(fd uintptr)) error {
-	return c.s.withFD(func(fd int) error { f(uintptr(fd)); return nil })
-}
-
-func (c rawConn) Read(func(fd uintptr) bool) error {
-	return fmt.Errorf("afxdp: raw read: %w", ErrNotSupported)
-}
-
-func (c rawConn) Write(func(fd uintptr) bool) error {
-	return fmt.Errorf("afxdp: raw write: %w", ErrNotSupported)
-}
-
-// copyBuf holds the copied frames of one batch in Copy mode.
-type copyBuf struct {
-	buf     []byte
-	offs    []int
-	release func()
-}
-
-func newCopyBuf(s *Source) *copyBuf {
-	cb := &copyBuf{}
-	cb.release = func() { s.copyPool.Put(cb) }
-	return cb
-}
-
-func (cb *copyBuf) reset() {
-	cb.buf = cb.buf[:0]
-	cb.offs = cb.offs[:0]
-}
-
-func (cb *copyBuf) add(p []byte) {
-	cb.offs = append(cb.offs, len(cb.buf))
-	cb.buf = append(cb.buf, p...)
-}
-
-// finish points the frames' Data at the copies (after the last append, so
-// growing the buffer cannot leave stale views).
-func (cb *copyBuf) finish(frames []steer.Frame) {
-	for i := range frames {
-		lo := cb.offs[i]
-		hi := len(cb.buf)
-		if i+1 < len(cb.offs) {
-			hi = cb.offs[i+1]
-		}
-		frames[i].Data = cb.buf[lo:hi:hi]
-	}
-}
+func (s *Source) SyscallConn() (syscall.RawConn, error) { return s.sock.SyscallConn() }
 
 var (
 	_ steer.LiveSource    = (*Source)(nil)
