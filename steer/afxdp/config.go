@@ -162,6 +162,11 @@ type Config struct {
 	// for a file (filter.Options without Interface), which reads tags in
 	// the bytes, as XDP sees them.
 	Filter *filter.Program
+	// SendFrames, a power of two or zero, adds that many chunks to the
+	// UMEM that the FILL ring never gets: the chunks of a Sender sharing
+	// the socket's UMEM and queue (Source.NewSender), which the kernel
+	// requires of a Sender on a queue a Source holds. Default 0, none.
+	SendFrames int
 }
 
 // withDefaults returns c with the zero fields set and checks it.
@@ -185,6 +190,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	switch {
+	case c.SendFrames < 0 || c.SendFrames > 0 && !pow2(c.SendFrames):
+		return c, fmt.Errorf("%w: %d send frames is not zero or a power of two", ErrConfig, c.SendFrames)
+	case c.SendFrames > MaxUMEMSize/c.FrameSize-c.NumFrames:
+		return c, fmt.Errorf("%w: UMEM of %d+%d frames of %d bytes exceeds %d bytes", ErrConfig, c.NumFrames, c.SendFrames, c.FrameSize, MaxUMEMSize)
 	case c.RingSize < 0 || !pow2(c.RingSize) || c.RingSize > MaxRingSize:
 		return c, fmt.Errorf("%w: ring size %d is not a power of two up to %d", ErrConfig, c.RingSize, MaxRingSize)
 	case c.BatchSize < 0:

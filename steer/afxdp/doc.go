@@ -224,13 +224,19 @@
 // instead of holding a forwarder's workers for ever. Close wakes a waiting
 // Send, which returns ErrClosed.
 //
-// The kernel allows one UMEM per device and queue, so a Sender cannot bind
-// a queue that a Source holds (EBUSY). In copy mode the queue number is
-// also the TX queue the frames leave by, which must exist: Send returns an
-// error when the kernel takes nothing. In zero-copy mode the driver feeds
-// the queue's receive ring from the FILL ring, which a Sender leaves
-// empty, so frames arriving on that queue are lost: give a zero-copy
-// Sender a queue that receives nothing, or bind it in copy mode. Frames
-// the kernel still holds after Close (in a qdisc) keep the socket, and so
-// the queue, until they are sent or dropped.
+// The kernel allows one UMEM per device and queue, so OpenSender cannot
+// bind a queue that a Source holds (EBUSY). A port that receives and sends
+// on one queue shares the Source's UMEM instead: Config.SendFrames sets
+// chunks of the Source's UMEM aside, which the FILL ring never gets, and
+// Source.NewSender binds a Sender to the same queue with XDP_SHARED_UMEM
+// that sends from those chunks. The kernel completes its frames on the
+// UMEM's COMPLETION ring, which only the Sender reads, and the Source's
+// frames stay in the other chunks. OpenSender's queue number is, in copy
+// mode, also the TX queue the frames leave by, which must exist: Send
+// returns an error when the kernel takes nothing. In zero-copy mode the
+// driver feeds the queue's receive ring from the FILL ring, which
+// OpenSender's Sender leaves empty, so frames arriving on that queue are
+// lost: give such a Sender a queue that receives nothing, or bind it in
+// copy mode. Frames the kernel still holds after Close (in a qdisc) keep
+// the socket, and so the queue, until they are sent or dropped.
 package afxdp

@@ -77,8 +77,10 @@ type umem struct {
 	fillProd uint32     // the producer index, written only under mu
 	spill    []uint64   // chunks that found no slot (never, while the count holds)
 
-	refs atomic.Int32 // sockets not torn down
+	refs atomic.Int32 // sockets (and a Sender) not torn down
 	torn atomic.Bool
+
+	sendChunks []uint64 // Config.SendFrames chunks, never in FILL, until a Sender takes them (under mu)
 }
 
 // give hands chunks (addresses of chunk starts) to the kernel through the
@@ -158,20 +160,24 @@ func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
 	return unix.SetsockoptString(fd, level, opt, unsafe.String((*byte)(p), n))
 }
 
-// newUMEM registers an area of cfg.NumFrames chunks on the socket fd,
-// creates and maps its FILL and COMPLETION rings, and puts every chunk
-// into the FILL ring. It returns the mmap offsets for the socket's own
-// rings.
+// newUMEM registers an area of cfg.NumFrames+cfg.SendFrames chunks on the
+// socket fd, creates and maps its FILL and COMPLETION rings, and puts the
+// first NumFrames chunks into the FILL ring; the others are kept for a
+// Sender (sendChunks), whose completions the COMPLETION ring can all hold.
+// It returns the mmap offsets for the socket's own rings.
 func newUMEM(fd int, cfg *Config) (*umem, unix.XDPMmapOffsets, error) {
-	u, off, err := registerUMEM(fd, cfg.NumFrames, cfg.FrameSize, cfg.NumFrames, cfg.RingSize)
+	u, off, err := registerUMEM(fd, cfg.NumFrames+cfg.SendFrames, cfg.FrameSize, cfg.NumFrames, max(cfg.RingSize, cfg.SendFrames))
 	if err != nil {
 		return nil, off, err
 	}
-	chunks := make([]uint64, cfg.NumFrames)
+	chunks := make([]uint64, cfg.NumFrames+cfg.SendFrames)
 	for i := range chunks {
 		chunks[i] = uint64(i) * u.frameSize
 	}
-	u.give(chunks)
+	u.give(chunks[:cfg.NumFrames])
+	if cfg.SendFrames > 0 {
+		u.sendChunks = chunks[cfg.NumFrames:]
+	}
 	return u, off, nil
 }
 

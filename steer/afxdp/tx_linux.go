@@ -25,6 +25,7 @@ type Sender struct {
 	ifindex int
 	fd      int
 	u       *umem // the area and the FILL (unused) and COMPLETION rings
+	owner   bool  // fd registered u (u closes it); else u is a Source's
 	tx      ring
 
 	mu       sync.Mutex // the TX ring's producer side, the COMPLETION ring's consumer side, free
@@ -63,7 +64,8 @@ const xdpMaxTxSkbBudget = 9
 // OpenSender opens an AF_XDP socket for sending on queue cfg.Queue of the
 // interface named ifname, in the caller's network namespace, with a UMEM
 // of cfg.NumFrames chunks, a TX ring and a COMPLETION ring of its own. It
-// attaches no XDP program and receives nothing.
+// attaches no XDP program and receives nothing. To send on a queue a
+// Source holds, use Source.NewSender.
 func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -75,8 +77,8 @@ func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
 	}
-	s := &Sender{cfg: cfg, ifname: ifi.Name, ifindex: ifi.Index, fd: -1, done: make(chan struct{})}
-	if err := s.setup(); err != nil {
+	s := newSender(cfg, ifi.Name, ifi.Index)
+	if err := s.setup(nil); err != nil {
 		s.teardown()
 		return nil, fmt.Errorf("afxdp: sender on %q queue %d: %w", ifname, cfg.Queue, err)
 	}
@@ -85,28 +87,112 @@ func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
 		// Handed out from the end: chunk 0 first.
 		s.free[i] = uint64(cfg.NumFrames-1-i) * s.u.frameSize
 	}
-	s.timer = time.NewTimer(time.Hour)
-	s.timer.Stop()
 	return s, nil
 }
 
-func (s *Sender) setup() error {
+// NewSender opens a Sender on the Source's interface and queue that shares
+// its UMEM (XDP_SHARED_UMEM): the kernel allows one UMEM per device and
+// queue, so this is how a port that receives through a Source sends
+// through AF_XDP too. Its chunks are the Config.SendFrames chunks the
+// Source's UMEM set aside, so Config.SendFrames must be positive; its
+// completions come on the UMEM's COMPLETION ring, which the Source does
+// not use. The queue, the chunk size and the zero-copy mode are the
+// Source's: cfg.Queue and cfg.Bind are not used, and cfg.NumFrames and
+// cfg.FrameSize, when not zero, must be Config.SendFrames and the Source's
+// FrameSize. A Source has at most one Sender. Call NewSender in the
+// Source's network namespace, as Open. The Sender may outlive the Source:
+// the UMEM goes when both are closed.
+func (src *Source) NewSender(cfg SenderConfig) (*Sender, error) {
+	u := src.u
+	info := src.Info()
+	fs := int(u.frameSize)
+	u.mu.Lock()
+	chunks := u.sendChunks
+	u.sendChunks = nil
+	u.mu.Unlock()
+	giveBack := func() {
+		if chunks != nil {
+			u.mu.Lock()
+			u.sendChunks = chunks
+			u.mu.Unlock()
+		}
+	}
+	switch {
+	case chunks == nil:
+		return nil, fmt.Errorf("%w: a Sender on %s queue %d needs Config.SendFrames chunks in the Source's UMEM, which has none left (none set aside, or a Sender took them)", ErrConfig, info.Ifname, info.Queue)
+	case cfg.NumFrames != 0 && cfg.NumFrames != len(chunks), cfg.FrameSize != 0 && cfg.FrameSize != fs:
+		giveBack()
+		return nil, fmt.Errorf("%w: a Sender sharing a Source's UMEM has its %d chunks of %d bytes, not %d of %d", ErrConfig, len(chunks), fs, cfg.NumFrames, cfg.FrameSize)
+	}
+	cfg.NumFrames, cfg.FrameSize, cfg.Queue, cfg.Bind = len(chunks), fs, info.Queue, BindAuto
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		giveBack()
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if ns, err := currentNetNS(); err != nil || ns != src.ns {
+		giveBack()
+		return nil, fmt.Errorf("afxdp: sender on %s queue %d: called from another network namespace than the Source's (%v)", info.Ifname, info.Queue, err)
+	}
+	// Hold the UMEM, and so its owner's descriptor, for the bind and for
+	// as long as the Sender lives.
+	for {
+		r := u.refs.Load()
+		if r <= 0 {
+			giveBack()
+			return nil, fmt.Errorf("afxdp: sender on %s queue %d: %w", info.Ifname, info.Queue, ErrClosed)
+		}
+		if u.refs.CompareAndSwap(r, r+1) {
+			break
+		}
+	}
+	s := newSender(cfg, info.Ifname, info.Ifindex)
+	s.u = u
+	if err := s.setup(u); err != nil {
+		s.teardown() // drops the reference
+		giveBack()
+		return nil, fmt.Errorf("afxdp: sender on %s queue %d: %w", info.Ifname, info.Queue, err)
+	}
+	s.free = make([]uint64, len(chunks))
+	for i := range s.free {
+		s.free[i] = chunks[len(chunks)-1-i]
+	}
+	return s, nil
+}
+
+func newSender(cfg SenderConfig, ifname string, ifindex int) *Sender {
+	s := &Sender{cfg: cfg, ifname: ifname, ifindex: ifindex, fd: -1, done: make(chan struct{})}
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	return s
+}
+
+// setup creates the socket, with a UMEM of its own when shared is nil,
+// else on shared, and its TX ring, and binds it.
+func (s *Sender) setup(shared *umem) error {
 	cfg := &s.cfg
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
 	s.fd = fd
-	// Bind wants a FILL ring; nothing is ever put in it. The COMPLETION
-	// ring can hold every chunk, so that the kernel never lacks room to
-	// complete a frame.
-	u, off, err := registerUMEM(fd, cfg.NumFrames, cfg.FrameSize, 1, cfg.NumFrames)
-	if err != nil {
+	var off unix.XDPMmapOffsets
+	if shared == nil {
+		// Bind wants a FILL ring; nothing is ever put in it. The
+		// COMPLETION ring can hold every chunk, so that the kernel never
+		// lacks room to complete a frame.
+		u, o, err := registerUMEM(fd, cfg.NumFrames, cfg.FrameSize, 1, cfg.NumFrames)
+		if err != nil {
+			return err
+		}
+		s.u, s.owner, off = u, true, o
+		u.ownerFD = fd
+		u.refs.Store(1)
+	} else if off, err = mmapOffsets(fd); err != nil {
 		return err
 	}
-	s.u = u
-	u.ownerFD = fd
-	u.refs.Store(1)
 	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_TX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("setting the TX ring to %d entries: %w", cfg.RingSize, err)
 	}
@@ -114,16 +200,19 @@ func (s *Sender) setup() error {
 		return fmt.Errorf("TX ring: %w", err)
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue), Flags: unix.XDP_USE_NEED_WAKEUP}
-	switch cfg.Bind {
-	case BindZeroCopy:
+	switch {
+	case shared != nil:
+		// A socket that shares a UMEM takes its owner's mode and flags.
+		sa.Flags, sa.SharedUmemFD = unix.XDP_SHARED_UMEM, uint32(shared.ownerFD)
+	case cfg.Bind == BindZeroCopy:
 		sa.Flags |= unix.XDP_ZEROCOPY
-	case BindCopy:
+	case cfg.Bind == BindCopy:
 		sa.Flags |= unix.XDP_COPY
 	}
 	if err := bind(fd, sa); err != nil {
 		switch {
 		case errors.Is(err, unix.EBUSY):
-			return fmt.Errorf("bind: %w (another AF_XDP socket, such as a Source, holds the queue: the kernel allows one UMEM per device and queue)", err)
+			return fmt.Errorf("bind: %w (another AF_XDP socket, such as a Source, holds the queue: the kernel allows one UMEM per device and queue; see Source.NewSender)", err)
 		case errors.Is(err, unix.EINVAL):
 			return fmt.Errorf("bind: %w (is there a queue %d?)", err, cfg.Queue)
 		case cfg.Bind == BindZeroCopy && errors.Is(err, unix.EOPNOTSUPP):
@@ -131,12 +220,14 @@ func (s *Sender) setup() error {
 		}
 		return fmt.Errorf("bind: %w", err)
 	}
-	opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
-	if err != nil {
-		return fmt.Errorf("reading XDP_OPTIONS: %w", err)
+	if shared == nil {
+		opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+		if err != nil {
+			return fmt.Errorf("reading XDP_OPTIONS: %w", err)
+		}
+		s.u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
-	u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
-	if !u.zeroCopy && cfg.RingSize >= 32 {
+	if !s.u.zeroCopy && cfg.RingSize >= 32 {
 		// Best effort (older kernels lack the option): let one kick
 		// transmit a whole ring.
 		_ = unix.SetsockoptInt(fd, unix.SOL_XDP, xdpMaxTxSkbBudget, cfg.RingSize)
@@ -395,6 +486,14 @@ func (w *waiter) wait() (bool, error) {
 // Stats returns the Sender's counters and the kernel's TX counters from
 // XDP_STATISTICS. After Close it returns them as of Close.
 func (s *Sender) Stats() (SenderStats, error) {
+	if s.mu.TryLock() {
+		// Count the completions since the last Send (a Send holding mu
+		// reaps them itself).
+		if !s.closed.Load() {
+			s.reap()
+		}
+		s.mu.Unlock()
+	}
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	var err error
@@ -454,8 +553,9 @@ func (s *Sender) Close() error {
 	return err
 }
 
-// teardown unmaps the TX ring, then the UMEM's rings and area, and closes
-// the socket; it also undoes a failed open.
+// teardown unmaps the TX ring and closes the socket, then drops the
+// Sender's hold on the UMEM: the last holder unmaps its rings and area
+// (and closes its owner's socket). It also undoes a failed open.
 func (s *Sender) teardown() {
 	s.fdMu.Lock()
 	defer s.fdMu.Unlock()
@@ -464,10 +564,11 @@ func (s *Sender) teardown() {
 	}
 	s.fdClosed = true
 	s.tx.unmap()
-	if s.u != nil {
-		s.u.unref() // closes fd, the UMEM's owner
-	} else if s.fd >= 0 {
+	if !s.owner && s.fd >= 0 {
 		_ = unix.Close(s.fd)
 	}
 	s.fd = -1
+	if s.u != nil {
+		s.u.unref()
+	}
 }

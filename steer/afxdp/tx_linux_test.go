@@ -13,10 +13,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
 )
 
 // testEtherType marks the frames the Sender tests send (IEEE local
@@ -67,6 +69,7 @@ func macOf(t testing.TB, ns *netns.NS, link string) net.HardwareAddr {
 
 // packetSocket opens an AF_PACKET socket inside ns that receives the
 // frames of testEtherType arriving on link, with a large receive buffer.
+// The caller closes it.
 func packetSocket(t testing.TB, ns *netns.NS, link string) int {
 	t.Helper()
 	fd := -1
@@ -88,9 +91,11 @@ func packetSocket(t testing.TB, ns *netns.NS, link string) int {
 		tv := unix.NsecToTimeval((200 * time.Millisecond).Nanoseconds())
 		return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	}); err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 		t.Fatalf("packet socket in %s: %v", ns.Name, err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
 	return fd
 }
 
@@ -100,7 +105,8 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // batches of every size, and checks that each arrives at the peer intact
 // and in order, that the peer's interface counts them all, and that the
 // Sender's counters agree: every frame sent is completed and its chunk is
-// free again. Empty and oversized frames are refused and counted.
+// free again. Empty and oversized frames are refused and counted. Close
+// leaves no descriptor or mapping behind.
 func TestSenderDelivers(t *testing.T) {
 	netns.Require(t, "ethtool")
 	before := openFDs(t)
@@ -111,18 +117,47 @@ func TestSenderDelivers(t *testing.T) {
 	if info := s.Info(); info.ZeroCopy || info.Attach != AttachNone || info.Ifname != p.A.Link {
 		t.Fatalf("Info %+v: want copy mode (veth has no zero copy), no program", info)
 	}
+	// Refused frames: empty, and one byte longer than a chunk.
+	if m, err := s.Send([][]byte{{}, make([]byte, DefaultFrameSize+1)}); m != 0 || err != nil {
+		t.Errorf("Send of invalid frames: %d, %v", m, err)
+	}
+	const n = 10000
+	if st := sendChecked(t, s, p, n, numFrames); st.Invalid != 2 {
+		t.Errorf("stats %+v: want 2 invalid", st)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st2, err := s.Stats(); err != nil || st2.Sent != n {
+		t.Errorf("Stats after Close: %+v, %v", st2, err)
+	}
+	if _, err := s.Send([][]byte{make([]byte, 60)}); !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	}
+	if fds, maps, areas := openFDs(t), socketMaps(t), mappedAreas.Load(); fds > before || maps != mapsBefore || areas != areasBefore {
+		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, maps, areas, before, mapsBefore, areasBefore)
+	}
+}
+
+// sendChecked sends n numbered frames of random lengths from p.A through s
+// in batches of 1 to 100, and checks that p.B receives each intact and in
+// order, that p.B's interface counts them, and that s completes them all
+// without a drop and has its numFrames chunks free again. It returns the
+// final stats.
+func sendChecked(t *testing.T, s *Sender, p *netns.Pair, n, numFrames int) SenderStats {
+	t.Helper()
+	st0, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dst, src := macOf(t, p.B, p.B.Link), macOf(t, p.A, p.A.Link)
 	pfd := packetSocket(t, p.B, p.B.Link)
+	defer unix.Close(pfd)
 	r0 := rxPackets(t, p.B)
-
-	const n = 10000
 	rng := rand.New(rand.NewPCG(1, 2))
 	lengths := make([]int, n)
 	for i := range lengths {
-		lengths[i] = 60 + rng.IntN(DefaultFrameSize-60+1)
-		if lengths[i] > 1514 {
-			lengths[i] = 1514 // the veth MTU
-		}
+		lengths[i] = min(60+rng.IntN(DefaultFrameSize-60+1), 1514) // the veth MTU
 	}
 	type result struct {
 		got, bad int
@@ -153,9 +188,7 @@ func TestSenderDelivers(t *testing.T) {
 		}
 		resc <- r
 	}()
-
-	sent := 0
-	for sent < n {
+	for sent := 0; sent < n; {
 		k := min(1+rng.IntN(100), n-sent)
 		batch := make([][]byte, k)
 		for j := range batch {
@@ -167,25 +200,20 @@ func TestSenderDelivers(t *testing.T) {
 		}
 		sent += k
 	}
-	// Refused frames: empty, and one byte longer than a chunk.
-	if m, err := s.Send([][]byte{{}, make([]byte, DefaultFrameSize+1)}); m != 0 || err != nil {
-		t.Errorf("Send of invalid frames: %d, %v", m, err)
-	}
 	r := <-resc
 	if r.err != nil || r.got != n || r.bad != 0 {
 		t.Fatalf("the peer received %d intact frames in order, %d others, of %d sent (%v)", r.got, r.bad, n, r.err)
 	}
 	var st SenderStats
 	waitStable(t, func() (string, bool) {
-		var err error
 		if st, err = s.Stats(); err != nil {
 			t.Fatal(err)
 		}
 		rx := rxPackets(t, p.B) - r0
-		return fmt.Sprintf("%+v, peer rx %d", st, rx), st.Completed == n && rx == n
+		return fmt.Sprintf("%+v, peer rx %d", st, rx), st.Completed-st0.Completed == uint64(n) && rx == uint64(n)
 	})
-	if st.Sent != n || st.Dropped != 0 || st.Invalid != 2 || st.TxInvalidDescs != 0 || st.InFlight() != 0 {
-		t.Errorf("stats %+v: want %d sent and completed, none dropped, 2 invalid", st, n)
+	if st.Sent-st0.Sent != uint64(n) || st.Dropped != st0.Dropped || st.TxInvalidDescs != 0 || st.InFlight() != 0 {
+		t.Errorf("stats %+v (from %+v): want %d more sent and completed, none dropped", st, st0, n)
 	}
 	s.mu.Lock()
 	s.reap()
@@ -194,16 +222,84 @@ func TestSenderDelivers(t *testing.T) {
 	if free != numFrames {
 		t.Errorf("%d chunks free after every frame completed, want %d", free, numFrames)
 	}
+	return st
+}
+
+// TestSenderShared sends through a Sender sharing a Source's UMEM and
+// queue (Source.NewSender) while the Source receives: the frames arrive
+// intact and counted, the Source's counters still add up to its link's,
+// and the chunks of the two never mix (the Sender's are the ones the
+// Source set aside). The Sender outlives the Source, and closing both
+// leaves nothing behind. A second Sender, or one on a Source that set no
+// chunks aside, is refused.
+func TestSenderShared(t *testing.T) {
+	netns.Require(t, "ethtool", "trafgen")
+	before := openFDs(t)
+	mapsBefore, areasBefore := socketMaps(t), mappedAreas.Load()
+	p := netns.New(t, netns.Options{})
+	const rxFrames, sendFrames = 256, 64
+	src := openIn(t, p.A, Config{NumFrames: rxFrames, SendFrames: sendFrames, Attach: AttachGeneric})
+	var s *Sender
+	if err := p.A.Do(func() (err error) {
+		s, err = src.NewSender(SenderConfig{RingSize: 32, Wait: 2 * time.Second})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if info, sinfo := s.Info(), src.Info(); info.Ifindex != sinfo.Ifindex || info.Queue != sinfo.Queue || info.ZeroCopy != sinfo.ZeroCopy {
+		t.Errorf("Sender %+v on another queue than the Source %+v", info, sinfo)
+	}
+	if s.Config().NumFrames != sendFrames {
+		t.Errorf("Sender config %+v: want the %d chunks set aside", s.Config(), sendFrames)
+	}
+	for _, c := range s.free {
+		if c < rxFrames*DefaultFrameSize {
+			t.Fatalf("the Sender holds chunk %#x of the Source's FILL ring", c)
+		}
+	}
+	if err := p.A.Do(func() error { _, err := src.NewSender(SenderConfig{}); return err }); !errors.Is(err, ErrConfig) {
+		t.Errorf("a second Sender on the Source: %v, want ErrConfig", err)
+	}
+
+	r0 := rxPackets(t, p.A)
+	var bad int
+	rd := read(src, func(b *steer.Batch) {
+		for _, f := range b.Frames {
+			if uintptr(unsafe.Pointer(&f.Data[0]))-uintptr(unsafe.Pointer(&src.u.area[0])) >= rxFrames*DefaultFrameSize || len(f.Data) != 64 {
+				bad++
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		trafgenUDP(t, context.Background(), p, 5000)
+	}()
+	sendChecked(t, s, p, 5000, sendFrames)
+	<-done
+	settle(t, p.A, r0, src, rd.frames.Load)
+	rd.stop(t)
+	if bad > 0 {
+		t.Errorf("%d frames read were not the 64-byte frames sent, or in the Sender's chunks", bad)
+	}
+
+	// The Sender outlives the Source.
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sendChecked(t, s, p, 500, sendFrames)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if st2, err := s.Stats(); err != nil || st2.Sent != n {
-		t.Errorf("Stats after Close: %+v, %v", st2, err)
+	if err := p.A.Do(func() error { _, err := src.NewSender(SenderConfig{}); return err }); err == nil {
+		t.Error("NewSender on a closed Source succeeded")
 	}
-	if _, err := s.Send([][]byte{testFrame(dst, src, 0, 60)}); !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
-		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	src2 := openIn(t, p.A, Config{Attach: AttachNone})
+	if err := p.A.Do(func() error { _, err := src2.NewSender(SenderConfig{}); return err }); !errors.Is(err, ErrConfig) {
+		t.Errorf("NewSender without Config.SendFrames: %v, want ErrConfig", err)
 	}
-	unix.Close(pfd)
+	src2.Close()
 	if fds, maps, areas := openFDs(t), socketMaps(t), mappedAreas.Load(); fds > before || maps != mapsBefore || areas != areasBefore {
 		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, maps, areas, before, mapsBefore, areasBefore)
 	}

@@ -33,3 +33,6 @@ func (s *Sender) Stats() (SenderStats, error) { return SenderStats{}, ErrNotSupp
 
 // Close returns nil.
 func (s *Sender) Close() error { return nil }
+
+// NewSender returns ErrNotSupported.
+func (src *Source) NewSender(cfg SenderConfig) (*Sender, error) { return nil, ErrNotSupported }
