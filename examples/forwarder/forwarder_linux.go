@@ -25,9 +25,14 @@ type port struct {
 	name    string
 	ifindex int
 	mtu     int
-	rx      receiver // nil for a port that only sends
-	tx      int      // AF_PACKET socket bound to the interface, protocol 0 (sends only)
+	rx      receiver      // nil for a port that only sends
+	tx      int           // AF_PACKET socket bound to the interface, protocol 0 (sends only); -1 with -xdp
+	xtx     *afxdp.Sender // with -xdp: the AF_XDP socket that sends; nil for a port that only receives
 }
+
+// xdpSendFrames is the UMEM chunks a port's AF_XDP Sender has: the frames
+// it may have in flight.
+const xdpSendFrames = 2048
 
 // xdpHeadroom is the room the kernel leaves before a frame in its UMEM
 // chunk (XDP_PACKET_HEADROOM).
@@ -67,6 +72,7 @@ type workerState struct {
 	oversize uint64
 	sink     uint64
 	sll      [2]unix.SockaddrLinklayer // by output port (Sendto writes into it)
+	one      [1][]byte                 // the frame handed to an AF_XDP Send
 	_        [64]byte
 }
 
@@ -111,7 +117,7 @@ func openForwarder(o Options) (f *forwarder, err error) {
 		xcfg = &afxdp.Config{PollTimeout: 50 * time.Millisecond}
 	}
 	for i, name := range []string{o.In, o.Out} {
-		p, err := openPort(name, rcfg, xcfg, i == 0 || !o.OneWay)
+		p, err := openPort(name, rcfg, xcfg, i == 0 || !o.OneWay, i == 1 || !o.OneWay)
 		f.ports[i] = p
 		if err != nil {
 			return f, err
@@ -157,28 +163,42 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	return f, nil
 }
 
-// openPort opens a port's send socket and, when receive is set, its
-// receive socket: an AF_XDP socket when xcfg is not nil, else an AF_PACKET
-// ring.
-func openPort(name string, cfg afpacket.Config, xcfg *afxdp.Config, receive bool) (*port, error) {
+// openPort opens a port's receive socket when receive is set and its send
+// socket: with xcfg, AF_XDP sockets (the Sender sharing the receiving
+// Source's UMEM and queue, as the kernel requires), else an AF_PACKET ring
+// and an AF_PACKET socket. With xcfg, a port opens a Sender only when send
+// is set.
+func openPort(name string, cfg afpacket.Config, xcfg *afxdp.Config, receive, send bool) (*port, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("interface %q: %w", name, err)
 	}
 	p := &port{name: name, ifindex: ifi.Index, mtu: ifi.MTU, tx: -1}
 	switch {
-	case receive && xcfg != nil:
+	case xcfg != nil:
 		xc := *xcfg
 		if ifi.MTU+18 > afxdp.DefaultFrameSize-xdpHeadroom {
 			// A frame of the MTU, with a tag, must fit in a chunk after
 			// the kernel's headroom: take page-sized chunks.
 			xc.FrameSize = os.Getpagesize()
 		}
-		src, err := afxdp.Open(name, xc)
-		if err != nil {
-			return p, err
+		switch {
+		case receive:
+			if send {
+				xc.SendFrames = xdpSendFrames
+			}
+			var src *afxdp.Source
+			if src, err = afxdp.Open(name, xc); err != nil {
+				return p, err
+			}
+			p.rx = xdpRx{src}
+			if send {
+				p.xtx, err = src.NewSender(afxdp.SenderConfig{})
+			}
+		case send:
+			p.xtx, err = afxdp.OpenSender(name, afxdp.SenderConfig{NumFrames: xdpSendFrames, FrameSize: xc.FrameSize})
 		}
-		p.rx = xdpRx{src}
+		return p, err
 	case receive:
 		src, err := afpacket.Open(name, cfg)
 		if err != nil {
@@ -207,6 +227,19 @@ func (w *workerState) handle(p *steer.Packet) {
 	port := f.ports[out]
 	if p.Length > len(p.Data) || len(p.Data) > port.mtu+14 || len(p.Data) < 14 {
 		w.oversize++
+		return
+	}
+	if port.xtx != nil {
+		// Send copies the frame into the Sender's UMEM: the batch may be
+		// released as soon as the handler returns.
+		w.one[0] = p.Data
+		n, err := port.xtx.Send(w.one[:])
+		w.one[0] = nil
+		if err != nil || n != 1 {
+			w.txErrors++
+			return
+		}
+		w.sent[out]++
 		return
 	}
 	sll := &w.sll[out]
@@ -298,6 +331,9 @@ func (f *forwarder) Close() error {
 		}
 		if p.rx != nil {
 			err = errors.Join(err, p.rx.Close())
+		}
+		if p.xtx != nil {
+			err = errors.Join(err, p.xtx.Close())
 		}
 		if p.tx >= 0 {
 			err = errors.Join(err, unix.Close(p.tx))

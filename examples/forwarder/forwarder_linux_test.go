@@ -20,6 +20,7 @@ import (
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
+	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 // line builds client - forwarder - server namespaces for the test: C's c0
@@ -68,8 +69,9 @@ func line(t *testing.T) (c, f, s *netns.NS) {
 
 // TestForwardTCP sends a bounded TCP exchange from C to S through the
 // forwarder, both directions, and checks every byte and the counters: with
-// AF_PACKET rings, and with AF_XDP sockets (-xdp), after which neither
-// port carries an XDP program.
+// AF_PACKET sockets, and with AF_XDP sockets in and out (-xdp), where every
+// frame forwarded left through its port's AF_XDP Sender and completed, and
+// after which neither port carries an XDP program.
 func TestForwardTCP(t *testing.T) {
 	for _, xdp := range []bool{false, true} {
 		name := "af_packet"
@@ -85,6 +87,89 @@ func TestForwardTCP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOneWayXDP forwards UDP datagrams from C to S with -oneway -xdp: the
+// first port only receives (a Source, no Sender), the second only sends
+// (a Sender of its own, OpenSender: no Source holds its queue), and every
+// datagram reaches S. C has a static neighbour entry for S, whose ARP
+// reply the one-way forwarder would not carry back.
+func TestOneWayXDP(t *testing.T) {
+	c, f, s := line(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mac, err := s.Exec(ctx, "cat", "/sys/class/net/s0/address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Exec(ctx, "ip", "neigh", "replace", "10.202.0.2", "lladdr", string(mac), "dev", "c0", "nud", "permanent"); err != nil {
+		t.Fatalf("static neighbour: %v: %s", err, out)
+	}
+	var fw *forwarder
+	if err := f.Do(func() (err error) {
+		fw, err = openForwarder(Options{In: "f0", Out: "f1", Workers: 2, OneWay: true, XDP: true})
+		return err
+	}); err != nil {
+		t.Fatalf("opening the forwarder: %v", err)
+	}
+	defer fw.Close()
+	if p0, p1 := fw.ports[0], fw.ports[1]; p0.rx == nil || p0.xtx != nil || p1.rx != nil || p1.xtx == nil || p0.tx >= 0 || p1.tx >= 0 {
+		t.Fatalf("ports: %+v, %+v; want f0 receiving through AF_XDP only, f1 sending through AF_XDP only", p0, p1)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- fw.Run(runCtx) }()
+
+	var server, client *net.UDPConn
+	if err := s.Do(func() (err error) {
+		server, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 202, 0, 2), Port: 7001})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if err := c.Do(func() (err error) {
+		client, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 202, 0, 2), Port: 7001})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	const n = 300
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		k := 0
+		server.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for k < n {
+			m, err := server.Read(buf)
+			if err != nil || m != 100+k%1000 || buf[0] != byte(k) {
+				break
+			}
+			k++
+		}
+		got <- k
+	}()
+	for i := 0; i < n; i++ {
+		if _, err := client.Write(bytes.Repeat([]byte{byte(i)}, 100+i%1000)); err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if i%32 == 31 {
+			time.Sleep(time.Millisecond) // within S's socket buffer
+		}
+	}
+	if k := <-got; k != n {
+		t.Errorf("S received %d of %d datagrams in order", k, n)
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st := fw.Stats()
+	xs, err := fw.ports[1].xtx.Stats()
+	if err != nil || st.InToOut < n || st.OutToIn != 0 || xs.Sent != st.InToOut || st.TxErrors != 0 {
+		t.Errorf("stats %v, f1's sender %+v, %v: want the %d datagrams sent through f1's Sender", st, xs, err, n)
 	}
 }
 
@@ -179,6 +264,29 @@ func forwardTCP(t *testing.T, c, f, s *netns.NS, o Options) {
 	}
 	if st.TxErrors != 0 || st.Oversize != 0 || st.QueueDrops != 0 {
 		t.Errorf("errors or drops: %v", st)
+	}
+	if o.XDP {
+		// Port 0 sends what came from S, port 1 what came from C.
+		for i, want := range []uint64{st.OutToIn, st.InToOut} {
+			p := fw.ports[i]
+			if p.xtx == nil || p.tx >= 0 {
+				t.Errorf("%s: with -xdp the port sends through AF_PACKET", p.name)
+				continue
+			}
+			var xs afxdp.SenderStats
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				var err error
+				if xs, err = p.xtx.Stats(); err != nil {
+					t.Fatalf("%s: sender stats: %v", p.name, err)
+				}
+				if xs.InFlight() == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if xs.Sent != want || xs.Completed != xs.Sent || xs.Dropped != 0 || xs.Invalid != 0 || xs.TxInvalidDescs != 0 {
+				t.Errorf("%s: AF_XDP sender %+v, want the %d frames forwarded to it sent and completed", p.name, xs, want)
+			}
+		}
 	}
 }
 

@@ -32,7 +32,7 @@
 //	-block-timeout  how long the kernel holds a ring block that is not full
 //	                (default 1ms; it bounds the added latency at low rates)
 //	-stats          print the dispatcher's netstat -Q-style report at exit
-//	-xdp            receive through AF_XDP (see below)
+//	-xdp            receive and send through AF_XDP (see below)
 //
 // Ctrl-C (SIGINT) or SIGTERM stops it: the readers stop, the workers finish
 // the frames already queued, and it prints how many frames it forwarded
@@ -46,8 +46,13 @@
 // forwarder's host no longer sees them, which is what a bump in the wire
 // wants. A multi-queue NIC must put every frame on queue 0 (ethtool -L
 // IFACE combined 1), or the other queues' frames go to the stack and are
-// not forwarded. Frames are sent through AF_PACKET either way: package
-// steer/afxdp has no TX ring.
+// not forwarded. Each port sends through an AF_XDP Sender on the same
+// queue too, which shares the receiving socket's UMEM (the kernel allows
+// one UMEM per device and queue; with -oneway the sending port has a
+// Sender of its own): a worker's Send copies the frame into one of the
+// Sender's 2048 chunks and hands it to the kernel. A Sender that finds
+// every chunk in flight for 10ms drops the frame and counts it in
+// tx_errors.
 //
 // Limits: 802.1Q tags that the kernel strips on receive are not put back
 // on transmit (with -xdp the frame is sent as XDP saw it, with any tag the
@@ -105,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (o Options, stats bool, err err
 	fs.BoolVar(&o.Pin, "pin", false, "pin each worker to a CPU")
 	fs.DurationVar(&o.BlockTimeout, "block-timeout", time.Millisecond, "ring block `timeout` (1ms and up)")
 	fs.BoolVar(&stats, "stats", false, "print the dispatcher's report at exit")
-	fs.BoolVar(&o.XDP, "xdp", false, "receive through AF_XDP sockets (queue 0 of each port) instead of AF_PACKET rings; sends stay AF_PACKET")
+	fs.BoolVar(&o.XDP, "xdp", false, "receive and send through AF_XDP sockets (queue 0 of each port) instead of AF_PACKET sockets")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, false, err
 	}
@@ -128,14 +133,15 @@ type Options struct {
 	OneWay       bool
 	Pin          bool
 	BlockTimeout time.Duration
-	// XDP receives through AF_XDP sockets instead of AF_PACKET rings.
+	// XDP receives and sends through AF_XDP sockets instead of AF_PACKET
+	// sockets.
 	XDP bool
 }
 
 // Stats count what a forwarder did.
 type Stats struct {
 	InToOut, OutToIn uint64 // frames transmitted each way
-	TxErrors         uint64 // transmissions that failed (ENOBUFS, a link down)
+	TxErrors         uint64 // transmissions that failed (ENOBUFS, a link down; with -xdp, a full Sender)
 	Oversize         uint64 // frames truncated by the ring or larger than the MTU
 	KernelDrops      uint64 // frames the rings had no room for
 	QueueDrops       uint64 // frames the dispatcher dropped
