@@ -437,6 +437,11 @@ func TestSenderErrors(t *testing.T) {
 			t.Errorf("OpenSender(%+v): %v, want ErrConfig", cfg, err)
 		}
 	}
+	for _, n := range []int{-1, 3, MaxUMEMSize / DefaultFrameSize} {
+		if _, err := Open("lo", Config{SendFrames: n}); !errors.Is(err, ErrConfig) {
+			t.Errorf("Open with SendFrames %d: %v, want ErrConfig", n, err)
+		}
+	}
 	netns.Require(t, "ethtool")
 	p := netns.New(t, netns.Options{})
 	if err := p.A.Do(func() error {
