@@ -17,9 +17,10 @@ var (
 	ErrNotSupported = errors.New("afxdp: not supported on this system")
 	// ErrConfig wraps every error about an invalid Config or argument.
 	ErrConfig = errors.New("afxdp: invalid configuration")
-	// ErrClosed is returned by a Source or Group used after Close. It wraps
-	// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
-	ErrClosed = fmt.Errorf("afxdp: source closed: %w", net.ErrClosed)
+	// ErrClosed is returned by a Source, Group, Steering or Sender used
+	// after Close. It wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)
+	// holds too.
+	ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
 )
 
 // Defaults for the zero values of Config. They give an 8 MiB UMEM per

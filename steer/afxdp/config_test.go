@@ -66,6 +66,14 @@ func TestConfigInvalid(t *testing.T) {
 	}
 }
 
+// TestErrClosedText: ErrClosed is what a Source, Group, Steering or Sender
+// returns after Close, so its text names a socket, not a source.
+func TestErrClosedText(t *testing.T) {
+	if got, want := ErrClosed.Error(), "afxdp: socket closed: "+net.ErrClosed.Error(); got != want {
+		t.Errorf("ErrClosed reads %q, want %q", got, want)
+	}
+}
+
 func TestModeNames(t *testing.T) {
 	for m, want := range map[BindMode]string{BindAuto: "auto", BindZeroCopy: "zerocopy", BindCopy: "copy", 9: "BindMode(9)"} {
 		if m.String() != want {
