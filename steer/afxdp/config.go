@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rpsgo/rps/steer"
@@ -60,17 +61,14 @@ const (
 )
 
 // String returns "auto", "zerocopy" or "copy".
-func (m BindMode) String() string {
-	switch m {
-	case BindAuto:
-		return "auto"
-	case BindZeroCopy:
-		return "zerocopy"
-	case BindCopy:
-		return "copy"
-	}
-	return fmt.Sprintf("BindMode(%d)", uint8(m))
-}
+func (m BindMode) String() string { return bindNames.name(uint8(m)) }
+
+// MarshalText encodes the mode by its String name.
+func (m BindMode) MarshalText() ([]byte, error) { return bindNames.marshal(uint8(m)) }
+
+// UnmarshalText parses a bind mode's String name, in any case. On error m
+// is unchanged.
+func (m *BindMode) UnmarshalText(b []byte) error { return unmarshalMode(bindNames, b, m) }
 
 // AttachMode is how an XDP program is attached to the interface.
 type AttachMode uint8
@@ -93,18 +91,54 @@ const (
 )
 
 // String returns "auto", "native", "generic" or "none".
-func (m AttachMode) String() string {
-	switch m {
-	case AttachAuto:
-		return "auto"
-	case AttachNative:
-		return "native"
-	case AttachGeneric:
-		return "generic"
-	case AttachNone:
-		return "none"
+func (m AttachMode) String() string { return attachNames.name(uint8(m)) }
+
+// MarshalText encodes the mode by its String name.
+func (m AttachMode) MarshalText() ([]byte, error) { return attachNames.marshal(uint8(m)) }
+
+// UnmarshalText parses an attach mode's String name, in any case. On
+// error m is unchanged.
+func (m *AttachMode) UnmarshalText(b []byte) error { return unmarshalMode(attachNames, b, m) }
+
+// modeNames are an enum's names, indexed by value.
+type modeNames struct {
+	kind  string // the type's name, for values out of range
+	what  string // what a value is, for errors
+	names []string
+}
+
+var (
+	bindNames   = modeNames{"BindMode", "bind mode", []string{BindAuto: "auto", BindZeroCopy: "zerocopy", BindCopy: "copy"}}
+	attachNames = modeNames{"AttachMode", "attach mode", []string{AttachAuto: "auto", AttachNative: "native", AttachGeneric: "generic", AttachNone: "none"}}
+)
+
+// name returns v's name, or kind(v) when v is out of range.
+func (n modeNames) name(v uint8) string {
+	if int(v) < len(n.names) {
+		return n.names[v]
 	}
-	return fmt.Sprintf("AttachMode(%d)", uint8(m))
+	return fmt.Sprintf("%s(%d)", n.kind, v)
+}
+
+// marshal returns v's name, or an error wrapping ErrConfig when v is out
+// of range.
+func (n modeNames) marshal(v uint8) ([]byte, error) {
+	if int(v) >= len(n.names) {
+		return nil, fmt.Errorf("%w: unknown %s %d", ErrConfig, n.what, v)
+	}
+	return []byte(n.names[v]), nil
+}
+
+// unmarshalMode sets *m to the value named b, in any case, or returns an
+// error wrapping ErrConfig and leaves *m as it was.
+func unmarshalMode[T ~uint8](n modeNames, b []byte, m *T) error {
+	for i, name := range n.names {
+		if strings.EqualFold(name, string(b)) {
+			*m = T(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown %s %q (want %s)", ErrConfig, n.what, b, strings.Join(n.names, ", "))
 }
 
 // Config tunes a Source. The zero value is usable: every zero field takes

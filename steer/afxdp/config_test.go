@@ -1,9 +1,14 @@
 package afxdp
 
 import (
+	"encoding"
+	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/bpf"
@@ -97,5 +102,59 @@ func TestStatsReceived(t *testing.T) {
 	}
 	if d := s.Add(s); d.Received() != 46 || d.RxFillRingEmptyDescs != 64 || d.RxInvalidDescs != 16 {
 		t.Errorf("Add: %+v", d)
+	}
+}
+
+// TestModeText: both modes are encoding.TextMarshaler and
+// TextUnmarshaler by their String names, parsed in any case; an unknown
+// name or value is an error wrapping ErrConfig, and a failed parse leaves
+// the mode as it was.
+func TestModeText(t *testing.T) {
+	var (
+		_ encoding.TextMarshaler   = BindAuto
+		_ encoding.TextUnmarshaler = (*BindMode)(nil)
+		_ encoding.TextMarshaler   = AttachAuto
+		_ encoding.TextUnmarshaler = (*AttachMode)(nil)
+	)
+	for _, m := range []BindMode{BindAuto, BindZeroCopy, BindCopy} {
+		b, err := m.MarshalText()
+		var back BindMode
+		if err != nil || string(b) != m.String() || back.UnmarshalText([]byte(strings.ToUpper(string(b)))) != nil || back != m {
+			t.Errorf("%v: marshalled %q, %v; back %v", m, b, err, back)
+		}
+	}
+	for _, m := range []AttachMode{AttachAuto, AttachNative, AttachGeneric, AttachNone} {
+		b, err := m.MarshalText()
+		var back AttachMode
+		if err != nil || string(b) != m.String() || back.UnmarshalText([]byte(strings.ToUpper(string(b)))) != nil || back != m {
+			t.Errorf("%v: marshalled %q, %v; back %v", m, b, err, back)
+		}
+	}
+	bind, attach := BindCopy, AttachGeneric
+	if err := bind.UnmarshalText([]byte("zc")); !errors.Is(err, ErrConfig) || bind != BindCopy {
+		t.Errorf("bind mode \"zc\": %v, mode %v; want ErrConfig and copy kept", err, bind)
+	}
+	if err := attach.UnmarshalText([]byte("offload")); !errors.Is(err, ErrConfig) || attach != AttachGeneric {
+		t.Errorf("attach mode \"offload\": %v, mode %v; want ErrConfig and generic kept", err, attach)
+	}
+	if _, err := BindMode(9).MarshalText(); !errors.Is(err, ErrConfig) {
+		t.Errorf("BindMode(9): %v, want ErrConfig", err)
+	}
+	if _, err := AttachMode(9).MarshalText(); !errors.Is(err, ErrConfig) {
+		t.Errorf("AttachMode(9): %v, want ErrConfig", err)
+	}
+	j, err := json.Marshal(struct {
+		Bind   BindMode
+		Attach AttachMode
+	}{BindZeroCopy, AttachNative})
+	if err != nil || string(j) != `{"Bind":"zerocopy","Attach":"native"}` {
+		t.Errorf("JSON %s, %v", j, err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.TextVar(&bind, "bind", BindAuto, "")
+	fs.TextVar(&attach, "attach", AttachAuto, "")
+	if err := fs.Parse([]string{"-bind", "Copy", "-attach", "GENERIC"}); err != nil || bind != BindCopy || attach != AttachGeneric {
+		t.Errorf("flags: %v, %v, %v", err, bind, attach)
 	}
 }
