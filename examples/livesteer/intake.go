@@ -72,10 +72,8 @@ type sockConfig struct {
 func (o options) sockConfig() (sockConfig, error) {
 	c := sockConfig{
 		packet: afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc},
-		xdp:    afxdp.Config{SnapLen: o.snaplen, Queue: o.xdpQueue},
+		xdp:    afxdp.Config{SnapLen: o.snaplen, Queue: o.xdpQueue, Attach: o.xdpAttach, Bind: o.xdpBind},
 	}
-	c.xdp.Attach, _ = parseXDPAttach(o.xdpAttach) // checked
-	c.xdp.Bind, _ = parseXDPBind(o.xdpBind)       // checked
 	if o.filter == "" {
 		return c, nil
 	}
@@ -183,32 +181,6 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 func (in *intake) describeXDP(info afxdp.Info) {
 	in.note = fmt.Sprintf("AF_XDP queue %d, %s attach, %s mode", info.Queue, info.Attach, info.Mode())
 	in.xdp = &capture.LiveXDP{Queue: info.Queue, Attach: info.Attach.String(), ZeroCopy: info.ZeroCopy}
-}
-
-// parseXDPAttach parses -xdp-attach; empty is auto.
-func parseXDPAttach(s string) (afxdp.AttachMode, error) {
-	switch s {
-	case "auto", "":
-		return afxdp.AttachAuto, nil
-	case "native":
-		return afxdp.AttachNative, nil
-	case "generic":
-		return afxdp.AttachGeneric, nil
-	}
-	return 0, fmt.Errorf("%q: want auto, native or generic", s)
-}
-
-// parseXDPBind parses -xdp-bind; empty is auto.
-func parseXDPBind(s string) (afxdp.BindMode, error) {
-	switch s {
-	case "auto", "":
-		return afxdp.BindAuto, nil
-	case "zerocopy":
-		return afxdp.BindZeroCopy, nil
-	case "copy":
-		return afxdp.BindCopy, nil
-	}
-	return 0, fmt.Errorf("%q: want auto, zerocopy or copy", s)
 }
 
 // packetSockets are AF_PACKET sockets.

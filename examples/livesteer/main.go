@@ -138,10 +138,10 @@ type options struct {
 	version   bool
 	metrics   string // -metrics: address to serve Prometheus metrics on, "" for none
 
-	xdp       bool   // -xdp: read through AF_XDP instead of AF_PACKET
-	xdpQueue  int    // -xdp-queue
-	xdpAttach string // -xdp-attach: auto, native or generic
-	xdpBind   string // -xdp-bind: auto, zerocopy or copy
+	xdp       bool             // -xdp: read through AF_XDP instead of AF_PACKET
+	xdpQueue  int              // -xdp-queue
+	xdpAttach afxdp.AttachMode // -xdp-attach: auto, native or generic
+	xdpBind   afxdp.BindMode   // -xdp-bind: auto, zerocopy or copy
 
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
@@ -190,8 +190,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`addr`/metrics while capturing (for example 127.0.0.1:9100); off by default")
 	fs.BoolVar(&o.xdp, "xdp", false, "read through AF_XDP instead of AF_PACKET, with -fanout none (one socket) or ebpf (one per worker, steered by the XDP program); the sockets take the frames from the kernel stack, and a filter runs in user space")
 	fs.IntVar(&o.xdpQueue, "xdp-queue", 0, "with -xdp, the NIC receive `queue` to read; the other queues' frames go to the kernel stack")
-	fs.StringVar(&o.xdpAttach, "xdp-attach", "auto", "with -xdp, the XDP program's attach `mode`: auto (native, else generic), native or generic")
-	fs.StringVar(&o.xdpBind, "xdp-bind", "auto", "with -xdp, the socket's `mode`: auto (zero copy, else copy), zerocopy or copy")
+	fs.TextVar(&o.xdpAttach, "xdp-attach", afxdp.AttachAuto, "with -xdp, the XDP program's attach `mode`: auto (native, else generic), native or generic")
+	fs.TextVar(&o.xdpBind, "xdp-bind", afxdp.BindAuto, "with -xdp, the socket's `mode`: auto (zero copy, else copy), zerocopy or copy")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {
 		return o, err
@@ -230,12 +230,8 @@ func (o options) check() error {
 		return cli.Usagef("-xdp -fanout %s: AF_XDP has no fanout group; use -fanout none (one socket, steered in user space) or -fanout ebpf (one socket per worker, steered by the XDP program)", o.fanout)
 	case o.xdpQueue < 0 || o.xdpQueue > 1<<16-1:
 		return cli.Usagef("-xdp-queue %d: want 0 to 65535", o.xdpQueue)
-	}
-	if _, err := parseXDPAttach(o.xdpAttach); err != nil {
-		return cli.Usagef("-xdp-attach %v", err)
-	}
-	if _, err := parseXDPBind(o.xdpBind); err != nil {
-		return cli.Usagef("-xdp-bind %v", err)
+	case o.xdpAttach == afxdp.AttachNone:
+		return cli.Usagef("-xdp-attach none attaches no program, so the socket would receive nothing: want auto, native or generic")
 	}
 	if _, err := steer.ParsePolicy(o.policy); err != nil {
 		return cli.Usagef("-policy: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 // TestXDP runs livesteer -xdp on a veth in a test namespace while trafgen
@@ -100,7 +101,7 @@ func TestXDP(t *testing.T) {
 // mode or queue, is a usage error that says what works.
 func TestXDPUsage(t *testing.T) {
 	for _, args := range [][]string{{"-fanout", "hash"}, {"-fanout", "lb"}, {"-xdp-attach", "offload"},
-		{"-xdp-bind", "zc"}, {"-xdp-queue", "-1"}, {"-xdp-queue", "65536"}} {
+		{"-xdp-attach", "none"}, {"-xdp-bind", "zc"}, {"-xdp-queue", "-1"}, {"-xdp-queue", "65536"}} {
 		_, err := parseFlags(append([]string{"-i", "eth0", "-xdp"}, args...), io.Discard)
 		if !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("-xdp %q: %v, want a usage error", args, err)
@@ -110,8 +111,8 @@ func TestXDPUsage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-fanout none") || !strings.Contains(err.Error(), "-fanout ebpf") {
 		t.Errorf("-xdp -fanout hash: %v; want it to name the modes that work", err)
 	}
-	o, err := parseFlags([]string{"-i", "eth0", "-xdp", "-xdp-queue", "3", "-xdp-attach", "native", "-xdp-bind", "copy"}, io.Discard)
-	if err != nil || !o.xdp || o.xdpQueue != 3 || o.xdpAttach != "native" || o.xdpBind != "copy" || o.fanout != "none" {
+	o, err := parseFlags([]string{"-i", "eth0", "-xdp", "-xdp-queue", "3", "-xdp-attach", "Native", "-xdp-bind", "copy"}, io.Discard)
+	if err != nil || !o.xdp || o.xdpQueue != 3 || o.xdpAttach != afxdp.AttachNative || o.xdpBind != afxdp.BindCopy || o.fanout != "none" {
 		t.Errorf("parsed %+v, %v", o, err)
 	}
 }
