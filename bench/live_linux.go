@@ -223,7 +223,14 @@ func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver
 		rc.close()
 		return nil, fmt.Errorf("opening %s: %w", c.Source, err)
 	}
+	xdp := c.Source == "afxdp" || c.Source == "xdp-ebpf"
+	if xdp && benchXDPWait > 0 {
+		rc.capture += " +wait " + benchXDPWait.String()
+	}
 	for _, src := range srcs {
+		if xdp && benchXDPWait > 0 {
+			src = &waitingSource{Source: src, wait: benchXDPWait}
+		}
 		rc.stamped = append(rc.stamped, newStampSource(src))
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -129,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.rrWork, "rr-work", 20*time.Microsecond, "CPU `time` the forwarder spends per frame")
 	fs.BoolVar(&o.noPlots, "noplots", false, "do not draw the PNG plots")
 	fs.IntVar(&benchQLimit, "qlimit", 0, "queue limit of every dispatcher run, in `frames`; 0: the library's default")
+	fs.DurationVar(&benchXDPWait, "xdp-wait", 0, "live AF_XDP runs: after a read of fewer than 32 frames, wait this `long` before the next (a what-if: the batches a TPACKET_V3 block timeout gives AF_PACKET)")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run even on a terminal")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, err
@@ -140,6 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, cli.Usagef("-scale %g: want a positive factor", o.scale)
 	case benchQLimit < 0 || benchQLimit > steer.MaxQLimit:
 		return o, cli.Usagef("-qlimit %d: want 0 to %d", benchQLimit, steer.MaxQLimit)
+	case benchXDPWait < 0 || benchXDPWait > time.Second:
+		return o, cli.Usagef("-xdp-wait %v: want 0 to 1s", benchXDPWait)
 	}
 	for _, e := range strings.Split(o.exps, ",") {
 		if e != "" && !slices.Contains(experiments, e) {

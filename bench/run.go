@@ -571,7 +571,8 @@ func median(v []float64) float64 {
 const captureLegend = `  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair;
   AF_PACKET sockets have the default 4 MiB ring, AF_XDP sockets a 16384-entry RX ring and a UMEM of
   32768 chunks, which buffer about as many frames.
-  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy);
+  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy;
+    +wait: the -xdp-wait what-if, a sleep after a short read);
     offered the rate asked of trafgen (max: as fast as it goes); sent kpps frames over trafgen's
     run, its start-up included; lost frames sent and never handled, every cause; f/batch frames
     per non-empty batch a socket read gave; reader ns/f the CPU time of the reader (this process,
