@@ -33,8 +33,11 @@ type Source struct {
 	u       *umem
 	owner   bool // the socket registered u (u closes it)
 	rx      ring
-	prog    *redirect // the program Open attached, nil in a group
-	attach  atomic.Uint32
+	grouped bool          // a socket of a Group (fed by its Steering)
+	progMu  sync.Mutex    // guards prog; held through StopIntake
+	prog    *redirect     // the program Open attached, nil in a group or once detached
+	attach  atomic.Uint32 // Info.Attach: the mode of the program feeding the socket now
+	fedBy   atomic.Uint32 // the mode of the last program that fed it: SourceStats' Attach
 
 	readMu   sync.Mutex // held by the reader
 	rxCons   uint32     // the RX consumer index, under readMu
@@ -83,7 +86,7 @@ func Open(ifname string, cfg Config) (*Source, error) {
 			s.Close()
 			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
 		}
-		s.attach.Store(uint32(s.prog.mode))
+		s.setAttach(s.prog.mode)
 	}
 	return s, nil
 }
@@ -106,6 +109,7 @@ func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error)
 	}
 	s.sock.Init("afxdp", ErrClosed, ErrNotSupported)
 	s.attach.Store(uint32(AttachNone))
+	s.fedBy.Store(uint32(AttachNone))
 	s.refs.Store(1)
 	if err := s.setup(shared); err != nil {
 		s.teardown()
@@ -194,6 +198,16 @@ func bind(fd int, sa *unix.SockaddrXDP) error {
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
+// setAttach records that a program attached in mode m feeds the socket
+// (AttachNone: none does any more). SourceStats keeps the last mode other
+// than AttachNone: the mode in which the socket received.
+func (s *Source) setAttach(m AttachMode) {
+	s.attach.Store(uint32(m))
+	if m != AttachNone {
+		s.fedBy.Store(uint32(m))
 	}
 }
 
@@ -467,10 +481,15 @@ func (s *Source) readKernelStatsLocked() error {
 // (steer.SourceStatser): Received is every frame the kernel redirected to
 // the socket (Stats.Received), Dropped those it dropped for lack of a
 // buffer or of RX ring room, Filtered those Config.Filter rejected, and
-// XDP the kernel's XDP_STATISTICS with the attach and bind modes.
+// XDP the kernel's XDP_STATISTICS with the attach and bind modes. Its
+// Attach is the mode of the program that fed the socket, kept after that
+// program is detached (Close, StopIntake, Steering.Close), so that a final
+// report says how the socket received; "none" if no program of this
+// package ever fed it.
 func (s *Source) SourceStats() (steer.SourceStats, error) {
 	st, err := s.Stats()
 	info := s.Info()
+	info.Attach = AttachMode(s.fedBy.Load())
 	return steer.SourceStats{
 		Name:     s.name,
 		Received: st.Received(),
@@ -490,11 +509,61 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 // withFD runs f with the socket descriptor unless it is closed.
 func (s *Source) withFD(f func(fd int) error) error { return s.sock.Do(f) }
 
+// StopIntake stops the socket taking frames, so that its RX ring can be
+// read dry before Close: it detaches the XDP program Open attached (the
+// queue's frames go to the kernel stack again) and then waits for an RCU
+// grace period, so that when it returns every frame the program
+// redirected to the socket is in its RX ring or counted as the kernel's
+// drop, and no frame follows. ReadBatch goes on returning what the ring
+// holds, then empty batches; the counters keep adding up (Stats.Received
+// once the ring is read dry). Info().Attach is then AttachNone, and
+// SourceStats keeps the mode the socket received in.
+//
+// StopIntake is for Open's socket: for a socket of a Group it returns an
+// error wrapping ErrConfig (Steering.StopIntake stops a group), and so it
+// does for a socket opened with AttachNone, which is fed by the caller's
+// own program. It cannot be undone; a second call, or a call after Close,
+// returns nil.
+func (s *Source) StopIntake() error {
+	switch {
+	case s.grouped:
+		return fmt.Errorf("%w: stop intake: socket %s is fed by its group's Steering: use Steering.StopIntake", ErrConfig, s.name)
+	case s.cfg.Attach == AttachNone:
+		return fmt.Errorf("%w: stop intake: socket %s was opened with AttachNone: take it out of the XSKMAP that feeds it", ErrConfig, s.name)
+	}
+	s.progMu.Lock()
+	defer s.progMu.Unlock()
+	if s.prog == nil {
+		return nil // stopped already, or closed
+	}
+	err := s.prog.close()
+	s.prog = nil
+	s.setAttach(AttachNone)
+	if err == nil {
+		err = gracePeriod()
+	}
+	if err != nil {
+		return fmt.Errorf("afxdp: stop intake on %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// detach detaches and frees the program Open attached, if it still is.
+func (s *Source) detach() error {
+	s.progMu.Lock()
+	defer s.progMu.Unlock()
+	err := s.prog.close()
+	s.prog = nil
+	return err
+}
+
 // Close stops the source. It wakes a reader blocked in ReadBatch (which
 // then returns ErrClosed), waits for it to leave, and detaches the XDP
 // program Open attached, so that the queue's frames go to the kernel stack
-// again. Frames still held by handlers stay valid: the UMEM is unmapped and
-// the socket closed when the last batch is released. Close is idempotent.
+// again; Info().Attach is then AttachNone, and SourceStats keeps the mode
+// the socket received in. Frames still held by handlers stay valid: the
+// UMEM is unmapped and the socket closed when the last batch is released.
+// Close is idempotent.
 func (s *Source) Close() error {
 	if !s.sock.Stop() {
 		return nil
@@ -502,10 +571,10 @@ func (s *Source) Close() error {
 	close(s.done)
 	var errs []error
 	s.readMu.Lock() // the reader has left
-	if err := s.prog.close(); err != nil {
+	if err := s.detach(); err != nil {
 		errs = append(errs, fmt.Errorf("afxdp: close: %w", err))
 	}
-	s.attach.Store(uint32(AttachNone))
+	s.setAttach(AttachNone)
 	s.statsMu.Lock()
 	if err := s.readKernelStatsLocked(); err != nil && !errors.Is(err, ErrClosed) {
 		errs = append(errs, err)
@@ -527,7 +596,7 @@ func (s *Source) teardown() {
 	if !s.torn.CompareAndSwap(false, true) {
 		return
 	}
-	_ = s.prog.close()
+	_ = s.detach()
 	s.sock.Teardown(s.rx.unmap, s.owner)
 	if s.u != nil {
 		s.u.unref()

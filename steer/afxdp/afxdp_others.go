@@ -33,6 +33,9 @@ func (s *Source) Live() bool { return true }
 // ReadBatch returns ErrNotSupported.
 func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error { return ErrNotSupported }
 
+// StopIntake returns ErrNotSupported.
+func (s *Source) StopIntake() error { return ErrNotSupported }
+
 // Close returns nil.
 func (s *Source) Close() error { return nil }
 

@@ -105,6 +105,15 @@
 // queue a moment after the socket is closed (after an RCU grace period),
 // so Open retries a busy queue for up to a second.
 //
+// To read a ring dry before closing (so that every frame the socket
+// received is handled), StopIntake first: it detaches the program and
+// waits for an RCU grace period, so that no frame reaches the ring after
+// it returns, while the queue's frames go to the kernel stack again; then
+// read until ReadBatch returns empty batches, and Close. A Steering has
+// its own StopIntake for its group. Info.Attach is AttachNone once the
+// program is gone, and SourceStats keeps the mode the socket received in,
+// for a final report.
+//
 // # Shared UMEM
 //
 // OpenGroup opens n sockets on one queue that share one UMEM
@@ -176,7 +185,10 @@
 //
 // Close detaches the program (the link goes, and the queue's frames go to
 // the kernel stack again), empties the XSKMAP and unloads the program; the
-// group stays open, and a new Steering may take it.
+// group stays open, and a new Steering may take it. StopIntake detaches
+// the program alone and waits for a grace period, so that the sockets'
+// rings can be read dry first; the program's counters then stop, and each
+// socket's Received, once its ring is dry, is its Redirected count.
 //
 // # Counters
 //

@@ -54,6 +54,7 @@ func OpenGroup(ifname string, n int, cfg Config) (*Group, error) {
 			return nil, fmt.Errorf("afxdp: group of %d on %q queue %d: socket %d: %w", n, ifname, cfg.Queue, i, err)
 		}
 		s.name = fmt.Sprintf("afxdp:%s:%d/%d", ifi.Name, cfg.Queue, i)
+		s.grouped = true
 		g.sources = append(g.sources, s)
 	}
 	return g, nil

@@ -143,6 +143,30 @@ func attachProgram(ns netNS, prog *ebpf.Program, ifindex int, mode AttachMode) (
 	return nil, AttachNone, errors.Join(nerr, gerr)
 }
 
+// gracePeriod returns after an RCU grace period: every run of an XDP
+// program that began before the call has ended, and with it the NAPI poll
+// (or, on the generic hook, the receive) that published its frames in the
+// sockets' RX rings. It updates an array of maps, an update the kernel
+// follows with synchronize_rcu (kernel/bpf/syscall.c,
+// maybe_wait_bpf_programs), as bpfsteer.XDP.Sync does.
+func gracePeriod() error {
+	inner := &ebpf.MapSpec{Name: "afxdp_sync_in", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
+	m, err := ebpf.NewMap(inner)
+	if err != nil {
+		return fmt.Errorf("waiting for a grace period: %w", err)
+	}
+	defer m.Close()
+	outer, err := ebpf.NewMap(&ebpf.MapSpec{Name: "afxdp_sync", Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1, InnerMap: inner})
+	if err != nil {
+		return fmt.Errorf("waiting for a grace period: %w", err)
+	}
+	defer outer.Close()
+	if err := outer.Put(uint32(0), uint32(m.FD())); err != nil {
+		return fmt.Errorf("waiting for a grace period: %w", err)
+	}
+	return nil
+}
+
 // close detaches and frees what r holds; it is idempotent.
 func (r *redirect) close() error {
 	if r == nil {

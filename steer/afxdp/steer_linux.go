@@ -126,7 +126,7 @@ func (st *Steering) attach(popts bpfsteer.Options) error {
 	}
 	st.link = l
 	for _, s := range g.sources {
-		s.attach.Store(uint32(mode))
+		s.setAttach(mode)
 	}
 	return nil
 }
@@ -235,6 +235,44 @@ func (st *Steering) counters() bpfsteer.XDPCounters {
 	return st.last
 }
 
+// StopIntake stops the group's sockets taking frames, so that their RX
+// rings can be read dry before Close: it detaches the program (closes the
+// link: the interface's frames go to the kernel stack again) and then
+// waits for an RCU grace period (bpfsteer.XDP.Sync), so that when it
+// returns every frame the program redirected is in its socket's RX ring or
+// counted as the kernel's drop, and no frame follows. Run goes on reading
+// what the rings hold. The sockets' Info().Attach is then AttachNone (their
+// SourceStats keep the mode they received in).
+//
+// It detaches the program rather than emptying its XSKMAP, so that the
+// program stops running on frames no socket will take, and the counters
+// keep their meaning: SteeringStats counts the frames the program saw
+// while attached (NoSocket still counts only frames that met a closed
+// socket), and once the rings are read dry each socket's Stats.Received
+// is its Redirected count. The program and its maps stay until Close
+// (SetTable still changes the table, which steers nothing more).
+// StopIntake cannot be undone; a second call, or a call after Close,
+// returns nil.
+func (st *Steering) StopIntake() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed || st.link == nil {
+		return nil
+	}
+	err := st.link.Close()
+	st.link = nil
+	for _, s := range st.g.sources {
+		s.setAttach(AttachNone)
+	}
+	if err != nil {
+		return fmt.Errorf("afxdp: stop intake: detaching the steering program: %w", err)
+	}
+	if err := st.x.Sync(); err != nil {
+		return fmt.Errorf("afxdp: stop intake: %w", err)
+	}
+	return nil
+}
+
 // Close detaches the program (the link goes, so the queue's frames go to
 // the kernel stack again), empties its XSKMAP slots and unloads it, and
 // sets the sockets' Info.Attach back to AttachNone. It does not close the
@@ -267,7 +305,7 @@ func (st *Steering) Close() error {
 		st.x = nil
 	}
 	for _, s := range st.g.sources {
-		s.attach.Store(uint32(AttachNone))
+		s.setAttach(AttachNone)
 	}
 	st.g.steered.Store(false)
 	return errors.Join(errs...)

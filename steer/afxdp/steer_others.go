@@ -38,5 +38,8 @@ func (st *Steering) Stats() SteeringStats { return SteeringStats{} }
 // SetTable returns ErrNotSupported.
 func (st *Steering) SetTable(ctx context.Context, table []int) error { return ErrNotSupported }
 
+// StopIntake returns ErrNotSupported.
+func (st *Steering) StopIntake() error { return ErrNotSupported }
+
 // Close returns nil.
 func (st *Steering) Close() error { return nil }
