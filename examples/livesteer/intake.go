@@ -147,7 +147,8 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 		if err := o.enter(func() (err error) { src, err = afxdp.Open(o.iface, cfg); return err }); err != nil {
 			return nil, err
 		}
-		in.socks, in.srcs, in.closers = xdpSockets{src}, []steer.Source{src}, []func() error{src.Close}
+		in.socks = xdpSockets{srcs: []*afxdp.Source{src}, stopIntake: src.StopIntake}
+		in.srcs, in.closers = []steer.Source{src}, []func() error{src.Close}
 		in.describeXDP(src.Info())
 		return in, nil
 	}
@@ -166,7 +167,8 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	if err != nil {
 		return nil, err
 	}
-	in.socks, in.srcs, in.closers = xdpSockets(g.Sources()), st.Sources(), []func() error{g.Close, st.Close}
+	in.socks = xdpSockets{srcs: g.Sources(), stopIntake: st.StopIntake}
+	in.srcs, in.closers = st.Sources(), []func() error{g.Close, st.Close}
 	in.steering = func() string {
 		ss := st.Stats()
 		return fmt.Sprintf("XDP steering: redirected %v, unhashed passed to the kernel %d, no socket %d; table changes %d, held frames %d",
@@ -215,14 +217,29 @@ func (ps packetSockets) totals() kernel {
 	return k
 }
 
-// xdpSockets are AF_XDP sockets.
-type xdpSockets []*afxdp.Source
+// xdpSockets are AF_XDP sockets: one of afxdp.Open, or a group's.
+type xdpSockets struct {
+	srcs []*afxdp.Source
+	// stopIntake is the socket's StopIntake, or the group's Steering's.
+	stopIntake func() error
+}
+
+// stop detaches the XDP program that feeds the sockets and waits until no
+// frame can reach their rings any more (StopIntake): the queue's frames go
+// to the kernel stack again, and those already in the rings stay there to
+// be read.
+func (xs xdpSockets) stop() error {
+	if err := xs.stopIntake(); err != nil {
+		return fmt.Errorf("stopping intake: %w", err)
+	}
+	return nil
+}
 
 // totals: an AF_XDP socket's received frames are those it read, filtered
 // in user space, or the kernel dropped for it (afxdp.Stats.Received).
 func (xs xdpSockets) totals() kernel {
 	var k kernel
-	for _, sock := range xs {
+	for _, sock := range xs.srcs {
 		st, err := sock.Stats()
 		if err != nil {
 			k.err = err

@@ -33,18 +33,12 @@ func (ps packetSockets) stop() error {
 	return errs
 }
 
-// stop has no hook to pull: an AF_XDP socket takes no socket filter, and
-// the redirecting program belongs to package afxdp. The frames that arrive
-// after the drain stay in the rings when the sockets close, counted by no
-// socket counter, so the reconciliation still holds.
-func (xs xdpSockets) stop() error { return nil }
-
 // pending counts the sockets whose RX ring holds descriptors not yet
 // consumed: poll(2) with no wait reports POLLIN for those (the kernel's
 // xsk_poll compares the ring's producer and consumer indices).
 func (xs xdpSockets) pending() (uint64, error) {
 	var left uint64
-	for i, s := range xs {
+	for i, s := range xs.srcs {
 		rc, err := s.SyscallConn()
 		if err != nil {
 			return 0, fmt.Errorf("socket %d: %w", i, err)

@@ -88,11 +88,10 @@
 // drain (each step for at most two seconds), closes the sockets and prints
 // the final report, then, on standard error, the counts tcpdump prints when
 // it stops (packets captured, received by filter, dropped by kernel). With
-// -xdp there is no socket filter to attach: the rings are read until they
-// are dry while frames may still come, and a frame that comes after stays
-// in its ring when the socket closes, counted by no socket (only by the
-// interface's own counters), so the reconciliation still holds. A
-// second Ctrl-C ends it at once. The reports go to standard output, status
+// -xdp it stops intake by detaching the XDP program instead (afxdp's
+// StopIntake, which returns once no frame can reach the rings), so the
+// queue's frames go to the kernel stack again while the rings are read
+// dry. A second Ctrl-C ends it at once. The reports go to standard output, status
 // lines and errors to standard error.
 package main
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afxdp"
 )
 
@@ -140,4 +141,80 @@ func xdpAttached(t *testing.T, ns *netns.NS) bool {
 		t.Fatalf("ip link show: %v: %s", err, out)
 	}
 	return strings.Contains(string(out), "xdp")
+}
+
+// TestXDPStopIntake opens the -xdp intake in both modes and stops it while
+// trafgen sends: the XDP program leaves the link, the rings are read dry
+// at once, and the sockets' counters stay still from then on while the
+// link keeps receiving (the frames go to the kernel stack), so the final
+// counts are those of the drain.
+func TestXDPStopIntake(t *testing.T) {
+	p, conf := trafficPair(t)
+	for _, fanout := range []string{"none", "ebpf"} {
+		t.Run(fanout, func(t *testing.T) {
+			o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-fanout", fanout, "-workers", "2"}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.enter = p.A.Do
+			cfg, _ := o.config()
+			d, err := steer.New(cfg, func(*steer.Packet) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(context.Background())
+			sc, err := o.sockConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := openIntake(o, d, sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.close()
+			ctx, cancel := context.WithCancel(context.Background())
+			runErr := make(chan error, 1)
+			if fanout == "none" {
+				go func() { runErr <- d.Run(ctx, in.srcs[0]) }()
+			} else {
+				go func() { runErr <- d.RunOnWorkers(ctx, in.srcs) }()
+			}
+			defer func() { cancel(); <-runErr }()
+			tctx, tcancel := context.WithCancel(context.Background())
+			gen := p.B.Command(tctx, "trafgen", "--dev", p.B.Link, "--conf", conf, "--num", "400000", "--gap", "20us",
+				"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats")
+			if err := gen.Start(); err != nil {
+				t.Fatalf("trafgen: %v", err)
+			}
+			defer func() { tcancel(); gen.Wait() }()
+			for deadline := time.Now().Add(5 * time.Second); in.socks.totals().received < 1000; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the sockets received %d frames in 5s", in.socks.totals().received)
+				}
+			}
+			if err := in.socks.stop(); err != nil {
+				t.Fatal(err)
+			}
+			if xdpAttached(t, p.A) {
+				t.Error("the XDP program is still on the link after the stop")
+			}
+			start := time.Now()
+			if err := drain(in.socks, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			drained := time.Since(start)
+			k0 := in.socks.totals()
+			rx0, _ := p.A.LinkCounter(context.Background(), p.A.Link, "rx_packets")
+			time.Sleep(200 * time.Millisecond)
+			k1 := in.socks.totals()
+			rx1, _ := p.A.LinkCounter(context.Background(), p.A.Link, "rx_packets")
+			if k0.err != nil || k1 != k0 {
+				t.Errorf("the sockets' counters moved after the stop and drain: %+v, then %+v", k0, k1)
+			}
+			if rx1 == rx0 {
+				t.Error("the link received nothing in the 200ms after the drain: trafgen stopped too early for the test")
+			}
+			t.Logf("drained in %v: %+v; the link received %d frames in the 200ms after", drained.Round(time.Millisecond), k0, rx1-rx0)
+		})
+	}
 }
