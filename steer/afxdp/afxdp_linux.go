@@ -36,6 +36,7 @@ type Source struct {
 	grouped bool          // a socket of a Group (fed by its Steering)
 	progMu  sync.Mutex    // guards prog; held through StopIntake
 	prog    *redirect     // the program Open attached, nil in a group or once detached
+	promisc *promisc      // Open's Config.Promisc, nil in a group (the Group's)
 	attach  atomic.Uint32 // Info.Attach: the mode of the program feeding the socket now
 	fedBy   atomic.Uint32 // the mode of the last program that fed it: SourceStats' Attach
 
@@ -79,6 +80,12 @@ func Open(ifname string, cfg Config) (*Source, error) {
 	s, err := openSocket(ifi, cfg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
+	}
+	if cfg.Promisc {
+		if s.promisc, err = openPromisc(ifi.Index); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
+		}
 	}
 	if cfg.Attach != AttachNone {
 		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.sock.FD(), cfg.Attach)
@@ -561,7 +568,8 @@ func (s *Source) detach() error {
 // then returns ErrClosed), waits for it to leave, and detaches the XDP
 // program Open attached, so that the queue's frames go to the kernel stack
 // again; Info().Attach is then AttachNone, and SourceStats keeps the mode
-// the socket received in. Frames still held by handlers stay valid: the
+// the socket received in. With Config.Promisc it gives the interface's
+// promiscuous mode back. Frames still held by handlers stay valid: the
 // UMEM is unmapped and the socket closed when the last batch is released.
 // Close is idempotent.
 func (s *Source) Close() error {
@@ -572,6 +580,9 @@ func (s *Source) Close() error {
 	var errs []error
 	s.readMu.Lock() // the reader has left
 	if err := s.detach(); err != nil {
+		errs = append(errs, fmt.Errorf("afxdp: close: %w", err))
+	}
+	if err := s.promisc.close(); err != nil {
 		errs = append(errs, fmt.Errorf("afxdp: close: %w", err))
 	}
 	s.setAttach(AttachNone)

@@ -197,6 +197,14 @@ type Config struct {
 	// for a file (filter.Options without Interface), which reads tags in
 	// the bytes, as XDP sees them.
 	Filter *filter.Program
+	// Promisc puts the interface in promiscuous mode while the socket is
+	// open (a group's while the Group is): the frames sent to other MAC
+	// addresses reach the XDP program too, on a NIC that filters them.
+	// The kernel counts promiscuity per holder, as for tcpdump: a helper
+	// AF_PACKET socket that receives nothing holds a PACKET_MR_PROMISC
+	// membership, and Close (or the process's exit) gives it back, so
+	// the interface leaves promiscuous mode unless someone else holds it.
+	Promisc bool
 	// SendFrames, a power of two or zero, adds that many chunks to the
 	// UMEM that the FILL ring never gets: the chunks of a Sender sharing
 	// the socket's UMEM and queue (Source.NewSender), which the kernel

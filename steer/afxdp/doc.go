@@ -13,6 +13,10 @@
 // where the frames are the application's, AF_PACKET to watch a port the
 // host still uses. Open's program redirects only the frames of
 // Config.Queue; the other queues' frames go to the stack as before.
+// Config.Promisc puts the interface in promiscuous mode while the socket
+// (or group) is open, counted by the kernel per holder as AF_PACKET's
+// PACKET_MR_PROMISC membership is: an AF_XDP socket has no membership of
+// its own, so a helper packet socket that receives nothing holds it.
 //
 // # The rings
 //

@@ -19,6 +19,7 @@ import (
 // its XSKMAP slot.
 type Group struct {
 	sources []*Source
+	promisc *promisc // Config.Promisc's, held until Close
 	closed  atomic.Bool
 	steered atomic.Bool // a Steering has it
 }
@@ -57,6 +58,12 @@ func OpenGroup(ifname string, n int, cfg Config) (*Group, error) {
 		s.grouped = true
 		g.sources = append(g.sources, s)
 	}
+	if cfg.Promisc {
+		if g.promisc, err = openPromisc(ifi.Index); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("afxdp: group of %d on %q queue %d: %w", n, ifname, cfg.Queue, err)
+		}
+	}
 	return g, nil
 }
 
@@ -93,7 +100,8 @@ func (g *Group) Stats() (Stats, error) {
 	return sum, errors.Join(errs...)
 }
 
-// Close closes every socket (see Source.Close). The UMEM, its rings and
+// Close closes every socket (see Source.Close) and, with Config.Promisc,
+// gives the interface's promiscuous mode back. The UMEM, its rings and
 // the first socket stay until the last batch of every socket is released.
 // Close is idempotent.
 func (g *Group) Close() error {
@@ -105,6 +113,9 @@ func (g *Group) Close() error {
 		if err := s.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := g.promisc.close(); err != nil {
+		errs = append(errs, fmt.Errorf("afxdp: close: %w", err))
 	}
 	return errors.Join(errs...)
 }
