@@ -72,7 +72,8 @@ type sockConfig struct {
 func (o options) sockConfig() (sockConfig, error) {
 	c := sockConfig{
 		packet: afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc},
-		xdp:    afxdp.Config{SnapLen: o.snaplen, Queue: o.xdpQueue, Attach: o.xdpAttach, Bind: o.xdpBind},
+		xdp: afxdp.Config{SnapLen: o.snaplen, Queue: o.xdpQueue, Attach: o.xdpAttach, Bind: o.xdpBind,
+			Promisc: !o.noPromisc},
 	}
 	if o.filter == "" {
 		return c, nil

@@ -28,8 +28,9 @@
 // driver) where the driver allows, else generic, and the socket is zero
 // copy where the driver allows, else copy (-xdp-attach, -xdp-bind force a
 // mode); the status line, the per-socket lines of the report and the JSON
-// report's live.xdp say which. -p is implied: livesteer does not put the
-// interface in promiscuous mode for AF_XDP.
+// report's live.xdp say which. As with AF_PACKET, the interface is put in
+// promiscuous mode while the sockets are open (afxdp.Config.Promisc, which
+// the kernel counts per holder and gives back at the end), unless -p.
 //
 // Every frame the kernel saw is accounted for: the report shows each
 // socket's kernel counters (received, dropped for lack of ring space) next
@@ -183,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames, as tcpdump -c; 0: no limit")
 	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output); a name with %d, such as out-%d.pcap, writes one file per worker")
 	fs.IntVar(&o.snaplen, "s", 0, "keep at most `snaplen` bytes of each frame, cut in the kernel, as tcpdump -s; 0: whole frames")
-	fs.BoolVar(&o.noPromisc, "p", false, "do not put the interface in promiscuous mode, as tcpdump -p")
+	fs.BoolVar(&o.noPromisc, "p", false, "do not put the interface in promiscuous mode, as tcpdump -p (with AF_PACKET and with -xdp alike)")
 	fs.BoolVar(&o.json, "json", false, "print the final report on standard output as one JSON document (the text reports go to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`addr`/metrics while capturing (for example 127.0.0.1:9100); off by default")
@@ -521,7 +522,7 @@ loop:
 		r.Totals.Balanced = k.err == nil && k.balanced(&s)
 		r.Encapsulations = enc.Report()
 		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: in.keepsFlows(),
-			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc && !o.xdp,
+			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc,
 			Socket: "af_packet", XDP: in.xdp}
 		if o.xdp {
 			r.Live.Socket = "af_xdp"

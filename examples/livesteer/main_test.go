@@ -217,6 +217,37 @@ func send(t *testing.T, p *netns.Pair, conf string, count int) {
 	}
 }
 
+// bgRun is the command running in the background (startArgs).
+type bgRun struct {
+	out, errOut syncBuffer
+	cancel      context.CancelFunc
+	wait        func(t *testing.T) error
+}
+
+// startArgs parses args and runs the command in p's A side in the
+// background; bg.stop stops it. It stops at the test's end too.
+func startArgs(t *testing.T, p *netns.Pair, args []string) *bgRun {
+	t.Helper()
+	o, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.enter = p.A.Do
+	bg := &bgRun{}
+	var ctx context.Context
+	ctx, bg.cancel = context.WithCancel(context.Background())
+	t.Cleanup(bg.cancel)
+	bg.wait = runBackground(ctx, o, &bg.out, &bg.errOut)
+	return bg
+}
+
+// stop ends the run (as Ctrl-C does) and returns its error.
+func (bg *bgRun) stop(t *testing.T) error {
+	t.Helper()
+	bg.cancel()
+	return bg.wait(t)
+}
+
 // runBackground starts run with o and returns a function that waits for
 // it (at most 20 s) and returns its error.
 func runBackground(ctx context.Context, o options, out, errOut io.Writer) func(t *testing.T) error {
@@ -274,15 +305,8 @@ func TestFilter(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			args = append(args, "-i", p.A.Link, "-fanout", tc.fanout, "-workers", "2", "-q", "-interval", "1h", "tcp", "port", "5201")
-			o, err := parseFlags(args, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o.enter = p.A.Do
-			var out, errOut syncBuffer
-			ctx, stop := context.WithCancel(context.Background())
-			defer stop()
-			wait := runBackground(ctx, o, &out, &errOut)
+			bg := startArgs(t, p, args)
+			out, errOut := &bg.out, &bg.errOut
 			time.Sleep(300 * time.Millisecond)
 			r0, _ := p.A.LinkCounter(context.Background(), p.A.Link, "rx_packets")
 			send(t, p, tcp5201, 2000)
@@ -290,8 +314,7 @@ func TestFilter(t *testing.T) {
 			send(t, p, tcp80, 1500)
 			time.Sleep(200 * time.Millisecond)
 			r1, _ := p.A.LinkCounter(context.Background(), p.A.Link, "rx_packets")
-			stop()
-			if err := wait(t); err != nil {
+			if err := bg.stop(t); err != nil {
 				t.Fatalf("run: %v\n%s", err, errOut.String())
 			}
 			received, steered, dropped, _ := reconcile(t, out.String())

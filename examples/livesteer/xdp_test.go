@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestXDP(t *testing.T) {
 			}
 			tot := r.Totals
 			if r.Live == nil || r.Live.Socket != "af_xdp" || r.Live.XDP == nil || r.Live.XDP.Attach != attach ||
-				r.Live.XDP.ZeroCopy || r.Live.Fanout != tc.fanout || !r.Live.KeepsFlows || r.Live.Promiscuous {
+				r.Live.XDP.ZeroCopy || r.Live.Fanout != tc.fanout || !r.Live.KeepsFlows || !r.Live.Promiscuous {
 				t.Errorf("live report %+v", r.Live)
 			} else if !tot.Balanced || tot.KernelReceived != received || tot.Steered != steered || tot.Read != steered {
 				t.Errorf("totals %+v; want balanced, as the text report", tot)
@@ -217,4 +218,57 @@ func TestXDPStopIntake(t *testing.T) {
 			t.Logf("drained in %v: %+v; the link received %d frames in the 200ms after", drained.Round(time.Millisecond), k0, rx1-rx0)
 		})
 	}
+}
+
+// TestXDPPromisc: livesteer -xdp puts the interface in promiscuous mode
+// while it runs, as with AF_PACKET (the link's promiscuity count is one
+// up), and gives it back when it stops; with -p the count does not move.
+func TestXDPPromisc(t *testing.T) {
+	netns.Require(t)
+	p := netns.New(t, netns.Options{})
+	base := promiscuity(t, p.A)
+	for _, tc := range []struct {
+		fanout    string
+		noPromisc bool
+	}{{"none", false}, {"ebpf", false}, {"ebpf", true}} {
+		name := tc.fanout
+		args := []string{"-i", p.A.Link, "-xdp", "-fanout", tc.fanout, "-workers", "2", "-q", "-interval", "1h"}
+		want := base + 1
+		if tc.noPromisc {
+			name, args, want = name+"-p", append(args, "-p"), base
+		}
+		t.Run(name, func(t *testing.T) {
+			bg := startArgs(t, p, args)
+			waitCapturing(t, &bg.errOut)
+			during := promiscuity(t, p.A)
+			if err := bg.stop(t); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if during != want {
+				t.Errorf("promiscuity %d while running, want %d", during, want)
+			}
+			if after := promiscuity(t, p.A); after != base {
+				t.Errorf("promiscuity %d after the run, want %d", after, base)
+			}
+		})
+	}
+}
+
+var promiscuityRE = regexp.MustCompile(`promiscuity (\d+)`)
+
+// promiscuity reads the promiscuity count `ip -d link show` gives for
+// ns's link: how many holders keep it in promiscuous mode (the PROMISC
+// flag shows only the one `ip link set promisc` sets).
+func promiscuity(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	out, err := ns.Exec(context.Background(), "ip", "-d", "link", "show", "dev", ns.Link)
+	if err != nil {
+		t.Fatalf("ip link show: %v: %s", err, out)
+	}
+	m := promiscuityRE.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no promiscuity in:\n%s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
