@@ -172,8 +172,8 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	in.srcs, in.closers = st.Sources(), []func() error{g.Close, st.Close}
 	in.steering = func() string {
 		ss := st.Stats()
-		return fmt.Sprintf("XDP steering: redirected %v, unhashed passed to the kernel %d, no socket %d; table changes %d, held frames %d",
-			ss.Redirected, ss.UnhashedPassed, ss.NoSocket, ss.TableChanges, ss.HeldFrames)
+		return fmt.Sprintf("XDP steering: redirected %v, unhashed passed to the kernel %d, unhashed to the fallback socket %d, no socket %d, other queues %d; table changes %d, held frames %d",
+			ss.Redirected, ss.UnhashedPassed, ss.UnhashedFallback, ss.NoSocket, ss.OtherQueue, ss.TableChanges, ss.HeldFrames)
 	}
 	in.describeXDP(g.Info())
 	return in, nil

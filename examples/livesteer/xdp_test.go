@@ -24,13 +24,15 @@ import (
 // attach mode: every frame the link received reached the sockets and was
 // steered or counted as the kernel's drop, the final report reconciles and
 // names the attach mode and copy mode (veth has no zero copy) in the
-// status line, the per-socket lines and the JSON report, with -fanout ebpf
-// the XDP program redirected the frames over both workers' sockets, and
+// status line, the final report's per-socket lines and the JSON report
+// (the mode the sockets received in, though the sockets are closed by
+// then), with -fanout ebpf the XDP program redirected the frames over both
+// workers' sockets and the line says so with every other count zero, and
 // afterwards the interface carries no XDP program.
 func TestXDP(t *testing.T) {
 	p, _ := trafficPair(t)
 	conf := tcpConf(t, p, 443)
-	redirected := regexp.MustCompile(`XDP steering: redirected \[(\d+) (\d+)\], unhashed passed to the kernel (\d+)`)
+	redirected := regexp.MustCompile(`XDP steering: redirected \[(\d+) (\d+)\], unhashed passed to the kernel (\d+), unhashed to the fallback socket (\d+), no socket (\d+), other queues (\d+);`)
 	status := regexp.MustCompile(`capturing on \S+ \(AF_XDP queue 0, (native|generic) attach, (copy|zerocopy) mode\)`)
 	for _, tc := range []struct {
 		fanout, attach string
@@ -65,8 +67,13 @@ func TestXDP(t *testing.T) {
 			if m[2] != "copy" {
 				t.Errorf("veth bound in %s mode; it has copy mode only", m[2])
 			}
-			if !strings.Contains(textOut, " copy: rx_dropped ") {
-				t.Errorf("the report's socket lines lack the XDP counters and modes:\n%s", textOut)
+			i := strings.LastIndex(textOut, "--- final report")
+			if i < 0 {
+				t.Fatalf("no final report:\n%s", textOut)
+			}
+			final := textOut[i:]
+			if n := strings.Count(final, "; xdp "+attach+" copy: rx_dropped "); n != len(r.Sources) || n == 0 {
+				t.Errorf("%d of the final report's %d socket lines give the XDP counters and the %s attach they received in:\n%s", n, len(r.Sources), attach, final)
 			}
 			tot := r.Totals
 			if r.Live == nil || r.Live.Socket != "af_xdp" || r.Live.XDP == nil || r.Live.XDP.Attach != attach ||
@@ -76,19 +83,19 @@ func TestXDP(t *testing.T) {
 				t.Errorf("totals %+v; want balanced, as the text report", tot)
 			}
 			if m := redirected.FindStringSubmatch(textOut); tc.fanout == "ebpf" {
-				var r0, r1, passed uint64
+				var r0, r1, passed, fallback, noSocket, otherQueue uint64
 				if m != nil {
-					fmt.Sscan(m[1]+" "+m[2]+" "+m[3], &r0, &r1, &passed)
+					fmt.Sscan(strings.Join(m[1:], " "), &r0, &r1, &passed, &fallback, &noSocket, &otherQueue)
 				}
-				if m == nil || r0 == 0 || r1 == 0 || r0+r1 != received || passed != 0 {
-					t.Errorf("XDP steering line %q; want every received frame redirected, to both sockets", m)
+				if m == nil || r0 == 0 || r1 == 0 || r0+r1 != received || passed+fallback+noSocket+otherQueue != 0 {
+					t.Errorf("XDP steering line %q; want every received frame redirected, to both sockets, and the other counts zero", m)
 				}
 			} else if m != nil {
 				t.Errorf("-fanout none reports XDP steering: %s", m[0])
 			}
 			for _, s := range r.Sources {
-				if s.XDP == nil || s.XDP.ZeroCopy {
-					t.Errorf("source %+v: no XDP counters, or zero copy on veth", s)
+				if s.XDP == nil || s.XDP.ZeroCopy || s.XDP.Attach != attach {
+					t.Errorf("source %s: XDP %+v: no XDP counters, zero copy on veth, or not the %s attach it received in", s.Name, s.XDP, attach)
 				}
 			}
 			if xdpAttached(t, p.A) {
