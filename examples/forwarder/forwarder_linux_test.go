@@ -177,13 +177,11 @@ func TestOneWayXDP(t *testing.T) {
 // link.
 func xdpOn(t *testing.T, ns *netns.NS, link string) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := ns.Exec(ctx, "ip", "-d", "link", "show", "dev", link)
+	st, err := ns.LinkState(context.Background(), link)
 	if err != nil {
-		t.Fatalf("ip link show %s: %v: %s", link, err, out)
+		t.Fatal(err)
 	}
-	return strings.Contains(string(out), "xdp")
+	return st.XDP
 }
 
 // forwardTCP runs the TCP exchange through a forwarder opened in f with o;

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,13 +141,17 @@ func waitCapturing(t *testing.T, errOut *syncBuffer) {
 // on its link.
 func xdpAttached(t *testing.T, ns *netns.NS) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := ns.Exec(ctx, "ip", "-d", "link", "show", "dev", ns.Link)
+	return linkState(t, ns).XDP
+}
+
+// linkState reads ns's link's state, failing t if it cannot.
+func linkState(t *testing.T, ns *netns.NS) netns.LinkState {
+	t.Helper()
+	st, err := ns.LinkState(context.Background(), ns.Link)
 	if err != nil {
-		t.Fatalf("ip link show: %v: %s", err, out)
+		t.Fatal(err)
 	}
-	return strings.Contains(string(out), "xdp")
+	return st
 }
 
 // TestXDPStopIntake opens the -xdp intake in both modes and stops it while
@@ -261,21 +264,10 @@ func TestXDPPromisc(t *testing.T) {
 	}
 }
 
-var promiscuityRE = regexp.MustCompile(`promiscuity (\d+)`)
-
 // promiscuity reads the promiscuity count `ip -d link show` gives for
 // ns's link: how many holders keep it in promiscuous mode (the PROMISC
 // flag shows only the one `ip link set promisc` sets).
 func promiscuity(t *testing.T, ns *netns.NS) int {
 	t.Helper()
-	out, err := ns.Exec(context.Background(), "ip", "-d", "link", "show", "dev", ns.Link)
-	if err != nil {
-		t.Fatalf("ip link show: %v: %s", err, out)
-	}
-	m := promiscuityRE.FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no promiscuity in:\n%s", out)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return linkState(t, ns).Promiscuity
 }

@@ -134,3 +134,12 @@ func New(t testing.TB, opts Options) *Pair {
 	})
 	return p
 }
+
+// LinkState is what NS.LinkState reads of a link.
+type LinkState struct {
+	// Promiscuity is the kernel's count of promiscuous-mode holders
+	// (PACKET_MR_PROMISC memberships and the IFF_PROMISC flag).
+	Promiscuity int
+	// XDP says whether an XDP program is attached, in any mode.
+	XDP bool
+}

@@ -5,6 +5,7 @@ package netns
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -198,6 +199,38 @@ func (ns *NS) Exec(ctx context.Context, name string, args ...string) ([]byte, er
 func (ns *NS) writeSysctl(ctx context.Context, key, val string) error {
 	_, err := ns.Exec(ctx, "sysctl", "-q", "-w", key+"="+val)
 	return err
+}
+
+// LinkState reads what `ip -d -j link show dev LINK` says of link inside
+// the namespace: its promiscuity count and whether an XDP program is
+// attached to it.
+func (ns *NS) LinkState(ctx context.Context, link string) (LinkState, error) {
+	out, err := ns.Exec(ctx, "ip", "-d", "-j", "link", "show", "dev", link)
+	if err != nil {
+		return LinkState{}, fmt.Errorf("netns: ip link show %s: %w: %s", link, err, out)
+	}
+	var links []struct {
+		Promiscuity int `json:"promiscuity"`
+		XDP         *struct {
+			Prog *struct {
+				ID int `json:"id"`
+			} `json:"prog"`
+			Attached []struct {
+				Prog *struct {
+					ID int `json:"id"`
+				} `json:"prog"`
+			} `json:"attached"`
+		} `json:"xdp"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		return LinkState{}, fmt.Errorf("netns: parsing ip link show %s (%v): %s", link, err, out)
+	}
+	l := links[0]
+	st := LinkState{Promiscuity: l.Promiscuity}
+	if x := l.XDP; x != nil {
+		st.XDP = x.Prog != nil || len(x.Attached) > 0
+	}
+	return st, nil
 }
 
 // LinkCounter reads /sys/class/net/LINK/statistics/COUNTER (such as

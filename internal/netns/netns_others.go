@@ -37,5 +37,10 @@ func (ns *NS) LinkCounter(ctx context.Context, link, counter string) (uint64, er
 	return 0, ErrNotSupported
 }
 
+// LinkState returns ErrNotSupported.
+func (ns *NS) LinkState(ctx context.Context, link string) (LinkState, error) {
+	return LinkState{}, ErrNotSupported
+}
+
 // Do returns ErrNotSupported.
 func (ns *NS) Do(fn func() error) error { return ErrNotSupported }

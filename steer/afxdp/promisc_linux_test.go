@@ -5,29 +5,20 @@ package afxdp
 import (
 	"context"
 	"net"
-	"regexp"
-	"strconv"
 	"testing"
 
 	"github.com/rpsgo/rps/internal/netns"
 )
 
-var promiscuityRE = regexp.MustCompile(`promiscuity (\d+)`)
-
 // promiscuity reads the link's promiscuity count inside ns (`ip -d link
 // show`): how many holders keep it in promiscuous mode.
 func promiscuity(t testing.TB, ns *netns.NS) int {
 	t.Helper()
-	out, err := ns.Exec(context.Background(), "ip", "-d", "link", "show", "dev", ns.Link)
+	st, err := ns.LinkState(context.Background(), ns.Link)
 	if err != nil {
-		t.Fatalf("ip link show: %v: %s", err, out)
+		t.Fatal(err)
 	}
-	m := promiscuityRE.FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no promiscuity in:\n%s", out)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return st.Promiscuity
 }
 
 // TestPromisc: with Config.Promisc an open socket, or a group (once, not
