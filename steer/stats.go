@@ -76,8 +76,9 @@ type XDPStats struct {
 	// mode, once per refill attempt in zero copy. It is the FILL ring's, so
 	// the sockets of a group sharing one UMEM all report the same count.
 	RxFillRingEmptyDescs uint64
-	// Attach is the XDP program's attach mode, "native" (the driver runs
-	// it) or "generic" (the kernel runs it on an skb).
+	// Attach is the attach mode of the XDP program that fed the socket,
+	// "native" (the driver runs it) or "generic" (the kernel runs it on an
+	// skb); it stays after the program is detached or the socket closed.
 	Attach string
 	// ZeroCopy says whether the driver writes frames straight into the
 	// UMEM; false is copy mode.
