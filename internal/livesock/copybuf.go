@@ -6,8 +6,8 @@ import (
 	"github.com/rpsgo/rps/steer"
 )
 
-// CopyPool is a pool of CopyBufs; the zero value is ready. It is used in
-// place (the buffers' Release functions point at it).
+// CopyPool is a pool of CopyBufs. It is used in place (the buffers'
+// Release functions point at it), after Init.
 type CopyPool struct{ pool sync.Pool }
 
 // CopyBuf holds the copied frames of one batch.
@@ -19,13 +19,19 @@ type CopyBuf struct {
 	Release func()
 }
 
-// Get returns an empty buffer.
-func (p *CopyPool) Get() *CopyBuf {
-	cb, _ := p.pool.Get().(*CopyBuf)
-	if cb == nil {
-		cb = &CopyBuf{}
+// Init readies the pool.
+func (p *CopyPool) Init() {
+	p.pool.New = func() any {
+		cb := &CopyBuf{}
 		cb.Release = func() { p.pool.Put(cb) }
+		return cb
 	}
+}
+
+// Get returns an empty buffer. It is small enough to be inlined into a
+// source's read path.
+func (p *CopyPool) Get() *CopyBuf {
+	cb := p.pool.Get().(*CopyBuf)
 	cb.buf = cb.buf[:0]
 	cb.offs = cb.offs[:0]
 	return cb

@@ -13,6 +13,7 @@ import (
 // the pool holds a buffer.
 func TestCopyBuf(t *testing.T) {
 	var p CopyPool
+	p.Init()
 	cb := p.Get()
 	src := [][]byte{bytes.Repeat([]byte{1}, 3), {}, bytes.Repeat([]byte{2}, 5000), {3}}
 	frames := make([]steer.Frame, len(src))

@@ -116,6 +116,7 @@ func open(ifname string, cfg Config, initial []SockFilter) (*Source, error) {
 		i := i
 		s.blocks[i].release = func() { s.unref(i) }
 	}
+	s.copyPool.Init()
 	return s, nil
 }
 

@@ -123,6 +123,7 @@ func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error)
 		return nil, err
 	}
 	s.heldPool.New = func() any { return newHeld(s) }
+	s.copyPool.Init()
 	return s, nil
 }
 
