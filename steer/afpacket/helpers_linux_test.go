@@ -5,11 +5,9 @@ package afpacket
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -52,15 +51,7 @@ func collect(src *Source, onFrame func(f *steer.Frame)) *collector {
 	c := &collector{src: src, cancel: cancel, done: make(chan struct{}), onFrame: onFrame}
 	go func() {
 		defer close(c.done)
-		var b steer.Batch
-		for {
-			err := src.ReadBatch(ctx, &b)
-			if err != nil {
-				if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
-					c.err = err
-				}
-				return
-			}
+		c.err = livetest.Drain(ctx, src, &c.frames, func(b *steer.Batch) {
 			if c.onFrame != nil {
 				c.mu.Lock()
 				for i := range b.Frames {
@@ -68,11 +59,7 @@ func collect(src *Source, onFrame func(f *steer.Frame)) *collector {
 				}
 				c.mu.Unlock()
 			}
-			c.frames.Add(uint64(len(b.Frames)))
-			if b.Release != nil {
-				b.Release()
-			}
-		}
+		})
 	}()
 	return c
 }
@@ -89,11 +76,7 @@ func (c *collector) stop(t testing.TB) {
 // rx reads the link's rx_packets inside ns.
 func rx(t testing.TB, ns *netns.NS) uint64 {
 	t.Helper()
-	v, err := ns.LinkCounter(context.Background(), ns.Link, "rx_packets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return livetest.LinkRx(t, ns)
 }
 
 // settle waits until every frame the interface counted since r0 was seen
@@ -102,32 +85,18 @@ func rx(t testing.TB, ns *netns.NS) uint64 {
 // and returns the final numbers.
 func settle(t testing.TB, ns *netns.NS, r0 uint64, stats func() (Stats, error), seen func() uint64) (uint64, Stats) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last string
-	stable := 0
-	for {
-		r := rx(t, ns) - r0
-		st, err := stats()
-		if err != nil {
+	var r uint64
+	var st Stats
+	livetest.WaitStable(t, func() (string, bool) {
+		r = rx(t, ns) - r0
+		var err error
+		if st, err = stats(); err != nil {
 			t.Fatal(err)
 		}
 		s := seen()
-		ok := r == st.Packets && st.Packets == st.Delivered+st.Drops && s == st.Delivered
-		cur := fmt.Sprintf("rx delta %d, %+v, seen %d", r, st, s)
-		if ok && cur == last {
-			stable++
-			if stable >= 2 {
-				return r, st
-			}
-		} else {
-			stable = 0
-		}
-		last = cur
-		if time.Now().After(deadline) {
-			t.Fatalf("counters do not add up: %s", cur)
-		}
-		time.Sleep(60 * time.Millisecond)
-	}
+		return fmt.Sprintf("rx delta %d, %+v, seen %d", r, st, s), r == st.Packets && st.Packets == st.Delivered+st.Drops && s == st.Delivered
+	})
+	return r, st
 }
 
 // iperf runs an iperf3 server in A and a client in B with args, bounded.
@@ -166,33 +135,14 @@ func iperf(t testing.TB, p *netns.Pair, args ...string) string {
 // A's address, with random source ports (many flows), and waits.
 func trafgenUDP(t testing.TB, ctx context.Context, p *netns.Pair, count int, extra ...string) {
 	t.Helper()
-	trafgenUDPTagged(t, ctx, p, count, 0, extra...)
+	livetest.TrafgenUDP(t, ctx, p, count, 0, extra...)
 }
 
 // trafgenUDPTagged is trafgenUDP with an 802.1Q tag carrying tci in the
 // bytes when tci is not zero (the frame is then 68 bytes).
 func trafgenUDPTagged(t testing.TB, ctx context.Context, p *netns.Pair, count int, tci uint16, extra ...string) {
 	t.Helper()
-	src, dst := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
-	var sb strings.Builder
-	sb.WriteString("{\n fill(0xff, 6),\n 0x02, 0x00, 0x00, 0x00, 0x00, 0x02,\n")
-	if tci != 0 {
-		fmt.Fprintf(&sb, " c16(0x8100), c16(%d),\n", tci)
-	}
-	sb.WriteString(" c16(0x0800),\n")
-	sb.WriteString(" 0x45, 0x00, c16(50), drnd(2), c16(0x4000), 64, 17, csumip(14, 33),\n")
-	fmt.Fprintf(&sb, " %d, %d, %d, %d,\n %d, %d, %d, %d,\n", src[0], src[1], src[2], src[3], dst[0], dst[1], dst[2], dst[3])
-	sb.WriteString(" drnd(2), c16(9), c16(30), c16(0),\n fill(0x00, 22)\n}\n")
-	file := filepath.Join(t.TempDir(), "udp64.cfg")
-	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--dev", p.B.Link, "--conf", file, "--num", strconv.Itoa(count),
-		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}, extra...)
-	// Errorf, not Fatalf: this may run on a goroutine of its own.
-	if out, err := p.B.Exec(ctx, "trafgen", args...); err != nil && ctx.Err() == nil {
-		t.Errorf("trafgen: %v: %s", err, out)
-	}
+	livetest.TrafgenUDP(t, ctx, p, count, tci, extra...)
 }
 
 // flow is an IPv4 TCP or UDP 4-tuple.
@@ -222,21 +172,7 @@ func parseFlow(b []byte) (flow, bool) {
 }
 
 // ringMaps counts this process's mappings of packet sockets.
-func ringMaps(t testing.TB) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "socket:[")
-}
+func ringMaps(t testing.TB) int { t.Helper(); return livetest.SocketMaps(t) }
 
 // openFDs counts this process's open descriptors.
-func openFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
+func openFDs(t testing.TB) int { t.Helper(); return livetest.OpenFDs(t) }
