@@ -4,13 +4,14 @@ package afxdp
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -54,29 +55,12 @@ func TestCloseStress(t *testing.T) {
 	if testing.Short() {
 		iterations = 200
 	}
-	var mu sync.Mutex
-	var frames, heldAtClose, blockedAtClose int
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w, p := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < iterations && !t.Failed(); i += pairs {
-				f, h, b := closeIteration(t, p, i)
-				mu.Lock()
-				frames += f
-				heldAtClose += h
-				blockedAtClose += b
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	c := livetest.Stress(t, pairs, iterations, func(w, i int) livetest.Counts { return closeIteration(t, ps[w], i) })
 	t.Logf("%d iterations in %v: %d frames read, %d closes with batches held, %d with the reader in poll",
-		iterations, time.Since(start).Round(time.Millisecond), frames, heldAtClose, blockedAtClose)
-	if frames == 0 || heldAtClose < iterations/5 || blockedAtClose < iterations/5 {
-		t.Errorf("the stress did not exercise reads under traffic (frames %d, held at close %d, in poll %d)", frames, heldAtClose, blockedAtClose)
+		iterations, time.Since(start).Round(time.Millisecond), c.Frames, c.HeldAtClose, c.BlockedAtClose)
+	if c.Frames == 0 || c.HeldAtClose < iterations/5 || c.BlockedAtClose < iterations/5 {
+		t.Errorf("the stress did not exercise reads under traffic (frames %d, held at close %d, in poll %d)", c.Frames, c.HeldAtClose, c.BlockedAtClose)
 	}
 	cancel()
 	tg.Wait()
@@ -92,9 +76,10 @@ func TestCloseStress(t *testing.T) {
 }
 
 // closeIteration is one open-read-close round of TestCloseStress; it may
-// run on any goroutine, so it reports failures with Errorf. It returns the frames read and whether batches were held, or the reader
-// waited in poll, at Close.
-func closeIteration(t *testing.T, p *netns.Pair, i int) (frames, heldAtClose, blockedAtClose int) {
+// run on any goroutine, so it reports failures with Errorf. It returns the
+// frames read and whether batches were held, or the reader waited in poll,
+// at Close.
+func closeIteration(t *testing.T, p *netns.Pair, i int) (c livetest.Counts) {
 	variant := i % 5
 	cfg := stressConfig
 	switch variant {
@@ -107,92 +92,30 @@ func closeIteration(t *testing.T, p *netns.Pair, i int) (frames, heldAtClose, bl
 	var s *Source
 	if err := p.A.Do(func() (err error) { s, err = Open(p.A.Link, cfg); return err }); err != nil {
 		t.Errorf("iteration %d: %v", i, err)
-		return 0, 0, 0
+		return c
 	}
 	var held []steer.Batch
 	switch variant {
-	case 0, 1, 3:
-		type result struct {
-			err   error
-			held  []steer.Batch
-			count int
-		}
-		resc := make(chan result, 1)
-		go func() {
-			var r result
-			for {
-				var b steer.Batch
-				if r.err = s.ReadBatch(context.Background(), &b); r.err != nil {
-					resc <- r
-					return
-				}
-				r.count += len(b.Frames)
-				for _, f := range b.Frames {
-					_ = f.Data[len(f.Data)-1]
-				}
-				if len(b.Frames) > 0 && len(r.held) < 3 {
-					r.held = append(r.held, b)
-				} else if b.Release != nil {
-					b.Release()
-				}
-			}
-		}()
-		if variant == 0 {
-			time.Sleep(200 * time.Microsecond)
-			blockedAtClose++
-		} else {
-			time.Sleep(time.Duration(1+i%3) * time.Millisecond)
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("iteration %d: Close: %v", i, err)
-		}
-		r := <-resc
-		if !errors.Is(r.err, ErrClosed) {
-			t.Errorf("iteration %d: reader ended with %v", i, r.err)
-		}
-		frames += r.count
-		held = r.held
+	case 0:
+		c.Frames, held = livetest.CloseWhileReading(t, s, i, 200*time.Microsecond, ErrClosed)
+		c.BlockedAtClose++
+	case 1, 3:
+		c.Frames, held = livetest.CloseWhileReading(t, s, i, time.Duration(1+i%3)*time.Millisecond, ErrClosed)
 	case 2:
-		for len(held) < 2 {
-			var b steer.Batch
-			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-			err := s.ReadBatch(rctx, &b)
-			rcancel()
-			if err != nil {
-				t.Errorf("iteration %d: %v", i, err)
-				break
-			}
-			if len(b.Frames) > 0 {
-				frames += len(b.Frames)
-				held = append(held, b)
-			}
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("iteration %d: Close: %v", i, err)
-		}
-		var b steer.Batch
-		if err := s.ReadBatch(context.Background(), &b); !errors.Is(err, ErrClosed) {
-			t.Errorf("iteration %d: ReadBatch after Close: %v", i, err)
-		}
+		c.Frames, held = livetest.HoldThenClose(t, s, i, ErrClosed)
 	case 4: // closed at once
 		if err := s.Close(); err != nil {
 			t.Errorf("iteration %d: Close: %v", i, err)
 		}
 	}
 	if len(held) > 0 {
-		heldAtClose++
+		c.HeldAtClose++
 	}
-	// Release after Close, newest first; the bytes must still be there.
-	for j := len(held) - 1; j >= 0; j-- {
-		for _, f := range held[j].Frames {
-			if len(f.Data) != 64 || f.Data[12] != 0x08 {
-				t.Errorf("iteration %d: a held frame of %d bytes changed after Close", i, len(f.Data))
-			}
+	livetest.ReleaseAfterClose(t, s, i, held, func(f *steer.Frame) error {
+		if len(f.Data) != 64 || f.Data[12] != 0x08 {
+			return fmt.Errorf("a held frame of %d bytes changed after Close", len(f.Data))
 		}
-		held[j].Release()
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("iteration %d: second Close: %v", i, err)
-	}
-	return frames, heldAtClose, blockedAtClose
+		return nil
+	})
+	return c
 }

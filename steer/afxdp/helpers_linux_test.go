@@ -4,16 +4,12 @@ package afxdp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -47,22 +43,7 @@ func read(src *Source, onBatch func(b *steer.Batch)) *reader {
 	r := &reader{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		var b steer.Batch
-		for {
-			if err := src.ReadBatch(ctx, &b); err != nil {
-				if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
-					r.err = err
-				}
-				return
-			}
-			if onBatch != nil {
-				onBatch(&b)
-			}
-			r.frames.Add(uint64(len(b.Frames)))
-			if b.Release != nil {
-				b.Release()
-			}
-		}
+		r.err = livetest.Drain(ctx, src, &r.frames, onBatch)
 	}()
 	return r
 }
@@ -79,11 +60,7 @@ func (r *reader) stop(t testing.TB) {
 // rxPackets reads the link's rx_packets inside ns.
 func rxPackets(t testing.TB, ns *netns.NS) uint64 {
 	t.Helper()
-	v, err := ns.LinkCounter(context.Background(), ns.Link, "rx_packets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return livetest.LinkRx(t, ns)
 }
 
 // settle waits until every frame the interface counted since r0 was
@@ -117,24 +94,7 @@ func settleStats(t testing.TB, ns *netns.NS, r0 uint64, stats func() (Stats, err
 // with the last state if that does not happen within 10s.
 func waitStable(t testing.TB, check func() (state string, ok bool)) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last string
-	stable := 0
-	for {
-		cur, ok := check()
-		if ok && cur == last {
-			if stable++; stable >= 2 {
-				return cur
-			}
-		} else {
-			stable = 0
-		}
-		last = cur
-		if time.Now().After(deadline) {
-			t.Fatalf("counters do not add up: %s", cur)
-		}
-		time.Sleep(60 * time.Millisecond)
-	}
+	return livetest.WaitStable(t, check)
 }
 
 // trafgenUDP sends count 64-byte UDP frames from B over its link towards
@@ -142,24 +102,7 @@ func waitStable(t testing.TB, check func() (state string, ok bool)) string {
 // reports failures with Errorf, so it may run on a goroutine of its own.
 func trafgenUDP(t testing.TB, ctx context.Context, p *netns.Pair, count int, extra ...string) {
 	t.Helper()
-	src, dst := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
-	conf := fmt.Sprintf(`{
- fill(0xff, 6), 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, c16(0x0800),
- 0x45, 0x00, c16(50), drnd(2), c16(0x4000), 64, 17, csumip(14, 33),
- %d, %d, %d, %d, %d, %d, %d, %d,
- drnd(2), c16(9), c16(30), c16(0), fill(0x00, 22)
-}
-`, src[0], src[1], src[2], src[3], dst[0], dst[1], dst[2], dst[3])
-	file := filepath.Join(t.TempDir(), "udp64.cfg")
-	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
-		t.Error(err)
-		return
-	}
-	args := append([]string{"--dev", p.B.Link, "--conf", file, "--num", strconv.Itoa(count),
-		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}, extra...)
-	if out, err := p.B.Exec(ctx, "trafgen", args...); err != nil && ctx.Err() == nil {
-		t.Errorf("trafgen: %v: %s", err, out)
-	}
+	livetest.TrafgenUDP(t, ctx, p, count, 0, extra...)
 }
 
 // xdpAttached reports whether `ip -d link show` lists an XDP program on
@@ -174,21 +117,7 @@ func xdpAttached(t testing.TB, ns *netns.NS) bool {
 }
 
 // openFDs counts this process's open descriptors.
-func openFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
+func openFDs(t testing.TB) int { t.Helper(); return livetest.OpenFDs(t) }
 
 // socketMaps counts this process's mappings of sockets (the rings).
-func socketMaps(t testing.TB) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "socket:[")
-}
+func socketMaps(t testing.TB) int { t.Helper(); return livetest.SocketMaps(t) }
