@@ -11,8 +11,11 @@
 // AF_PACKET socket (package steer/afpacket) is a tap beside the stack: the
 // host keeps receiving every frame and the socket gets a copy. Use AF_XDP
 // where the frames are the application's, AF_PACKET to watch a port the
-// host still uses. Open's program redirects only the frames of
-// Config.Queue; the other queues' frames go to the stack as before.
+// host still uses. Open's program redirects every frame of Config.Queue,
+// ARP and other non-IP frames included (the dispatcher places those by the
+// SOURCE policy, and the host's stack sees none of them); the other
+// queues' frames go to the stack as before. A Steering passes the frames it
+// cannot hash to the stack instead (see Steering in XDP).
 // Config.Promisc puts the interface in promiscuous mode while the socket
 // (or group) is open, counted by the kernel per holder as AF_PACKET's
 // PACKET_MR_PROMISC membership is: an AF_XDP socket has no membership of
