@@ -62,7 +62,8 @@
 // frame, and the ones it rejects are counted as filtered (and are not
 // given to the kernel stack either). -c N stops after N frames; -w FILE writes what was steered as
 // pcap, into one file or, with a %d in the name, one file per worker;
-// -s SNAPLEN truncates frames in the kernel; -p leaves the interface out of
+// -s SNAPLEN truncates frames (in the kernel; in user space with -xdp,
+// whose sockets get whole frames); -p leaves the interface out of
 // promiscuous mode; -json prints the final report on standard output as
 // one JSON document (internal/capture's Report), the text reports then
 // going to standard error, as they do with -w -; -version prints the
@@ -183,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	ff.Register(fs)
 	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames, as tcpdump -c; 0: no limit")
 	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output); a name with %d, such as out-%d.pcap, writes one file per worker")
-	fs.IntVar(&o.snaplen, "s", 0, "keep at most `snaplen` bytes of each frame, cut in the kernel, as tcpdump -s; 0: whole frames")
+	fs.IntVar(&o.snaplen, "s", 0, "keep at most `snaplen` bytes of each frame, as tcpdump -s (cut in the kernel; in user space with -xdp); 0: whole frames")
 	fs.BoolVar(&o.noPromisc, "p", false, "do not put the interface in promiscuous mode, as tcpdump -p (with AF_PACKET and with -xdp alike)")
 	fs.BoolVar(&o.json, "json", false, "print the final report on standard output as one JSON document (the text reports go to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")

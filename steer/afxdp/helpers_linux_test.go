@@ -5,7 +5,6 @@ package afxdp
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -105,15 +104,15 @@ func trafgenUDP(t testing.TB, ctx context.Context, p *netns.Pair, count int, ext
 	livetest.TrafgenUDP(t, ctx, p, count, 0, extra...)
 }
 
-// xdpAttached reports whether `ip -d link show` lists an XDP program on
-// the link inside ns.
+// xdpAttached reports whether an XDP program is attached to the link
+// inside ns.
 func xdpAttached(t testing.TB, ns *netns.NS) bool {
 	t.Helper()
-	out, err := ns.Exec(context.Background(), "ip", "-d", "link", "show", "dev", ns.Link)
+	st, err := ns.LinkState(context.Background(), ns.Link)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Contains(string(out), "prog/xdp")
+	return st.XDP
 }
 
 // openFDs counts this process's open descriptors.
