@@ -38,7 +38,12 @@
 // A hold normally lasts until the old worker's next read. It is lifted
 // early, and counted in [Stats], after Options.HoldTimeout (an old worker
 // that stopped reading) or past Options.MaxHeld bytes: the only cases in
-// which a flow may be reordered.
+// which a flow may be reordered. The new worker's reader lifts its holds;
+// one it has not come back for twice HoldTimeout after the switch (the
+// workers are not running) SetTable lifts itself, counted as a timeout,
+// so that SetTable returns without readers too; the frames the reader
+// held back it hands out when it reads again, first. [Holder.Close] wakes
+// every waiting SetTable with [ErrClosed].
 //
 // The reader's path without a hold costs one atomic store and two loads
 // per batch: [Reader.BeforeRead] and [Reader.AfterRead] inline into the

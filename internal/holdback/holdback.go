@@ -21,17 +21,24 @@ const (
 	holdPoll = time.Millisecond
 )
 
-// ErrTable is wrapped by the errors of a table SetTable cannot apply (a
-// wrong length, an entry naming no worker) and of a Holder without a
-// dispatcher or one that does not dispatch DIRECT.
-var ErrTable = errors.New("holdback: invalid table")
+var (
+	// ErrTable is wrapped by the errors of a table SetTable cannot apply (a
+	// wrong length, an entry naming no worker) and of a Holder without a
+	// dispatcher or one that does not dispatch DIRECT.
+	ErrTable = errors.New("holdback: invalid table")
+	// ErrClosed is wrapped by the error of a SetTable that Close woke, and
+	// of every SetTable after Close.
+	ErrClosed = errors.New("holdback: closed")
+)
 
 // Options tune a [Holder]. The zero value is usable.
 type Options struct {
 	// HoldTimeout bounds how long a moved bucket's frames are held back in
 	// the new worker while the old worker drains what its ring held at the
-	// switch; past it they are released anyway and counted in
-	// Stats.HoldTimeouts. Default DefaultHoldTimeout.
+	// switch; past it the new worker's reader releases them anyway, counted
+	// in Stats.HoldTimeouts. A hold still on twice HoldTimeout after the
+	// switch (no reader came back to lift it) SetTable lifts itself, also
+	// counted. Default DefaultHoldTimeout.
 	HoldTimeout time.Duration
 	// MaxHeld bounds the bytes of frames held back per worker during a
 	// table change; past it the hold is lifted early and counted in
@@ -78,8 +85,12 @@ type Holder struct {
 	opts    Options
 	readers []*Reader
 
-	mu      sync.Mutex
-	pending []*holdSet // holds of the last SetTable, until lifted
+	// turn is a token: a SetTable holds it from the moment it may start
+	// until it returns (calls are serialised); it guards pending.
+	turn      chan struct{}
+	pending   []*holdSet    // holds of the last SetTable, until lifted
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
 
 	tableChanges, bucketsMoved, heldFrames, holdTimeouts, holdOverflows atomic.Uint64
 }
@@ -95,7 +106,7 @@ func New(d *steer.Dispatcher, opts Options) (*Holder, error) {
 	if opts.MaxHeld <= 0 {
 		opts.MaxHeld = DefaultMaxHeld
 	}
-	h := &Holder{d: d, mask: uint32(d.Config().Buckets - 1), opts: opts}
+	h := &Holder{d: d, mask: uint32(d.Config().Buckets - 1), opts: opts, turn: make(chan struct{}, 1), done: make(chan struct{})}
 	for range d.Workers() {
 		h.readers = append(h.readers, &Reader{h: h})
 	}
@@ -121,19 +132,57 @@ func (h *Holder) Stats() Stats {
 	}
 }
 
+// Close wakes every SetTable waiting for holds to be lifted or for its
+// turn, which returns an error wrapping ErrClosed; every later SetTable
+// returns one at once. The holds stay on until the readers lift them (a
+// reader holds its frames until then, as private copies). Close is
+// idempotent and returns at once: a SetTable inside a Kernel call returns
+// once that call does.
+func (h *Holder) Close() {
+	h.closeOnce.Do(func() { close(h.done) })
+}
+
+// closed reports whether Close was called.
+func (h *Holder) closed() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// errClosed is SetTable's error once the Holder is closed.
+var errClosed = fmt.Errorf("holdback: set table: %w", ErrClosed)
+
 // SetTable changes the table in the kernel (through k) and in the
 // dispatcher without reordering any flow (the protocol of the package
 // comment), and returns when every moved bucket is handled by its new
-// worker only. The workers must be reading (through their Readers) for
-// the holds to be lifted. Calls are serialised, each starting after the
-// previous one's holds are lifted. If ctx ends first SetTable returns its
-// error; the tables are then already switched, and the readers lift the
-// holds later. A table identical to the kernel's is only set in the
+// worker only. A table identical to the kernel's is only set in the
 // dispatcher.
+//
+// Calls are serialised, each starting after the previous one's holds are
+// lifted. The readers lift the holds: normally at the old workers' next
+// reads, at the latest HoldTimeout after the switch while the new workers
+// read. When a
+// hold is still on twice HoldTimeout after the switch (its reader did not
+// come back: the workers are not running, or one is stuck in its
+// handler), SetTable lifts it itself, counts a hold timeout, and goes on;
+// frames its reader held back it hands out when it reads again, before
+// anything it reads then. So without Close and with ctx never ending, a
+// call returns at most about twice HoldTimeout after its switch, plus the
+// wait for the previous call's holds (bounded the same way). If ctx ends
+// first, SetTable returns its error; the tables are then already switched
+// (unless the call was still waiting for its turn or the previous call's
+// holds), and the holds are lifted later, by the readers or the next call.
+// Close ends the wait with an error wrapping ErrClosed.
 func (h *Holder) SetTable(ctx context.Context, table []int, k Kernel) error {
+	if h.closed() {
+		return errClosed
+	}
 	n := len(h.readers)
 	if d := h.d.Config().Dispatch; d != steer.Direct {
-		return fmt.Errorf("%w: ordered table changes need direct dispatch, not %v", ErrTable, d)
+		return fmt.Errorf("%w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v", ErrTable, d)
 	}
 	if len(table) != int(h.mask)+1 {
 		return fmt.Errorf("%w: table of %d entries, want %d", ErrTable, len(table), h.mask+1)
@@ -143,8 +192,17 @@ func (h *Holder) SetTable(ctx context.Context, table []int, k Kernel) error {
 			return fmt.Errorf("%w: table entry %d names worker %d of %d", ErrTable, b, w, n)
 		}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("holdback: waiting for the previous table change to return: %w", ctx.Err())
+	case <-h.done:
+		return errClosed
+	}
+	defer func() { <-h.turn }()
+	if h.closed() {
+		return errClosed
+	}
 	if err := h.waitLifted(ctx); err != nil {
 		return err
 	}
@@ -165,7 +223,7 @@ func (h *Holder) SetTable(ctx context.Context, table []int, k Kernel) error {
 		moved++
 		hs := sets[w]
 		if hs == nil {
-			hs = &holdSet{buckets: make([]bool, len(table)), waitOn: make([]bool, n), targets: make([]uint32, n),
+			hs = &holdSet{worker: w, buckets: make([]bool, len(table)), waitOn: make([]bool, n), targets: make([]uint32, n),
 				lifted: make(chan struct{})}
 			sets[w] = hs
 		}
@@ -234,29 +292,68 @@ func (h *Holder) arm(sets []*holdSet, targets []uint32, waits []bool) {
 	}
 }
 
-// waitLifted waits until the holds of the last SetTable are lifted.
+// waitLifted waits until the holds of the last SetTable are lifted, and
+// lifts those still on twice HoldTimeout after their switch.
 func (h *Holder) waitLifted(ctx context.Context) error {
 	for len(h.pending) > 0 {
+		hs := h.pending[0]
+		// Every pending hold is armed: SetTable arms its holds before it
+		// waits or returns.
+		timer := time.NewTimer(time.Until(hs.start.Add(2 * h.opts.HoldTimeout)))
 		select {
-		case <-h.pending[0].lifted:
-			h.pending = h.pending[1:]
+		case <-hs.lifted:
+		case <-timer.C:
+			h.abandon(hs)
 		case <-ctx.Done():
+			timer.Stop()
 			return fmt.Errorf("holdback: waiting for the moved buckets' old workers to drain: %w", ctx.Err())
+		case <-h.done:
+			timer.Stop()
+			return errClosed
 		}
+		timer.Stop()
+		h.pending = h.pending[1:]
 	}
 	return nil
 }
 
+// abandon lifts hs for a reader that did not come back: it takes the hold
+// off the reader unless the reader has already done so (or another hold
+// has replaced it), and counts a hold timeout unless the reader had
+// decided to lift it first. The frames the reader held back stay its
+// own: it hands them out at its next read (Reader.Hold), so none is lost
+// or handed out twice.
+func (h *Holder) abandon(hs *holdSet) {
+	if hs.decided.CompareAndSwap(false, true) {
+		h.holdTimeouts.Add(1)
+	}
+	h.readers[hs.worker].holds.CompareAndSwap(hs, nil)
+	hs.finish()
+}
+
 // holdSet is what one new worker holds back during a table change.
 type holdSet struct {
+	worker  int      // the new worker
 	buckets []bool   // the buckets moving to this worker
 	waitOn  []bool   // the old workers they come from
 	targets []uint32 // per old worker: its ring's position at the switch
 	start   time.Time
 	armed   atomic.Bool // targets and start are set
-	lifted  chan struct{}
+	// decided is set by whoever first decides to lift the hold (its reader,
+	// or SetTable's abandon), which counts a timeout or an overflow.
+	decided atomic.Bool
+	// ended guards lifted's close: the reader and abandon may both lift.
+	ended  atomic.Bool
+	lifted chan struct{}
 	// delivered, the reader's alone, says that the held frames were handed
 	// out: the hold is lifted at the reader's next read, once they are
 	// handled.
 	delivered bool
+}
+
+// finish closes hs.lifted, once.
+func (hs *holdSet) finish() {
+	if hs.ended.CompareAndSwap(false, true) {
+		close(hs.lifted)
+	}
 }

@@ -26,6 +26,12 @@ import (
 //
 // BeforeRead and AfterRead inline: without a hold, the reader's cost is
 // one atomic store and two atomic loads per batch.
+//
+// A hold is the reader's to lift, except when the reader does not come
+// back for twice HoldTimeout: then SetTable takes it off (Holder.abandon).
+// The frames held back stay the reader's alone, so the reader hands them
+// out itself, at its next read, whether its hold is still on, lifted by
+// SetTable, or replaced by the next change's.
 type Reader struct {
 	h *Holder
 
@@ -45,11 +51,12 @@ type Reader struct {
 }
 
 // BeforeRead publishes that every frame read before was handled, and
-// reports whether a hold is on: then the caller calls Hold before it
-// reads.
+// reports whether a hold is on or frames are held back (after SetTable
+// lifted a hold the reader did not come back for): then the caller calls
+// Hold before it reads.
 func (r *Reader) BeforeRead() bool {
 	r.done.Store(r.pos)
-	return r.holds.Load() != nil
+	return r.holds.Load() != nil || r.held != nil
 }
 
 // Hold lifts the hold if its old workers have drained, and returns how
@@ -61,6 +68,12 @@ func (r *Reader) BeforeRead() bool {
 func (r *Reader) Hold(b *steer.Batch, wait time.Duration) (time.Duration, bool) {
 	hs := r.holds.Load()
 	if hs == nil {
+		if r.held != nil {
+			// SetTable lifted the hold while the reader was away: the
+			// frames it held back go first.
+			r.deliverHeld(b)
+			return wait, true
+		}
 		return wait, false
 	}
 	if hs.delivered {
@@ -85,10 +98,11 @@ func (r *Reader) Hold(b *steer.Batch, wait time.Duration) (time.Duration, bool) 
 }
 
 // lift ends hs. The next SetTable may store its holds once hs.lifted is
-// closed, so the reader lets go of hs first.
+// closed, so the reader lets go of hs first; if SetTable already lifted
+// hs, the reader's hold is nil or the next change's, which it keeps.
 func (r *Reader) lift(hs *holdSet) {
-	r.holds.Store(nil)
-	close(hs.lifted)
+	r.holds.CompareAndSwap(hs, nil)
+	hs.finish()
 }
 
 // AfterRead takes the frames of held buckets out of b, the batch just
@@ -103,18 +117,23 @@ func (r *Reader) AfterRead(b *steer.Batch, pos uint32) {
 }
 
 // liftable reports whether every old worker hs waits on has handled what
-// its ring held at the switch, or the hold ran out of time or room.
+// its ring held at the switch, or the hold ran out of time or room; the
+// latter it counts, unless SetTable lifted hs first (and counted it).
 func (r *Reader) liftable(hs *holdSet) bool {
 	if !hs.armed.Load() {
 		return false
 	}
 	h := r.h
 	if time.Since(hs.start) > h.opts.HoldTimeout {
-		h.holdTimeouts.Add(1)
+		if hs.decided.CompareAndSwap(false, true) {
+			h.holdTimeouts.Add(1)
+		}
 		return true
 	}
 	if r.heldBytes > h.opts.MaxHeld {
-		h.holdOverflows.Add(1)
+		if hs.decided.CompareAndSwap(false, true) {
+			h.holdOverflows.Add(1)
+		}
 		return true
 	}
 	for o, w := range hs.waitOn {
@@ -122,12 +141,18 @@ func (r *Reader) liftable(hs *holdSet) bool {
 			return false
 		}
 	}
+	hs.decided.Store(true)
 	return true
 }
 
-// filter copies the frames of held buckets aside and keeps the others in b.
+// filter copies the frames of held buckets aside and keeps the others in
+// b. SetTable may have lifted the hold since AfterRead saw it: then b is
+// left as it is.
 func (r *Reader) filter(b *steer.Batch) {
 	hs := r.holds.Load()
+	if hs == nil {
+		return
+	}
 	cls := r.h.d.Classifier()
 	c := &r.cls
 	keep := b.Frames[:0]
