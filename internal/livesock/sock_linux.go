@@ -27,6 +27,15 @@ type Sock struct {
 	ctxFD   int          // eventfd written when a Poll's context ends
 	pfds    [3]unix.PollFd
 
+	// The context whose end writes ctxFD, by its Done channel, and the
+	// stop function of that registration (context.AfterFunc). The reader
+	// registers once and keeps the registration while it passes contexts
+	// with the same Done channel (the same context, or values derived from
+	// it without a cancel of their own), so that a Poll allocates nothing;
+	// Teardown stops it. Reader-only, then Teardown's.
+	watchDone <-chan struct{}
+	watchStop func() bool
+
 	pkg             string // the user's package, for error messages
 	errClosed       error
 	errNotSupported error
@@ -102,32 +111,84 @@ func (k *Sock) Poll(ctx context.Context, wait time.Duration) (int16, error) {
 	if wait > 0 {
 		timeout = int((wait + time.Millisecond - 1) / time.Millisecond)
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, k.wakeCtx)
+	if err := k.watch(ctx); err != nil {
+		return 0, err
 	}
 	k.pfds[0].Revents, k.pfds[1].Revents, k.pfds[2].Revents = 0, 0, 0
 	n, err := unix.Poll(k.pfds[:], timeout)
-	if stop != nil {
-		stop()
-	}
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		return 0, fmt.Errorf("%s: poll: %w", k.pkg, err)
 	}
-	if k.closed.Load() {
-		return 0, k.errClosed
-	}
-	if k.pfds[2].Revents != 0 {
-		var buf [8]byte
-		_, _ = unix.Read(k.ctxFD, buf[:])
-	}
-	if err := ctx.Err(); err != nil {
+	if err := k.woken(ctx, k.pfds[2].Revents); err != nil {
 		return 0, err
 	}
 	if n <= 0 {
 		return 0, nil
 	}
 	return k.pfds[0].Revents, nil
+}
+
+// Nap waits d, to the nanosecond as the kernel's timer slack allows
+// (ppoll(2)), or until Stop is called or ctx ends, without watching the
+// socket: a reader's wait for more frames in a ring that already has some.
+// It returns errClosed once stopped and ctx's error once it ended, else
+// nil. It is for the reader alone.
+func (k *Sock) Nap(ctx context.Context, d time.Duration) error {
+	if err := k.watch(ctx); err != nil {
+		return err
+	}
+	ts := unix.NsecToTimespec(max(int64(d), 0))
+	k.pfds[1].Revents, k.pfds[2].Revents = 0, 0
+	if _, err := unix.Ppoll(k.pfds[1:3], &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("%s: ppoll: %w", k.pkg, err)
+	}
+	return k.woken(ctx, k.pfds[2].Revents)
+}
+
+// watch makes sure that ctx's end wakes the poll set (writes ctxFD), and
+// returns errClosed once stopped and ctx's error once it ended. A
+// registration is made once per context and kept while the reader passes
+// the same one (see watchDone), so that the steady state allocates
+// nothing; a context that cannot end needs none.
+func (k *Sock) watch(ctx context.Context) error {
+	if k.closed.Load() {
+		return k.errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := ctx.Done()
+	if done == nil || done == k.watchDone {
+		return nil
+	}
+	k.unwatch()
+	k.watchDone = done
+	k.watchStop = context.AfterFunc(ctx, k.wakeCtx)
+	return nil
+}
+
+// unwatch drops the context registration, if any. A callback that already
+// ran (or runs now) may leave one count in ctxFD: one spurious wake-up,
+// which woken consumes.
+func (k *Sock) unwatch() {
+	if k.watchStop != nil {
+		k.watchStop()
+	}
+	k.watchDone, k.watchStop = nil, nil
+}
+
+// woken is the end of a wait in the poll set: it consumes a context's
+// wake-up (ctxRevents: the ctxFD entry's revents) and returns errClosed
+// once stopped and ctx's error once it ended.
+func (k *Sock) woken(ctx context.Context, ctxRevents int16) error {
+	if k.closed.Load() {
+		return k.errClosed
+	}
+	if ctxRevents != 0 {
+		var buf [8]byte
+		_, _ = unix.Read(k.ctxFD, buf[:])
+	}
+	return ctx.Err()
 }
 
 // wakeCtx interrupts Poll when its context ends. It may run late, from
@@ -173,9 +234,11 @@ func (k *Sock) Do(f func(fd int) error) error {
 
 // Teardown waits for every Do to end, runs unmap (when not nil) and
 // closes the descriptors: the socket's unless keepFD (another owner closes
-// it), and the eventfds. Afterwards Do returns errClosed. The caller runs
-// it once, when the reader has left.
+// it), and the eventfds; it drops the reader's context registration.
+// Afterwards Do returns errClosed. The caller runs it once, when the
+// reader has left.
 func (k *Sock) Teardown(unmap func(), keepFD bool) {
+	k.unwatch()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if unmap != nil {

@@ -203,3 +203,98 @@ func TestSocketError(t *testing.T) {
 		t.Fatalf("SocketError read twice: %v", err)
 	}
 }
+
+// TestPollAllocs: a reader that polls again and again with the same
+// cancellable context allocates nothing: the context's registration is
+// made once and kept, not made and stopped on every Poll (which cost an
+// allocation a poll, so a few a frame for an AF_XDP reader woken for every
+// few frames). A context of its own (a new Done channel) replaces it, and
+// a value context derived from it reuses it.
+func TestPollAllocs(t *testing.T) {
+	k, peer := newSock(t)
+	if _, err := unix.Write(peer, []byte("x")); err != nil { // readable: Poll returns at once
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type key struct{}
+	vctx := context.WithValue(ctx, key{}, 1)
+	poll := func(c context.Context) {
+		if rev, err := k.Poll(c, time.Second); rev == 0 || err != nil {
+			t.Fatal(rev, err)
+		}
+		if err := k.Nap(c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(ctx)
+	first := k.watchDone
+	if allocs := testing.AllocsPerRun(1000, func() { poll(ctx); poll(vctx) }); allocs != 0 && !raceEnabled {
+		t.Errorf("Poll and Nap with the same context: %v allocations a round, want 0", allocs)
+	}
+	if k.watchDone != first || first != ctx.Done() {
+		t.Fatal("the registration changed while the same context was passed")
+	}
+	ctx2, cancel2 := context.WithCancel(ctx)
+	defer cancel2()
+	poll(ctx2)
+	if k.watchDone != ctx2.Done() {
+		t.Fatal("a new context did not replace the registration")
+	}
+	// The first context's end no longer concerns this reader...
+	cancel()
+	// ...but it ends ctx2 as well, whose registration wakes a Nap at once.
+	start := time.Now()
+	if err := k.Nap(ctx2, 5*time.Second); !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("Nap across the end of its context: %v after %v", err, time.Since(start))
+	}
+	k.Stop()
+	k.Teardown(nil, false)
+	if k.watchStop != nil || k.watchDone != nil {
+		t.Error("Teardown left the context registration")
+	}
+}
+
+// TestNapWakes: a Nap lasts its time, to well under a millisecond, and
+// ends at once on Stop or the end of its context, the context registered
+// by an earlier Poll included; it ignores a readable socket.
+func TestNapWakes(t *testing.T) {
+	k, peer := newSock(t)
+	if _, err := unix.Write(peer, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	const d = 300 * time.Microsecond
+	best := time.Hour
+	for range 20 {
+		start := time.Now()
+		if err := k.Nap(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		best = min(best, time.Since(start))
+	}
+	// The timer slack (50 µs for a normal thread) and a loaded machine's
+	// scheduling make it late, never early; poll(2)'s millisecond would
+	// make it a millisecond at least.
+	if best < d || best >= time.Millisecond {
+		t.Errorf("Nap(%v) with a readable socket: the quickest of 20 took %v", d, best)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := k.Poll(ctx, time.Millisecond); err != nil { // registers ctx
+		t.Fatal(err)
+	}
+	time.AfterFunc(20*time.Millisecond, cancel)
+	start := time.Now()
+	if err := k.Nap(ctx, 5*time.Second); !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("Nap across cancel: %v after %v, want context.Canceled at once", err, time.Since(start))
+	}
+	if err := k.Nap(ctx, time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Nap with an ended context: %v", err)
+	}
+	stopped := make(chan bool)
+	time.AfterFunc(20*time.Millisecond, func() { stopped <- k.Stop() })
+	start = time.Now()
+	if err := k.Nap(context.Background(), 5*time.Second); err != errClosed || time.Since(start) > 2*time.Second {
+		t.Fatalf("Nap across Stop: %v after %v, want errClosed at once", err, time.Since(start))
+	}
+	<-stopped
+}
