@@ -65,6 +65,10 @@ type Steering struct {
 // program cannot honour is an error wrapping ErrConfig that says what to
 // change, never a group steered otherwise than the dispatcher would. A
 // group has one Steering at a time.
+//
+// Any dispatch mode steers, but SetTable's ordered table changes need
+// DIRECT dispatch (steer.Config.Dispatch = steer.Direct): with HYBRID or
+// DEFERRED dispatch every SetTable is an error wrapping ErrConfig.
 func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering, error) {
 	if d == nil || g == nil {
 		return nil, fmt.Errorf("%w: nil dispatcher or group", ErrConfig)
@@ -275,10 +279,13 @@ func (st *Steering) StopIntake() error {
 
 // Close detaches the program (the link goes, so the queue's frames go to
 // the kernel stack again), empties its XSKMAP slots and unloads it, and
-// sets the sockets' Info.Attach back to AttachNone. It does not close the
+// sets the sockets' Info.Attach back to AttachNone. A SetTable waiting for
+// its holds to be lifted, or for its turn, returns an error wrapping
+// ErrClosed, as does every SetTable after Close. It does not close the
 // group or the dispatcher: a Run still going reads nothing more. Close is
 // idempotent.
 func (st *Steering) Close() error {
+	st.hold.Close()
 	st.counters()
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -314,7 +321,8 @@ func (st *Steering) Close() error {
 // SetTable reprograms the indirection table in the XDP program and in the
 // dispatcher at once, without reordering any flow, and returns when every
 // moved bucket is handled by its new worker only. It needs DIRECT
-// dispatch, and Run running (the readers lift the holds).
+// dispatch (steer.Config.Dispatch = steer.Direct), and Run running: the
+// readers lift the holds.
 //
 // After the program's table changes, frames of a moved bucket go to the
 // new worker's socket, but frames that came before may still sit in the
@@ -342,23 +350,45 @@ func (st *Steering) Close() error {
 // A hold normally lasts until the old worker's next read. It is lifted
 // early, and counted in SteeringStats, after SteeringOptions.HoldTimeout
 // (an old worker that stopped reading) or past SteeringOptions.MaxHeld
-// bytes: the only cases in which a flow may be reordered. Calls are
-// serialised, each starting after the previous one's holds are lifted. If
-// ctx ends first SetTable returns its error, the tables are already
-// switched, and the readers lift the holds later.
+// bytes: the only cases in which a flow may be reordered.
+//
+// What bounds the wait: calls are serialised, each starting after the
+// previous one's holds are lifted. While Run runs, the new workers' readers
+// lift the holds HoldTimeout after the switch at the latest. A hold still
+// on twice HoldTimeout after the switch (Run is not running, or a worker
+// is stuck in its handler) SetTable lifts itself, counted in
+// SteeringStats.HoldTimeouts, and returns: the frames that worker held
+// back it dispatches when it reads again, before anything it reads then.
+// So a call returns at most about twice HoldTimeout after its switch (plus
+// the wait for the previous call's holds, bounded the same way), when ctx
+// ends, or when Close is called. If ctx ends first SetTable returns its
+// error, the tables are already switched (unless it was still waiting for
+// the previous call), and the holds are lifted later. After Close, and
+// for a call Close woke, SetTable returns an error wrapping ErrClosed.
 func (st *Steering) SetTable(ctx context.Context, table []int) error {
+	st.mu.Lock()
+	closed := st.closed
+	st.mu.Unlock()
+	if closed {
+		return errSetTableClosed
+	}
 	if d := st.d.Config().Dispatch; d != steer.Direct {
-		return fmt.Errorf("%w: ordered table changes need direct dispatch, not %v", ErrConfig, d)
+		return fmt.Errorf("%w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v", ErrConfig, d)
 	}
 	err := st.hold.SetTable(ctx, table, (*xdpKernel)(st))
 	switch ctxErr := ctx.Err(); {
 	case errors.Is(err, holdback.ErrTable):
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	case errors.Is(err, holdback.ErrClosed):
+		return errSetTableClosed
 	case ctxErr != nil && errors.Is(err, ctxErr):
 		return fmt.Errorf("afxdp: %w", err)
 	}
 	return err
 }
+
+// errSetTableClosed is SetTable's error once the Steering is closed.
+var errSetTableClosed = fmt.Errorf("afxdp: set table: the steering is closed: %w", ErrClosed)
 
 // xdpKernel is the program's side of SetTable's protocol
 // (holdback.Kernel).
