@@ -40,9 +40,12 @@ type Source struct {
 	attach  atomic.Uint32 // Info.Attach: the mode of the program feeding the socket now
 	fedBy   atomic.Uint32 // the mode of the last program that fed it: SourceStats' Attach
 
-	readMu   sync.Mutex // held by the reader
-	rxCons   uint32     // the RX consumer index, under readMu
-	rejected []uint64   // chunks of filtered frames, under readMu
+	readMu   sync.Mutex    // held by the reader
+	rxCons   uint32        // the RX consumer index, under readMu
+	seenAt   time.Time     // when the reader first saw the oldest frame in the RX ring; zero: none seen. Under readMu
+	seenProd uint32        // the RX producer index at seenAt, under readMu
+	gap      time.Duration // the frames' last measured spacing in the RX ring (0: none yet), under readMu
+	rejected []uint64      // chunks of filtered frames, under readMu
 	heldPool sync.Pool
 	copyPool livesock.CopyPool
 
@@ -239,7 +242,10 @@ func (s *Source) Config() Config { return s.cfg }
 // hold the reader back (steer.LiveSource, under steer.OverflowAuto).
 func (s *Source) Live() bool { return true }
 
-// ReadBatch fills b with up to Config.BatchSize frames from the RX ring.
+// ReadBatch fills b with up to Config.BatchSize frames from the RX ring,
+// once the ring holds BatchSize frames or Config.BatchTimeout after the
+// reader first saw the oldest of them (at once with a negative
+// BatchTimeout).
 // Without Config.Copy the frames' Data are views into the UMEM; their
 // chunks go back to the FILL ring when b.Release is called, which must
 // happen exactly once per batch with frames, from any goroutine.
@@ -271,6 +277,12 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
+		if nap := s.gatherWait(); nap > 0 {
+			if err := s.sock.Nap(ctx, nap); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if s.take(b) > 0 {
 			if len(b.Frames) > 0 {
 				return s.rxCons, nil
@@ -291,6 +303,41 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 			return 0, err
 		}
 	}
+}
+
+// gatherWait returns how long the reader should wait for a fuller batch
+// before it takes what the RX ring holds (Config.BatchTimeout), or zero to
+// take now: when the ring is empty or holds a batch, or BatchTimeout has
+// passed since the reader first saw the oldest frame there. It waits for
+// the time the frames' spacing says the batch needs, at most the rest of
+// BatchTimeout, so that a ring that fills is handed over after about one
+// nap; before the spacing is known, for a quarter of BatchTimeout.
+func (s *Source) gatherWait() time.Duration {
+	if s.cfg.BatchTimeout <= 0 {
+		return 0
+	}
+	prod := atomic.LoadUint32(s.rx.prod)
+	avail := prod - s.rxCons
+	if avail == 0 || avail >= uint32(s.cfg.BatchSize) {
+		return 0
+	}
+	now := time.Now()
+	if s.seenAt.IsZero() {
+		s.seenAt, s.seenProd = now, prod
+	}
+	since := now.Sub(s.seenAt)
+	left := s.cfg.BatchTimeout - since
+	if left <= 0 {
+		return 0
+	}
+	if since > 0 {
+		// Frames came every since/arrived; none: further apart than since.
+		s.gap = since / time.Duration(max(prod-s.seenProd, 1))
+	}
+	if s.gap == 0 {
+		return left / 4
+	}
+	return min(left, time.Duration(uint32(s.cfg.BatchSize)-avail)*s.gap)
 }
 
 // rxProduced returns the RX ring's producer index (an acquire load): every
@@ -315,7 +362,8 @@ func (s *Source) rxProduced() (idx uint32, ok bool) {
 // back to the FILL ring.
 func (s *Source) take(b *steer.Batch) int {
 	cons := s.rxCons
-	avail := atomic.LoadUint32(s.rx.prod) - cons
+	prod := atomic.LoadUint32(s.rx.prod)
+	avail := prod - cons
 	if avail == 0 {
 		return 0
 	}
@@ -352,6 +400,12 @@ func (s *Source) take(b *steer.Batch) int {
 	}
 	s.rxCons = cons + n
 	atomic.StoreUint32(s.rx.cons, s.rxCons)
+	// Every frame the reader saw before (when it chose to wait) was among
+	// the first n; what is left it sees now.
+	s.seenAt = time.Time{}
+	if avail > n {
+		s.seenAt, s.seenProd = now, prod
+	}
 	if bad > 0 {
 		s.badDescs.Add(bad)
 	}

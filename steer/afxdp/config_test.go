@@ -22,7 +22,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.NumFrames != DefaultNumFrames || c.FrameSize != DefaultFrameSize || c.RingSize != DefaultRingSize ||
-		c.BatchSize != DefaultBatchSize || c.PollTimeout != DefaultPollTimeout || c.Bind != BindAuto || c.Attach != AttachAuto {
+		c.BatchSize != DefaultBatchSize || c.PollTimeout != DefaultPollTimeout || c.BatchTimeout != DefaultBatchTimeout || c.Bind != BindAuto || c.Attach != AttachAuto {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if umem := c.NumFrames * c.FrameSize; umem > 8<<20 {
@@ -53,6 +53,7 @@ func TestConfigInvalid(t *testing.T) {
 		"ring not pow2":      {RingSize: 1000},
 		"ring too large":     {RingSize: 2 * MaxRingSize},
 		"negative batch":     {BatchSize: -1},
+		"batch timeout":      {BatchTimeout: MaxBatchTimeout + 1},
 		"negative snap":      {SnapLen: -1},
 		"unknown bind":       {Bind: 7},
 		"unknown attach":     {Attach: 9},

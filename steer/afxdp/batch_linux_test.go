@@ -1,0 +1,173 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/steer"
+)
+
+// frameSender sends raw Ethernet frames out of B's link (an AF_PACKET
+// socket). veth hands a frame to its peer's XDP program in the sender's
+// softirq, so when send returns the frame is in A's RX ring.
+type frameSender struct {
+	fd    int
+	sa    unix.SockaddrLinklayer
+	frame []byte
+}
+
+func newFrameSender(t *testing.T, p *netns.Pair) *frameSender {
+	t.Helper()
+	fs := &frameSender{fd: -1}
+	err := p.B.Do(func() error {
+		ifi, err := net.InterfaceByName(p.B.Link)
+		if err != nil {
+			return err
+		}
+		fs.sa = unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6, Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+		fs.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("AF_PACKET socket in %s: %v", p.B.Name, err)
+	}
+	t.Cleanup(func() { unix.Close(fs.fd) })
+	// Broadcast, from a local address, of the local experimental EtherType:
+	// Open's program redirects every frame, and the stack ignores it.
+	fs.frame = make([]byte, 60)
+	copy(fs.frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x02, 0x88, 0xb5})
+	return fs
+}
+
+func (fs *frameSender) send(t *testing.T) {
+	t.Helper()
+	if err := unix.Sendto(fs.fd, fs.frame, 0, &fs.sa); err != nil {
+		t.Fatalf("sending a frame: %v", err)
+	}
+}
+
+// readFrames reads s until it has handed out n frames or 5s passed, and
+// returns the sizes of the non-empty batches.
+func readFrames(t *testing.T, s *Source, n int) []int {
+	t.Helper()
+	var sizes []int
+	var b steer.Batch
+	got := 0
+	for deadline := time.Now().Add(5 * time.Second); got < n && time.Now().Before(deadline); {
+		if err := s.ReadBatch(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Frames) > 0 {
+			got += len(b.Frames)
+			sizes = append(sizes, len(b.Frames))
+			b.Release()
+		}
+	}
+	if got != n {
+		t.Fatalf("read %d frames in 5s, want %d", got, n)
+	}
+	return sizes
+}
+
+// TestBatchTimeoutFullBatch: a batch is handed over as soon as the RX ring
+// holds BatchSize frames, long before BatchTimeout.
+func TestBatchTimeoutFullBatch(t *testing.T) {
+	netns.Require(t, "ethtool")
+	p := netns.New(t, netns.Options{})
+	s := openIn(t, p.A, Config{NumFrames: 64, RingSize: 64, BatchSize: 8, BatchTimeout: MaxBatchTimeout})
+	fs := newFrameSender(t, p)
+	const batches = 5
+	go func() {
+		for range batches * 8 {
+			fs.send(t)
+			time.Sleep(500 * time.Microsecond)
+		}
+	}()
+	start := time.Now()
+	sizes := readFrames(t, s, batches*8)
+	took := time.Since(start)
+	if !slices.Equal(sizes, []int{8, 8, 8, 8, 8}) {
+		t.Errorf("batch sizes %v, want five of 8", sizes)
+	}
+	if took >= MaxBatchTimeout {
+		t.Errorf("five full batches took %v: a full ring waited for BatchTimeout %v", took, MaxBatchTimeout)
+	}
+}
+
+// TestBatchTimeoutLatency: at a low rate a lone frame is handed over
+// BatchTimeout after the reader saw it, not earlier and not much later;
+// with a negative BatchTimeout at once.
+func TestBatchTimeoutLatency(t *testing.T) {
+	netns.Require(t, "ethtool")
+	p := netns.New(t, netns.Options{})
+	fs := newFrameSender(t, p)
+	const timeout = 20 * time.Millisecond
+	latencies := func(bt time.Duration) []time.Duration {
+		s := openIn(t, p.A, Config{NumFrames: 64, RingSize: 64, BatchTimeout: bt})
+		var lat []time.Duration
+		for range 7 {
+			sent := time.Now()
+			fs.send(t)
+			if sizes := readFrames(t, s, 1); len(sizes) != 1 {
+				t.Fatalf("batch sizes %v for a lone frame", sizes)
+			}
+			lat = append(lat, time.Since(sent))
+		}
+		s.Close()
+		slices.Sort(lat)
+		return lat
+	}
+	lat := latencies(timeout)
+	if lat[0] < timeout {
+		t.Errorf("BatchTimeout %v: a lone frame was handed over after %v (latencies %v)", timeout, lat[0], lat)
+	}
+	// A loaded machine may run the reader late; the median is generous.
+	if med := lat[len(lat)/2]; med > timeout+10*time.Millisecond {
+		t.Errorf("BatchTimeout %v: median latency %v (latencies %v)", timeout, med, lat)
+	}
+	off := latencies(-1)
+	if med := off[len(off)/2]; med >= timeout/2 {
+		t.Errorf("BatchTimeout off: median latency %v, want well under %v (latencies %v)", med, timeout, off)
+	}
+}
+
+// TestBatchTimeoutStream: under a steady trafgen stream that the reader
+// keeps up with, frames per read rise with the batch timeout, against a
+// read as soon as the ring has a frame.
+func TestBatchTimeoutStream(t *testing.T) {
+	netns.Require(t, "trafgen", "ethtool")
+	p := netns.New(t, netns.Options{})
+	perRead := func(bt time.Duration) float64 {
+		s := openIn(t, p.A, Config{BatchTimeout: bt})
+		var batches atomic.Uint64
+		r := read(s, func(b *steer.Batch) {
+			if len(b.Frames) > 0 {
+				batches.Add(1)
+			}
+		})
+		r0 := rxPackets(t, p.A)
+		trafgenUDP(t, context.Background(), p, 3000, "--gap", "50us")
+		_, st := settle(t, p.A, r0, s, r.frames.Load)
+		r.stop(t)
+		s.Close()
+		if st.RxRingFull+st.RxDropped > 0 {
+			t.Errorf("BatchTimeout %v: the kernel dropped: %+v", bt, st)
+		}
+		n := float64(r.frames.Load()) / float64(max(batches.Load(), 1))
+		t.Logf("BatchTimeout %v: %d frames in %d reads, %.1f a read", bt, r.frames.Load(), batches.Load(), n)
+		return n
+	}
+	off, on := perRead(-1), perRead(5*time.Millisecond)
+	if on < 4*off || on < 8 {
+		t.Errorf("frames a read: %.1f with a 5ms batch timeout, %.1f without: want at least 8 and 4 times as many", on, off)
+	}
+}
