@@ -2,7 +2,8 @@
 // live sources, steer/afpacket and steer/afxdp, share. They read a source
 // from a goroutine, send UDP frames with trafgen inside the namespaces of
 // internal/netns, wait for counters to settle, count the process's
-// descriptors and socket mappings (leak checks), and run the rounds of a
+// descriptors, socket mappings and goroutines (leak checks), and run the
+// rounds of a
 // close stress: close while a reader reads, while it waits, and while
 // handlers hold batches that they release after Close.
 //
