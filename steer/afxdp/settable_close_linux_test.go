@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -162,14 +163,7 @@ func TestSetTableClose(t *testing.T) {
 	}
 	g.Close()
 	d.Close(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines at the start, %d after Close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	livetest.GoroutinesBack(t, before)
 }
 
 // TestSetTableNeedsDirect: with another dispatch mode the group is
