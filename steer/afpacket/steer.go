@@ -22,9 +22,13 @@ type SteeringOptions struct {
 	Fallback int
 	// HoldTimeout bounds how long SetTable holds the frames of a moved
 	// bucket back in its new worker while the old worker drains what its
-	// ring held at the switch. Past it the frames are released anyway and
-	// counted in SteeringStats.HoldTimeouts (their order is then no longer
-	// guaranteed). Default DefaultHoldTimeout.
+	// ring held at the switch. Past it the new worker, reading under Run,
+	// releases the frames anyway, counted in SteeringStats.HoldTimeouts
+	// (their order is then no longer guaranteed). A hold still on twice
+	// HoldTimeout after the switch (no worker reading: Run not running)
+	// SetTable lifts itself, also counted, so a SetTable returns at most
+	// about twice HoldTimeout after its switch even without Run; Close ends
+	// its wait at once. Default DefaultHoldTimeout.
 	HoldTimeout time.Duration
 	// MaxHeld bounds the bytes of frames held back per worker during a
 	// table change; past it the hold is lifted early and counted in

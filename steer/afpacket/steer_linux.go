@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpsgo/rps/internal/bpfsteer"
@@ -36,6 +37,9 @@ type Steering struct {
 	prog *bpfsteer.Program
 	srcs []*steeredSource
 	hold *holdback.Holder // the ordered table changes of FanoutEBPF mode
+	// closed is set by Close: SetTable and KernelTable then return
+	// ErrClosed.
+	closed atomic.Bool
 }
 
 // NewSteering checks that g fits d (one socket per worker) and, in
@@ -47,6 +51,11 @@ type Steering struct {
 // configuration the program cannot honour is an error wrapping ErrConfig
 // that says what to change, never a group steered otherwise than the
 // dispatcher would.
+//
+// Any dispatch mode steers, but in FanoutEBPF mode SetTable's ordered
+// table changes need DIRECT dispatch (steer.Config.Dispatch =
+// steer.Direct): with HYBRID or DEFERRED dispatch every SetTable is then
+// an error wrapping ErrConfig.
 func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering, error) {
 	if d == nil || g == nil {
 		return nil, fmt.Errorf("%w: nil dispatcher or group", ErrConfig)
@@ -136,6 +145,9 @@ func (st *Steering) Group() *Group { return st.g }
 // KernelTable returns the indirection table the eBPF program uses now, or
 // an error outside FanoutEBPF mode.
 func (st *Steering) KernelTable() ([]int, error) {
+	if st.closed.Load() {
+		return nil, fmt.Errorf("afpacket: kernel table: the steering is closed: %w", ErrClosed)
+	}
 	if st.prog == nil {
 		return nil, fmt.Errorf("%w: no eBPF program in %v mode", ErrConfig, st.g.Mode())
 	}
@@ -164,8 +176,15 @@ func (st *Steering) Stats() SteeringStats {
 }
 
 // Close unloads the steering program (the group keeps its own reference to
-// it while it is open). It does not close the group or the dispatcher.
+// it while it is open). A SetTable waiting for its holds to be lifted, or
+// for its turn, returns an error wrapping ErrClosed, as does every
+// SetTable after Close. It does not close the group or the dispatcher.
+// Close is idempotent.
 func (st *Steering) Close() error {
+	if !st.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	st.hold.Close()
 	if st.prog != nil {
 		return st.prog.Close()
 	}
@@ -207,11 +226,26 @@ func (st *Steering) Close() error {
 // partly filled block after Config.BlockTimeout). It is lifted early, and
 // counted in SteeringStats, after SteeringOptions.HoldTimeout (an old
 // worker that stopped reading) or past SteeringOptions.MaxHeld bytes: the
-// only cases in which a flow may be reordered. Call SetTable while Run
-// runs; calls are serialised, each starting after the previous one's holds
-// are lifted. If ctx ends first SetTable returns its error, the tables are
-// already switched, and the readers lift the holds later.
+// only cases in which a flow may be reordered.
+//
+// Call SetTable while Run runs: the readers lift the holds. What bounds
+// the wait: calls are serialised, each starting after the previous one's
+// holds are lifted. While Run runs, the new workers' readers lift the
+// holds HoldTimeout after the switch at the latest. A hold still on twice
+// HoldTimeout after the switch (Run is not running, or a worker is stuck
+// in its handler) SetTable lifts itself, counted in
+// SteeringStats.HoldTimeouts, and returns: the frames that worker held
+// back it dispatches when it reads again, before anything it reads then.
+// So a call returns at most about twice HoldTimeout after its switch (plus
+// the wait for the previous call's holds, bounded the same way), when ctx
+// ends, or when Close is called. If ctx ends first SetTable returns its
+// error, the tables are already switched (unless it was still waiting for
+// the previous call), and the holds are lifted later. After Close, and
+// for a call Close woke, SetTable returns an error wrapping ErrClosed.
 func (st *Steering) SetTable(ctx context.Context, table []int) error {
+	if st.closed.Load() {
+		return errSetTableClosed
+	}
 	cfg := st.d.Config()
 	if st.prog == nil {
 		if cfg.Dispatch == steer.Direct {
@@ -220,17 +254,22 @@ func (st *Steering) SetTable(ctx context.Context, table []int) error {
 		return st.d.SetTable(table)
 	}
 	if cfg.Dispatch != steer.Direct {
-		return fmt.Errorf("%w: ordered table changes in ebpf mode need direct dispatch, not %v", ErrConfig, cfg.Dispatch)
+		return fmt.Errorf("%w: ordered table changes in ebpf mode need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v", ErrConfig, cfg.Dispatch)
 	}
 	err := st.hold.SetTable(ctx, table, (*fanoutKernel)(st))
 	switch ctxErr := ctx.Err(); {
 	case errors.Is(err, holdback.ErrTable):
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	case errors.Is(err, holdback.ErrClosed):
+		return errSetTableClosed
 	case ctxErr != nil && errors.Is(err, ctxErr):
 		return fmt.Errorf("afpacket: %w", err)
 	}
 	return err
 }
+
+// errSetTableClosed is SetTable's error once the Steering is closed.
+var errSetTableClosed = fmt.Errorf("afpacket: set table: the steering is closed: %w", ErrClosed)
 
 // fanoutKernel is the group's side of SetTable's protocol
 // (holdback.Kernel).
