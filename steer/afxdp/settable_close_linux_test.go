@@ -78,7 +78,7 @@ func waitErr(t *testing.T, errc chan error, limit time.Duration, what string) er
 // Run then reads on, and the next SetTable's holds are lifted by the
 // readers as usual.
 func TestSetTableWithoutRun(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	const timeout = 250 * time.Millisecond // long enough for the readers under Run to lift the second change's holds
 	d, _, st := steerIdle(t, steer.Direct, SteeringOptions{HoldTimeout: timeout})
 	table := swapped(d.Table())
 	start := time.Now()
