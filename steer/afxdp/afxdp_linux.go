@@ -42,7 +42,9 @@ type Source struct {
 
 	readMu   sync.Mutex    // held by the reader
 	rxCons   uint32        // the RX consumer index, under readMu
-	seenAt   time.Time     // when the reader first saw the oldest frame in the RX ring; zero: none seen. Under readMu
+	wake     uint32        // the RX ring's fill at which a gather ends (gatherWait), set at open
+	handTo   uint32        // the RX producer index when the last gather ended: frames before it go out at once. Under readMu
+	seenAt   time.Time     // when the current gather began (the reader saw a frame past handTo); zero: none. Under readMu
 	seenProd uint32        // the RX producer index at seenAt, under readMu
 	gap      time.Duration // the frames' last measured spacing in the RX ring (0: none yet), under readMu
 	rejected []uint64      // chunks of filtered frames, under readMu
@@ -126,6 +128,7 @@ func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error)
 		return nil, err
 	}
 	s.heldPool.New = func() any { return newHeld(s) }
+	s.wake = uint32(min(max(cfg.BatchSize, cfg.RingSize/4), cfg.RingSize))
 	s.copyPool.Init()
 	return s, nil
 }
@@ -243,9 +246,7 @@ func (s *Source) Config() Config { return s.cfg }
 func (s *Source) Live() bool { return true }
 
 // ReadBatch fills b with up to Config.BatchSize frames from the RX ring,
-// once the ring holds BatchSize frames or Config.BatchTimeout after the
-// reader first saw the oldest of them (at once with a negative
-// BatchTimeout).
+// after waiting for the ring to fill as Config.BatchTimeout says.
 // Without Config.Copy the frames' Data are views into the UMEM; their
 // chunks go back to the FILL ring when b.Release is called, which must
 // happen exactly once per batch with frames, from any goroutine.
@@ -305,21 +306,24 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 	}
 }
 
-// gatherWait returns how long the reader should wait for a fuller batch
+// gatherWait returns how long the reader should wait for more frames
 // before it takes what the RX ring holds (Config.BatchTimeout), or zero to
-// take now: when the ring is empty or holds a batch, or BatchTimeout has
-// passed since the reader first saw the oldest frame there. It waits for
-// the time the frames' spacing says the batch needs, at most the rest of
-// BatchTimeout, so that a ring that fills is handed over after about one
-// nap; before the spacing is known, for a quarter of BatchTimeout.
+// take now. A gather begins when the reader finds frames the last one did
+// not hand over, and ends when the ring holds wake frames (a quarter of
+// it, a batch at least) or BatchTimeout after it began; every frame in the
+// ring then is handed over without another wait, in batches of BatchSize,
+// so that one wake-up of the reader serves many batches, as one TPACKET_V3
+// block does. Meanwhile the reader naps for the time the frames' spacing
+// says the ring needs to reach wake frames, at most the rest of
+// BatchTimeout (a quarter of BatchTimeout before it knows the spacing).
 func (s *Source) gatherWait() time.Duration {
 	if s.cfg.BatchTimeout <= 0 {
 		return 0
 	}
 	prod := atomic.LoadUint32(s.rx.prod)
 	avail := prod - s.rxCons
-	if avail == 0 || avail >= uint32(s.cfg.BatchSize) {
-		return 0
+	if avail == 0 || int32(s.handTo-s.rxCons) > 0 {
+		return 0 // nothing to wait for, or frames a gather handed over
 	}
 	now := time.Now()
 	if s.seenAt.IsZero() {
@@ -327,7 +331,8 @@ func (s *Source) gatherWait() time.Duration {
 	}
 	since := now.Sub(s.seenAt)
 	left := s.cfg.BatchTimeout - since
-	if left <= 0 {
+	if avail >= s.wake || left <= 0 {
+		s.handTo, s.seenAt = prod, time.Time{}
 		return 0
 	}
 	if since > 0 {
@@ -337,7 +342,7 @@ func (s *Source) gatherWait() time.Duration {
 	if s.gap == 0 {
 		return left / 4
 	}
-	return min(left, time.Duration(uint32(s.cfg.BatchSize)-avail)*s.gap)
+	return min(left, time.Duration(s.wake-avail)*s.gap)
 }
 
 // rxProduced returns the RX ring's producer index (an acquire load): every
@@ -362,8 +367,7 @@ func (s *Source) rxProduced() (idx uint32, ok bool) {
 // back to the FILL ring.
 func (s *Source) take(b *steer.Batch) int {
 	cons := s.rxCons
-	prod := atomic.LoadUint32(s.rx.prod)
-	avail := prod - cons
+	avail := atomic.LoadUint32(s.rx.prod) - cons
 	if avail == 0 {
 		return 0
 	}
@@ -400,12 +404,6 @@ func (s *Source) take(b *steer.Batch) int {
 	}
 	s.rxCons = cons + n
 	atomic.StoreUint32(s.rx.cons, s.rxCons)
-	// Every frame the reader saw before (when it chose to wait) was among
-	// the first n; what is left it sees now.
-	s.seenAt = time.Time{}
-	if avail > n {
-		s.seenAt, s.seenProd = now, prod
-	}
 	if bad > 0 {
 		s.badDescs.Add(bad)
 	}

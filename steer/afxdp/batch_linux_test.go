@@ -78,28 +78,33 @@ func readFrames(t *testing.T, s *Source, n int) []int {
 	return sizes
 }
 
-// TestBatchTimeoutFullBatch: a batch is handed over as soon as the RX ring
-// holds BatchSize frames, long before BatchTimeout.
+// TestBatchTimeoutFullBatch: the reader waits while the RX ring holds
+// fewer frames than a quarter of it, and hands them all over, in batches
+// of BatchSize, as soon as it holds that many, long before BatchTimeout.
 func TestBatchTimeoutFullBatch(t *testing.T) {
 	netns.Require(t, "ethtool")
 	p := netns.New(t, netns.Options{})
-	s := openIn(t, p.A, Config{NumFrames: 64, RingSize: 64, BatchSize: 8, BatchTimeout: MaxBatchTimeout})
+	// A ring of 64: the reader hands over at 16 frames.
+	s := openIn(t, p.A, Config{NumFrames: 128, RingSize: 64, BatchSize: 8, BatchTimeout: MaxBatchTimeout})
 	fs := newFrameSender(t, p)
-	const batches = 5
+	const pause = 100 * time.Millisecond
 	go func() {
-		for range batches * 8 {
+		for range 12 {
 			fs.send(t)
-			time.Sleep(500 * time.Microsecond)
+		}
+		time.Sleep(pause)
+		for range 20 {
+			fs.send(t)
 		}
 	}()
 	start := time.Now()
-	sizes := readFrames(t, s, batches*8)
+	sizes := readFrames(t, s, 32)
 	took := time.Since(start)
-	if !slices.Equal(sizes, []int{8, 8, 8, 8, 8}) {
-		t.Errorf("batch sizes %v, want five of 8", sizes)
+	if !slices.Equal(sizes, []int{8, 8, 8, 8}) {
+		t.Errorf("batch sizes %v, want four of 8 (12 frames are not a quarter of the ring)", sizes)
 	}
-	if took >= MaxBatchTimeout {
-		t.Errorf("five full batches took %v: a full ring waited for BatchTimeout %v", took, MaxBatchTimeout)
+	if took < pause || took >= MaxBatchTimeout {
+		t.Errorf("the batches took %v: want the time of the 16th frame, after %v and well before BatchTimeout %v", took, pause, MaxBatchTimeout)
 	}
 }
 

@@ -24,15 +24,31 @@ var (
 	ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
 )
 
-// Defaults for the zero values of Config. They give an 8 MiB UMEM per
-// socket (or per group, whose sockets share one).
+// Defaults for the zero values of Config. They give a 32 MiB UMEM per
+// socket (or per group, whose sockets share one) and an RX ring of 8192
+// frames: 6.8 ms at 1.2 Mpps. An AF_PACKET socket's default 4 MiB ring
+// buffers about 30,000 64-byte frames; an AF_XDP ring's buffer is a 2 KiB
+// chunk a frame, so as deep a ring would take 64 MiB. Every chunk is in
+// one of three places: the FILL ring (the kernel's, for frames to come),
+// the RX ring, or a handler's batch; with twice as many chunks as RX
+// entries the ring can fill while handlers hold thousands of frames. The
+// ring must ride out the reader's stalls: a reader that shares its CPU
+// with the traffic's source is off it for milliseconds at a time, and with
+// 2048 entries such a reader lost frames from 500 kpps up (see
+// docs/performance.md). Without
+// CAP_IPC_LOCK the kernel charges the UMEM to RLIMIT_MEMLOCK, and refuses
+// one beyond it (ENOBUFS): lower NumFrames, or raise the limit.
 const (
-	DefaultNumFrames   = 4096
+	DefaultNumFrames   = 16384
 	DefaultFrameSize   = 2048
-	DefaultRingSize    = 2048
+	DefaultRingSize    = 8192
 	DefaultPollTimeout = 100 * time.Millisecond
-	// DefaultBatchTimeout is Config.BatchTimeout's default; see there.
-	DefaultBatchTimeout = 100 * time.Microsecond
+	// DefaultBatchTimeout is Config.BatchTimeout's default: long enough
+	// that a wake-up of the reader serves hundreds of frames from 250 kpps
+	// up (a shorter one costs the reader more CPU a frame, see
+	// docs/performance.md), a tenth of an AF_PACKET socket's default block
+	// timeout, and 1200 frames at 1.2 Mpps, well within the default ring.
+	DefaultBatchTimeout = time.Millisecond
 	// MaxBatchTimeout bounds Config.BatchTimeout.
 	MaxBatchTimeout  = time.Second
 	DefaultBatchSize = steer.BatchSize
@@ -170,24 +186,25 @@ type Config struct {
 	// BatchSize is the most frames one ReadBatch call returns. Default
 	// DefaultBatchSize (steer.BatchSize).
 	BatchSize int
-	// BatchTimeout is how long ReadBatch waits for a full batch: it
-	// returns once the RX ring holds BatchSize frames, or BatchTimeout
-	// after the reader first saw the oldest frame there, whichever comes
-	// first (as a TPACKET_V3 block is handed over when it is full or its
-	// retire timeout passes). An AF_XDP socket is readable as soon as one
-	// frame is in its ring, so without the wait a reader wakes up and
-	// hands a batch on for every few frames, and that hand-off, not the
-	// frame, is what a reader spends most on: the wait buys full batches
-	// at high rates and bounds the latency it adds at low ones. The wait
-	// (ppoll(2)) may run over by the kernel's timer slack, 50 µs for a
-	// normal thread; Close and the context's end cut it short. Frames are
-	// timestamped when ReadBatch takes them, after the wait.
+	// BatchTimeout is how long the reader waits for its RX ring to fill
+	// before it hands frames over, as a TPACKET_V3 block is handed over
+	// when it is full or its retire timeout passes. An AF_XDP socket is
+	// readable as soon as one frame is in its ring, so without the wait a
+	// reader wakes up and hands a batch on for every few frames, and those
+	// wake-ups and hand-offs, not the frames, are what a reader spends most
+	// on. With it, when ReadBatch finds frames in the ring it waits until
+	// the ring holds a quarter of RingSize (BatchSize at least) or
+	// BatchTimeout has passed since it first saw them; then it hands over
+	// everything the ring holds, BatchSize frames a call, without waiting
+	// again. So at high rates one wake-up serves many full batches, and at
+	// low rates a frame waits BatchTimeout at most. The wait (ppoll(2))
+	// may run over by the kernel's timer slack, 50 µs for a normal thread;
+	// Close and the context's end cut it short. Frames are timestamped when
+	// ReadBatch takes them, after the wait.
 	//
 	// The RX ring must hold what arrives meanwhile: BatchTimeout times the
 	// frame rate, plus whatever the reader's other stalls let pile up, must
-	// stay below RingSize, or the kernel drops (Stats.RxRingFull). The
-	// defaults hold 8192 frames, 1.2 Mpps for 6.8 ms, against the 120 that
-	// the default wait of 100 µs lets arrive at that rate.
+	// stay below RingSize, or the kernel drops (Stats.RxRingFull).
 	//
 	// Negative hands frames over as soon as the ring has any. Default
 	// DefaultBatchTimeout; at most MaxBatchTimeout.

@@ -25,7 +25,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.BatchSize != DefaultBatchSize || c.PollTimeout != DefaultPollTimeout || c.BatchTimeout != DefaultBatchTimeout || c.Bind != BindAuto || c.Attach != AttachAuto {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
-	if umem := c.NumFrames * c.FrameSize; umem > 8<<20 {
+	if umem := c.NumFrames * c.FrameSize; umem > 32<<20 {
 		t.Fatalf("the default UMEM takes %d bytes", umem)
 	}
 }

@@ -9,6 +9,12 @@ import (
 // a free chunk or TX ring slot before it drops the rest of its frames.
 const DefaultSendWait = 10 * time.Millisecond
 
+// Defaults of SenderConfig's NumFrames and RingSize: an 8 MiB UMEM.
+const (
+	DefaultSendFrames   = 4096
+	DefaultSendRingSize = 2048
+)
+
 // SenderConfig tunes a Sender. The zero value is usable: every zero field
 // takes the default named beside it.
 type SenderConfig struct {
@@ -19,7 +25,7 @@ type SenderConfig struct {
 	Queue int
 	// NumFrames is the number of UMEM chunks, a power of two: the most
 	// frames in flight (on the TX ring, or sent and not yet completed).
-	// Default DefaultNumFrames.
+	// Default DefaultSendFrames.
 	NumFrames int
 	// FrameSize is the UMEM chunk size, a power of two between
 	// MinFrameSize and the page size, and the longest frame Send takes
@@ -28,7 +34,7 @@ type SenderConfig struct {
 	// RingSize is the number of TX ring entries, a power of two up to
 	// NumFrames. (The COMPLETION ring has NumFrames entries, so the
 	// kernel always finds room to complete a frame.) Default
-	// DefaultRingSize, or NumFrames when that is smaller.
+	// DefaultSendRingSize, or NumFrames when that is smaller.
 	RingSize int
 	// Bind chooses zero copy or copy mode. Default BindAuto.
 	Bind BindMode
@@ -43,13 +49,13 @@ type SenderConfig struct {
 // withDefaults returns c with the zero fields set and checks it.
 func (c SenderConfig) withDefaults() (SenderConfig, error) {
 	if c.NumFrames == 0 {
-		c.NumFrames = DefaultNumFrames
+		c.NumFrames = DefaultSendFrames
 	}
 	if c.FrameSize == 0 {
 		c.FrameSize = DefaultFrameSize
 	}
 	if c.RingSize == 0 {
-		c.RingSize = min(DefaultRingSize, max(c.NumFrames, 1))
+		c.RingSize = min(DefaultSendRingSize, max(c.NumFrames, 1))
 	}
 	if c.Wait == 0 {
 		c.Wait = DefaultSendWait
