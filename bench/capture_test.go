@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/internal/cli"
-	"github.com/rpsgo/rps/steer"
 )
 
 // TestCaptureCases: at every offered rate the captures follow each other in
@@ -99,48 +97,28 @@ func TestPrintCapture(t *testing.T) {
 	}
 }
 
-// countedSource gives batches of the sizes in sizes, in turn.
-type countedSource struct {
-	sizes []int
-	n     int
-}
-
-func (s *countedSource) ReadBatch(_ context.Context, b *steer.Batch) error {
-	k := s.sizes[s.n%len(s.sizes)]
-	s.n++
-	b.Frames = b.Frames[:0]
-	for range k {
-		b.Frames = append(b.Frames, steer.Frame{Data: make([]byte, 64)})
+// TestXDPFlags: -xdp-unbatched adds an AF_XDP socket that hands frames
+// over at once beside the batched one at every rate; -xdp-batch-timeout
+// takes the library's range.
+func TestXDPFlags(t *testing.T) {
+	defer func() { benchXDPUnbatched, benchXDPBatch = false, 0 }()
+	o, err := parseFlags([]string{"-xdp-unbatched", "-xdp-batch-timeout", "1ms"}, io.Discard)
+	if err != nil || !benchXDPUnbatched || benchXDPBatch != time.Millisecond {
+		t.Fatalf("-xdp-unbatched -xdp-batch-timeout 1ms: %+v, %v, %v, %v", o, benchXDPUnbatched, benchXDPBatch, err)
 	}
-	return nil
-}
-
-func (s *countedSource) Close() error { return nil }
-
-// TestWaitingSource: the -xdp-wait what-if waits before a read that
-// follows a short one, and only then.
-func TestWaitingSource(t *testing.T) {
-	const wait = 50 * time.Millisecond
-	ws := &waitingSource{Source: &countedSource{sizes: []int{3, steer.BatchSize, 0, steer.BatchSize}}, wait: wait}
-	var b steer.Batch
-	var took []time.Duration
-	for range 5 {
-		start := time.Now()
-		if err := ws.ReadBatch(context.Background(), &b); err != nil {
-			t.Fatal(err)
-		}
-		took = append(took, time.Since(start))
-	}
-	// Reads: 3 frames, then (after a wait) 64, then 0, 64 and 3 without one.
-	if took[1] < wait {
-		t.Errorf("the read after a 3-frame batch took %v, want a wait of %v", took[1], wait)
-	}
-	for _, i := range []int{0, 2, 3, 4} {
-		if took[i] >= wait {
-			t.Errorf("read %d took %v: it waited after a full or an empty batch", i, took[i])
+	s := &suite{o: options{count: 1, scale: 1}}
+	n := 0
+	for _, c := range s.captureCases(2, nil) {
+		if c.Source == "afxdp-unbatched" {
+			n++
 		}
 	}
-	if _, err := parseFlags([]string{"-xdp-wait", "-1ms"}, io.Discard); !errors.Is(err, cli.ErrUsage) {
-		t.Errorf("-xdp-wait -1ms: %v, want a usage error", err)
+	if n != len(liveRates) {
+		t.Errorf("%d unbatched AF_XDP cases, want one a rate (%d)", n, len(liveRates))
+	}
+	for _, bad := range []string{"2s", "-2s"} {
+		if _, err := parseFlags([]string{"-xdp-batch-timeout", bad}, io.Discard); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("-xdp-batch-timeout %s: %v, want a usage error", bad, err)
+		}
 	}
 }

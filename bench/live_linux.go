@@ -223,14 +223,7 @@ func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver
 		rc.close()
 		return nil, fmt.Errorf("opening %s: %w", c.Source, err)
 	}
-	xdp := c.Source == "afxdp" || c.Source == "xdp-ebpf"
-	if xdp && benchXDPWait > 0 {
-		rc.capture += " +wait " + benchXDPWait.String()
-	}
 	for _, src := range srcs {
-		if xdp && benchXDPWait > 0 {
-			src = &waitingSource{Source: src, wait: benchXDPWait}
-		}
 		rc.stamped = append(rc.stamped, newStampSource(src))
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -309,13 +302,17 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 		}
 		rc.closers = append(rc.closers, st.Close)
 		return st.Sources(), nil
-	case src == "afxdp":
-		s, err := afxdp.Open(link, xdpConfig)
+	case src == "afxdp" || src == "afxdp-unbatched":
+		cfg := xdpConfig()
+		if src == "afxdp-unbatched" {
+			cfg.BatchTimeout = -1
+		}
+		s, err := afxdp.Open(link, cfg)
 		if err != nil {
 			return nil, err
 		}
 		rc.closers = append(rc.closers, s.Close)
-		rc.capture = s.Info().Attach.String() + " " + s.Info().Mode()
+		rc.capture = xdpCapture(s.Info(), s.Config())
 		rc.kernel = func() (uint64, string, bool) {
 			st, _ := s.Stats()
 			return st.RxDropped + st.RxRingFull, fmt.Sprint(st), true
@@ -325,7 +322,7 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 		if rc.d == nil {
 			return nil, errors.New("xdp-ebpf steers by the dispatcher's table: it needs a library implementation")
 		}
-		g, err := afxdp.OpenGroup(link, c.Workers, xdpConfig)
+		g, err := afxdp.OpenGroup(link, c.Workers, xdpConfig())
 		if err != nil {
 			return nil, err
 		}
@@ -339,20 +336,25 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 			return nil, err
 		}
 		rc.closers = append(rc.closers, st.Close)
-		rc.capture = g.Info().Attach.String() + " " + g.Info().Mode()
+		rc.capture = xdpCapture(g.Info(), g.Source(0).Config())
 		return st.Sources(), nil
 	}
 	return nil, fmt.Errorf("unknown live source %q", c.Source)
 }
 
-// xdpConfig configures the AF_XDP sockets of the live runs: an RX ring of
-// 16384 descriptors and a UMEM of 32768 chunks (64 MiB), which buffer about
-// as many 64-byte frames as an AF_PACKET socket's default 4 MiB ring
-// (TPACKET_V3 packs them about 128 bytes apart), so that both ride out the
-// same stall of their reader. afxdp's defaults (2048 and 4096) hold an
-// eighth of that, and a reader that shares its CPU with trafgen loses
-// frames at every rate with them.
-var xdpConfig = afxdp.Config{RingSize: 16384, NumFrames: 32768}
+// xdpConfig configures the AF_XDP sockets of the live runs: afxdp's
+// defaults, with -xdp-batch-timeout's batch timeout.
+func xdpConfig() afxdp.Config { return afxdp.Config{BatchTimeout: benchXDPBatch} }
+
+// xdpCapture describes AF_XDP sockets for the capture column: how the
+// program is attached, the bind mode and the batch timeout.
+func xdpCapture(info afxdp.Info, cfg afxdp.Config) string {
+	batch := "unbatched"
+	if cfg.BatchTimeout > 0 {
+		batch = "batch " + cfg.BatchTimeout.String()
+	}
+	return info.Attach.String() + " " + info.Mode() + " " + batch
+}
 
 // sources converts a slice of sources to steer.Source values.
 func sources[S steer.Source](ss []S) []steer.Source {

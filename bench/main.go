@@ -43,7 +43,8 @@
 //	         socket steered in user space, a fanout EBPF group and N
 //	         AF_XDP sockets on one UMEM steered by the library's XDP
 //	         program (the library's hash in the kernel, both), each with
-//	         the frames it lost
+//	         the frames it lost (with -xdp-unbatched, one more AF_XDP socket
+//	         that hands frames over as soon as its ring has any)
 //	         and its CPU time per frame, of the reader and of the whole
 //	         path (trafgen and the ksoftirqd threads too, which run the
 //	         kernel's receive work), and the highest rate it took without
@@ -80,6 +81,7 @@ import (
 
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 // options are the command-line flags.
@@ -129,7 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.rrWork, "rr-work", 20*time.Microsecond, "CPU `time` the forwarder spends per frame")
 	fs.BoolVar(&o.noPlots, "noplots", false, "do not draw the PNG plots")
 	fs.IntVar(&benchQLimit, "qlimit", 0, "queue limit of every dispatcher run, in `frames`; 0: the library's default")
-	fs.DurationVar(&benchXDPWait, "xdp-wait", 0, "live AF_XDP runs: after a read of fewer than 32 frames, wait this `long` before the next (a what-if: the batches a TPACKET_V3 block timeout gives AF_PACKET)")
+	fs.DurationVar(&benchXDPBatch, "xdp-batch-timeout", 0, "live AF_XDP sockets' batch timeout (afxdp.Config.BatchTimeout): how `long` a read waits for a full batch; 0: the library's default, negative: none")
+	fs.BoolVar(&benchXDPUnbatched, "xdp-unbatched", false, "the live capture comparison also runs an AF_XDP socket with no batch timeout")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run even on a terminal")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, err
@@ -141,8 +144,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, cli.Usagef("-scale %g: want a positive factor", o.scale)
 	case benchQLimit < 0 || benchQLimit > steer.MaxQLimit:
 		return o, cli.Usagef("-qlimit %d: want 0 to %d", benchQLimit, steer.MaxQLimit)
-	case benchXDPWait < 0 || benchXDPWait > time.Second:
-		return o, cli.Usagef("-xdp-wait %v: want 0 to 1s", benchXDPWait)
+	case benchXDPBatch < -afxdp.MaxBatchTimeout || benchXDPBatch > afxdp.MaxBatchTimeout:
+		return o, cli.Usagef("-xdp-batch-timeout %v: want -%v to %v", benchXDPBatch, afxdp.MaxBatchTimeout, afxdp.MaxBatchTimeout)
 	}
 	for _, e := range strings.Split(o.exps, ",") {
 		if e != "" && !slices.Contains(experiments, e) {

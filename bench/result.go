@@ -59,7 +59,7 @@ type Result struct {
 	Batches  uint64  `json:"batches,omitempty"`  // non-empty batches the sockets' reads gave
 	ReaderNs float64 `json:"reader_cpu_ns_per_frame,omitempty"`
 	TotalNs  float64 `json:"total_cpu_ns_per_frame,omitempty"`
-	Capture  string  `json:"capture,omitempty"` // AF_XDP: the attach and bind modes, "native copy", and -xdp-wait
+	Capture  string  `json:"capture,omitempty"` // AF_XDP: the attach and bind modes and the batch timeout, "native copy batch 100µs"
 	Note     string  `json:"note,omitempty"`
 
 	lat *hist // kept for the latency plot, not serialized

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 // job is one run of one configuration.
@@ -204,7 +205,11 @@ func (s *suite) captureCases(workers int, have []Case) []Case {
 			cs = append(cs, t)
 		}
 		c.Workers = workers
-		for _, is := range [][2]string{{"rps", "afpacket"}, {"rps", "afxdp"}, {"rps-fanout", "fanout-ebpf"}, {"rps-xdp", "xdp-ebpf"}} {
+		captures := [][2]string{{"rps", "afpacket"}, {"rps", "afxdp"}, {"rps-fanout", "fanout-ebpf"}, {"rps-xdp", "xdp-ebpf"}}
+		if benchXDPUnbatched {
+			captures = slices.Insert(captures, 2, [2]string{"rps", "afxdp-unbatched"})
+		}
+		for _, is := range captures {
 			c.Impl, c.Source = is[0], is[1]
 			if !slices.Contains(have, c) {
 				cs = append(cs, c)
@@ -568,18 +573,18 @@ func median(v []float64) float64 {
 }
 
 // captureLegend says what the capture comparison's columns mean.
-const captureLegend = `  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair;
-  AF_PACKET sockets have the default 4 MiB ring, AF_XDP sockets a 16384-entry RX ring and a UMEM of
-  32768 chunks, which buffer about as many frames.
-  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy;
-    +wait: the -xdp-wait what-if, a sleep after a short read);
+var captureLegend = fmt.Sprintf(`  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair;
+  AF_PACKET sockets have the default 4 MiB ring, AF_XDP sockets the defaults: a %d-entry RX ring
+  and a UMEM of %d chunks.
+  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy)
+    and its batch timeout (how long a read waits for a full batch; unbatched: none);
     offered the rate asked of trafgen (max: as fast as it goes); sent kpps frames over trafgen's
     run, its start-up included; lost frames sent and never handled, every cause; f/batch frames
     per non-empty batch a socket read gave; reader ns/f the CPU time of the reader (this process,
     or tcpdump) per frame handled; total ns/f the same with trafgen's and the ksoftirqd threads',
     which run the kernel's receive path (veth, XDP, the copy into the ring or the UMEM, the IP
     stack); no loss up to: the highest offered rate without loss in any run
-`
+`, afxdp.DefaultRingSize, afxdp.DefaultNumFrames)
 
 // rrLegend says what the request/response table's columns mean.
 const rrLegend = `  examples/forwarder between a client and a server namespace; TCP connections doing 1-byte

@@ -381,29 +381,14 @@ func span(srcs ...*stampSource) time.Duration {
 	return time.Duration(last - first)
 }
 
-// benchXDPWait is -xdp-wait: how long the live AF_XDP runs wait after a
-// short read (see waitingSource); 0 does not wait.
-var benchXDPWait time.Duration
+// benchXDPBatch is -xdp-batch-timeout: the live AF_XDP sockets'
+// Config.BatchTimeout (0: afxdp's default, negative: none).
+var benchXDPBatch time.Duration
 
-// waitingSource is the -xdp-wait what-if: after a read that gave frames but
-// fewer than half a batch, it sleeps for wait before the next read, so that
-// the next one finds more frames in the ring, as a TPACKET_V3 block's
-// retire timeout has AF_PACKET's reader wait for a fuller block.
-type waitingSource struct {
-	steer.Source
-	wait  time.Duration
-	short bool
-}
-
-// ReadBatch implements steer.Source.
-func (s *waitingSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
-	if s.short {
-		time.Sleep(s.wait)
-	}
-	err := s.Source.ReadBatch(ctx, b)
-	s.short = len(b.Frames) > 0 && len(b.Frames) < steer.BatchSize/2
-	return err
-}
+// benchXDPUnbatched is -xdp-unbatched: the capture comparison also runs one
+// AF_XDP socket with no batch timeout, which hands frames over as soon as
+// its ring has any.
+var benchXDPUnbatched bool
 
 // readDirect is a baseline reader: it reads src and calls the handler for
 // every frame itself, as the worker ww belongs to, then releases the batch.
