@@ -58,6 +58,7 @@ type Source struct {
 	delivered atomic.Uint64
 	filtered  atomic.Uint64
 	badDescs  atomic.Uint64
+	passed    atomic.Uint64 // Stats.PassedToKernel as last read from prog
 
 	statsMu sync.Mutex
 	kstats  Stats // the kernel's counters, as last read
@@ -68,9 +69,10 @@ type Source struct {
 // ifname, in the caller's network namespace (a goroutine that changed
 // namespace must keep its OS thread locked while calling Open), with a
 // UMEM of its own, and attaches a small XDP program that redirects every
-// frame of that queue to it (unless cfg.Attach is AttachNone). The program
-// is attached through a BPF link: Close detaches it, and so does the
-// process's exit.
+// frame of that queue to it (unless cfg.Attach is AttachNone); with
+// cfg.PassUnhashed the program passes the frames it cannot hash, such as
+// ARP, to the kernel stack instead. The program is attached through a BPF
+// link: Close detaches it, and so does the process's exit.
 func Open(ifname string, cfg Config) (*Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -93,7 +95,7 @@ func Open(ifname string, cfg Config) (*Source, error) {
 		}
 	}
 	if cfg.Attach != AttachNone {
-		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.sock.FD(), cfg.Attach)
+		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.sock.FD(), cfg.Attach, cfg.PassUnhashed)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)
@@ -498,9 +500,13 @@ func (s *Source) poll(ctx context.Context, wait time.Duration) error {
 	return nil
 }
 
-// Stats returns the kernel's XDP_STATISTICS and the source's own counters.
-// After Close it returns them as of Close.
+// Stats returns the kernel's XDP_STATISTICS, the source's own counters
+// and, with Config.PassUnhashed, the program's PassedToKernel. After Close
+// it returns them as of Close.
 func (s *Source) Stats() (Stats, error) {
+	s.progMu.Lock()
+	perr := s.readPassedLocked()
+	s.progMu.Unlock()
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	var err error
@@ -511,7 +517,21 @@ func (s *Source) Stats() (Stats, error) {
 	st.RxInvalidDescs += s.badDescs.Load()
 	st.Delivered = s.delivered.Load()
 	st.Filtered = s.filtered.Load()
-	return st, err
+	st.PassedToKernel = s.passed.Load()
+	return st, errors.Join(err, perr)
+}
+
+// readPassedLocked reads the program's count of frames passed to the
+// kernel, while it is attached; the caller holds progMu.
+func (s *Source) readPassedLocked() error {
+	n, err := s.prog.passed()
+	if err != nil {
+		return fmt.Errorf("afxdp: %s: %w", s.name, err)
+	}
+	if s.prog != nil {
+		s.passed.Store(n)
+	}
+	return nil
 }
 
 func (s *Source) readKernelStatsLocked() error {
@@ -596,6 +616,7 @@ func (s *Source) StopIntake() error {
 	if s.prog == nil {
 		return nil // stopped already, or closed
 	}
+	_ = s.readPassedLocked() // the final count
 	err := s.prog.close()
 	s.prog = nil
 	s.setAttach(AttachNone)
@@ -612,6 +633,7 @@ func (s *Source) StopIntake() error {
 func (s *Source) detach() error {
 	s.progMu.Lock()
 	defer s.progMu.Unlock()
+	_ = s.readPassedLocked() // the final count
 	err := s.prog.close()
 	s.prog = nil
 	return err

@@ -215,6 +215,18 @@ type Config struct {
 	PollTimeout time.Duration
 	// Bind chooses zero copy or copy mode. Default BindAuto.
 	Bind BindMode
+	// PassUnhashed makes Open's program pass the frames of the queue that
+	// it cannot hash (non-IP such as ARP, malformed headers: user space
+	// gives them HashType NONE) to the kernel stack, counted in
+	// Stats.PassedToKernel, instead of redirecting them to the socket: the
+	// host keeps answering ARP and neighbour discovery on the interface.
+	// Open then attaches the library's steering program (with one socket)
+	// instead of its smallest one, at some cost a frame: the program parses
+	// each frame's headers and hashes it. Without it the socket takes every
+	// frame of its queue, as a Steering's group does without
+	// SteeringOptions.PassUnhashed. A Group's sockets ignore it: their
+	// Steering's options decide. Default false.
+	PassUnhashed bool
 	// Attach chooses the XDP hook of the program Open attaches (OpenGroup
 	// attaches none; its Steering does, with this mode). Default
 	// AttachAuto.
@@ -359,6 +371,13 @@ type Stats struct {
 	// on the others, so that sums over sockets (Group.Stats, the
 	// dispatcher's and steer/metrics' sums over sources) are right.
 	RxFillRingEmptyDescs uint64
+	// PassedToKernel counts the frames of the socket's queue that Open's
+	// program, with Config.PassUnhashed, could not hash and passed to the
+	// kernel stack: they never reached the socket, so they are not in
+	// Received. Zero without PassUnhashed, and for a Group's sockets (see
+	// SteeringStats). It stops counting when the program is detached
+	// (StopIntake, Close).
+	PassedToKernel uint64
 }
 
 // Received is the number of frames the kernel redirected to the socket:
@@ -377,6 +396,7 @@ func (s Stats) Add(o Stats) Stats {
 		RxInvalidDescs:       s.RxInvalidDescs + o.RxInvalidDescs,
 		RxRingFull:           s.RxRingFull + o.RxRingFull,
 		RxFillRingEmptyDescs: s.RxFillRingEmptyDescs + o.RxFillRingEmptyDescs,
+		PassedToKernel:       s.PassedToKernel + o.PassedToKernel,
 	}
 }
 

@@ -11,11 +11,24 @@
 // AF_PACKET socket (package steer/afpacket) is a tap beside the stack: the
 // host keeps receiving every frame and the socket gets a copy. Use AF_XDP
 // where the frames are the application's, AF_PACKET to watch a port the
-// host still uses. Open's program redirects every frame of Config.Queue,
-// ARP and other non-IP frames included (the dispatcher places those by the
-// SOURCE policy, and the host's stack sees none of them); the other
-// queues' frames go to the stack as before. A Steering passes the frames it
-// cannot hash to the stack instead (see Steering in XDP).
+// host still uses.
+//
+// One rule holds for both of the package's modes, Open's socket and a
+// Steering's group: by default they take every frame of their queue, the
+// frames the library cannot hash included (ARP and other non-IP frames,
+// malformed headers: user space gives them HashType NONE). Open's socket
+// gets them as it gets the rest, and a Steering sends them to its
+// fallback socket (SteeringOptions.Fallback, default 0), as the SOURCE
+// policy would place them: all come from the one queue. The host's stack
+// then sees none of them: it neither answers ARP requests nor learns
+// from ARP replies that arrive on that queue. With PassUnhashed (Config.PassUnhashed for Open,
+// SteeringOptions.PassUnhashed for a Steering) the program passes them to
+// the kernel stack instead, which keeps ARP and neighbour discovery
+// working, and counts them (Stats.PassedToKernel,
+// SteeringStats.UnhashedPassed); for it Open attaches the library's
+// steering program with one socket rather than its smallest one. Either
+// way the frames of the interface's other queues go to the stack.
+//
 // Config.Promisc puts the interface in promiscuous mode while the socket
 // (or group) is open, counted by the kernel per holder as AF_PACKET's
 // PACKET_MR_PROMISC membership is: an AF_XDP socket has no membership of
@@ -158,13 +171,10 @@
 // (steer.Dispatcher.RunOnWorkers), and with DIRECT dispatch the frame is
 // classified and handled there. RunGroup does it all with default options.
 //
-// Frames the program cannot hash (non-IP such as ARP, malformed headers:
-// user space gives them HashType NONE) are passed to the kernel stack by
-// default: an AF_XDP socket takes what it is given, and the host would
-// otherwise lose ARP on the interface. With SteeringOptions.UseFallback
-// they go to one socket instead, the SOURCE rule (all of them come from
-// the one queue). Both are counted (SteeringStats.UnhashedPassed,
-// UnhashedFallback), beside the frames redirected to each socket, those
+// Frames the program cannot hash go to the fallback socket, or with
+// SteeringOptions.PassUnhashed to the kernel stack (the rule above). Both
+// are counted (SteeringStats.UnhashedFallback, UnhashedPassed), beside
+// the frames redirected to each socket, those
 // whose slot held no socket (a closed socket: passed to the kernel) and
 // those of other queues (below); every frame the program sees is in
 // exactly one of Redirected, UnhashedPassed, NoSocket and OtherQueue, and

@@ -12,6 +12,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/bpfsteer"
 )
 
 // XDP actions (enum xdp_action) and the offset of rx_queue_index in
@@ -23,10 +26,15 @@ const (
 
 // redirect is the program Open attaches: every frame of one queue goes to
 // the socket in slot 0 of its XSKMAP, frames of other queues (and every
-// frame while the slot is empty) to the kernel stack.
+// frame while the slot is empty) to the kernel stack. Without
+// Config.PassUnhashed it is a program of a few instructions (xsks, prog);
+// with it, the library's steering program (x) with a one-bucket table,
+// which passes the frames it cannot hash to the kernel stack and counts
+// them.
 type redirect struct {
 	xsks *ebpf.Map
 	prog *ebpf.Program
+	x    *bpfsteer.XDP
 	link link.Link
 	mode AttachMode
 }
@@ -64,9 +72,13 @@ func currentNetNS() (netNS, error) {
 }
 
 // attachRedirect loads the redirect program for the socket fd bound to
-// queue and attaches it to the interface through a BPF link, in mode
-// (AttachAuto: native, else generic).
-func attachRedirect(ns netNS, ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
+// queue (the steering program with passUnhashed) and attaches it to the
+// interface through a BPF link, in mode (AttachAuto: native, else
+// generic).
+func attachRedirect(ns netNS, ifindex, queue, fd int, mode AttachMode, passUnhashed bool) (*redirect, error) {
+	if passUnhashed {
+		return attachPassUnhashed(ns, ifindex, queue, fd, mode)
+	}
 	r := &redirect{}
 	var err error
 	r.xsks, err = ebpf.NewMap(&ebpf.MapSpec{
@@ -99,6 +111,42 @@ func attachRedirect(ns netNS, ifindex, queue, fd int, mode AttachMode) (*redirec
 		return nil, err
 	}
 	return r, nil
+}
+
+// attachPassUnhashed loads bpfsteer's XDP program with one socket and a
+// one-bucket table (so the key does not matter: every hashed frame goes
+// to slot 0), passing the frames it cannot hash to the kernel stack, and
+// attaches it as attachRedirect does.
+func attachPassUnhashed(ns netNS, ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
+	opts := bpfsteer.Options{Key: hash.MicrosoftKey[:], Table: []uint32{0}, PassUnhashed: true, Queue: uint32(queue)}
+	x, err := bpfsteer.NewXDP(opts, 1)
+	if err != nil {
+		return nil, fmt.Errorf("loading the XDP program: %w", err)
+	}
+	r := &redirect{x: x}
+	if err := x.SetSocket(0, fd); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.link, r.mode, err = attachProgram(ns, x.Program(), ifindex, mode)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// passed returns the frames the program passed to the kernel stack for
+// want of a hash: zero for the tiny program, which passes none.
+func (r *redirect) passed() (uint64, error) {
+	if r == nil || r.x == nil {
+		return 0, nil
+	}
+	c, err := r.x.Counters()
+	if err != nil {
+		return 0, fmt.Errorf("reading the XDP program's counters: %w", err)
+	}
+	return c.UnhashedPassed, nil
 }
 
 // errOtherNetNS is returned by an attach from another network namespace
@@ -186,6 +234,15 @@ func (r *redirect) close() error {
 	if r.xsks != nil {
 		r.xsks.Close()
 		r.xsks = nil
+	}
+	if r.x != nil {
+		if err := r.x.ClearSocket(0); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.x.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		r.x = nil
 	}
 	return errors.Join(errs...)
 }

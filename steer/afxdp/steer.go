@@ -10,20 +10,24 @@ import (
 // bucket's frames back while the bucket's old worker drains its RX ring.
 const DefaultHoldTimeout = holdback.DefaultHoldTimeout
 
-// SteeringOptions tune a [Steering]. The zero value is usable: frames the
-// program cannot hash are passed to the kernel stack.
+// SteeringOptions tune a [Steering]. The zero value is usable: the group
+// takes every frame of its queue, and the frames the program cannot hash
+// go to socket 0.
 type SteeringOptions struct {
-	// UseFallback sends the frames the program cannot hash (non-IP such as
-	// ARP, malformed headers: user space gives them HashType NONE) to
-	// socket Fallback instead of passing them to the kernel stack. User
-	// space would place them with the SOURCE policy, by the queue they
-	// came from: all of a Steering's frames come from one queue, so one
-	// socket stands for it. Without UseFallback such frames go to the
-	// kernel, which keeps ARP and neighbour discovery working on the
-	// interface; with it, the host no longer sees them.
-	UseFallback bool
-	// Fallback is the socket (worker) of UseFallback. Default 0.
+	// Fallback is the socket (worker) that gets the frames the program
+	// cannot hash (non-IP such as ARP, malformed headers: user space gives
+	// them HashType NONE). User space would place them with the SOURCE
+	// policy, by the queue they came from: all of a Steering's frames come
+	// from one queue, so one socket stands for it. It must name a socket
+	// of the group even with PassUnhashed. Default 0.
 	Fallback int
+	// PassUnhashed passes the frames the program cannot hash to the kernel
+	// stack instead of sending them to socket Fallback, counted in
+	// SteeringStats.UnhashedPassed: the host keeps answering ARP and
+	// neighbour discovery on the interface. Without it the group takes
+	// every frame of its queue, as Open's socket does without
+	// Config.PassUnhashed, and the host sees none of them.
+	PassUnhashed bool
 	// HoldTimeout bounds how long SetTable holds the frames of a moved
 	// bucket back in its new worker while the old worker drains what its
 	// RX ring held at the switch. Past it the new worker, reading under
@@ -55,15 +59,15 @@ type SteeringStats struct {
 	HoldOverflows uint64
 
 	// Redirected[i] counts the frames the program redirected to socket i:
-	// the hashed frames its table sends there, and with UseFallback the
+	// the hashed frames its table sends there, and unless PassUnhashed the
 	// unhashed ones for the fallback socket. A redirected frame is the
 	// socket's (its Stats.Received once the RX ring is drained).
 	Redirected []uint64
 	// UnhashedPassed counts the frames the program could not hash that it
-	// passed to the kernel stack (without UseFallback).
+	// passed to the kernel stack (with SteeringOptions.PassUnhashed).
 	UnhashedPassed uint64
 	// UnhashedFallback counts the frames it could not hash that it sent to
-	// the fallback socket (with UseFallback); each is counted in
+	// the fallback socket (without PassUnhashed); each is counted in
 	// Redirected too, or in NoSocket.
 	UnhashedFallback uint64
 	// NoSocket counts frames whose socket's XSKMAP slot was empty (the

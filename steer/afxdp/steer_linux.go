@@ -51,8 +51,8 @@ type Steering struct {
 // puts each socket in its slot and attaches the program to the group's
 // interface through a BPF link, in the mode g was opened with
 // (Config.Attach: native, else generic). From then on the group's queue is
-// steered: its frames reach the sockets, and the frames the program cannot
-// hash go to the kernel stack or, with opts.UseFallback, to one socket.
+// steered: each of its frames reaches a socket, those the program cannot
+// hash socket opts.Fallback (with opts.PassUnhashed, the kernel stack).
 // Frames of the interface's other receive queues go to the kernel stack,
 // counted (SteeringStats.OtherQueue): a socket takes only frames of the
 // queue it is bound to.
@@ -76,14 +76,14 @@ func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering
 	if g.Len() != d.Workers() {
 		return nil, fmt.Errorf("%w: a group of %d sockets for %d workers: want one socket per worker", ErrConfig, g.Len(), d.Workers())
 	}
-	if opts.UseFallback && (opts.Fallback < 0 || opts.Fallback >= g.Len()) {
+	if opts.Fallback < 0 || opts.Fallback >= g.Len() {
 		return nil, fmt.Errorf("%w: fallback socket %d of %d", ErrConfig, opts.Fallback, g.Len())
 	}
 	first := g.sources[0]
 	if first.cfg.Attach == AttachNone {
 		return nil, fmt.Errorf("%w: the group was opened with AttachNone: a Steering attaches its program in the group's Config.Attach mode", ErrConfig)
 	}
-	base := bpfsteer.Options{Hook: bpfsteer.HookXDP, PassUnhashed: !opts.UseFallback, Fallback: uint32(opts.Fallback),
+	base := bpfsteer.Options{Hook: bpfsteer.HookXDP, PassUnhashed: opts.PassUnhashed, Fallback: uint32(opts.Fallback),
 		Queue: uint32(first.cfg.Queue)}
 	popts, err := bpfsteer.DispatcherOptions(d.Config(), d.Table(), base)
 	if err != nil {

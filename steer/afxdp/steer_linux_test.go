@@ -390,8 +390,10 @@ func neighbour(t testing.TB, p *netns.Pair) bool {
 // TestSteeringLive steers sequence-numbered UDP flows and ARP requests
 // through a group of three sockets, native and generic: every flow on one
 // worker, the one the user-space table picks for every hashed frame, in
-// order; the ARP requests passed to the kernel (which learns B's address)
-// and counted, or sent to the fallback socket; the program's counters, the
+// order; the ARP requests sent to the fallback socket (socket 0 by
+// default, the SOURCE rule: A's kernel does not learn B's address), or
+// with PassUnhashed passed to the kernel (which learns it) and counted;
+// the program's counters, the
 // sockets' and the dispatcher's adding up to the interface's rx_packets;
 // and no program left once the Steering is closed.
 func TestSteeringLive(t *testing.T) {
@@ -403,8 +405,8 @@ func TestSteeringLive(t *testing.T) {
 		opts SteeringOptions
 	}{
 		{"native", Config{}, AttachNative, SteeringOptions{}},
-		{"generic", Config{Attach: AttachGeneric}, AttachGeneric, SteeringOptions{}},
-		{"fallback", Config{}, AttachNative, SteeringOptions{UseFallback: true, Fallback: 2}},
+		{"generic fallback", Config{Attach: AttachGeneric}, AttachGeneric, SteeringOptions{Fallback: 2}},
+		{"pass unhashed", Config{}, AttachNative, SteeringOptions{PassUnhashed: true, Fallback: 2}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := netns.New(t, netns.Options{})
@@ -428,7 +430,7 @@ func TestSteeringLive(t *testing.T) {
 			l.checkFlows(0, flows, flows*rounds*9/10)
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if c.opts.UseFallback {
+			if !c.opts.PassUnhashed {
 				if ss.UnhashedFallback != arps || ss.UnhashedPassed != 0 || l.arps[c.opts.Fallback] != arps || len(l.arps) != 1 {
 					t.Errorf("%d ARP frames: %d sent to the fallback, %d passed; the handler saw %v (by worker), want all on %d",
 						arps, ss.UnhashedFallback, ss.UnhashedPassed, l.arps, c.opts.Fallback)
@@ -620,7 +622,8 @@ func TestSteeringErrors(t *testing.T) {
 		says string
 	}{
 		{"one socket per worker", newD(steer.Config{Workers: 3, Dispatch: steer.Direct}), SteeringOptions{}, "one socket per worker"},
-		{"fallback out of range", d2, SteeringOptions{UseFallback: true, Fallback: 2}, "fallback"},
+		{"fallback out of range", d2, SteeringOptions{Fallback: 2}, "fallback"},
+		{"negative fallback, passing", d2, SteeringOptions{PassUnhashed: true, Fallback: -1}, "fallback"},
 		{"flow policy", newD(steer.Config{Workers: 2, Dispatch: steer.Direct, Policy: steer.PolicyFlow}), SteeringOptions{}, "rss policy"},
 	} {
 		err := inA(func() error { _, err := NewSteering(c.d, g2, c.opts); return err })
