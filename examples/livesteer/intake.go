@@ -73,7 +73,7 @@ func (o options) sockConfig() (sockConfig, error) {
 	c := sockConfig{
 		packet: afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc},
 		xdp: afxdp.Config{SnapLen: o.snaplen, Queue: o.xdpQueue, Attach: o.xdpAttach, Bind: o.xdpBind,
-			Promisc: !o.noPromisc},
+			Promisc: !o.noPromisc, PassUnhashed: o.xdpPass},
 	}
 	if o.filter == "" {
 		return c, nil
@@ -140,7 +140,9 @@ func openIntake(o options, d *steer.Dispatcher, c sockConfig) (*intake, error) {
 // program that redirects every frame of its queue to it, steered in user
 // space; with -fanout ebpf one socket per worker sharing one UMEM, and the
 // XDP steering program that redirects each frame to its worker's socket
-// (frames it cannot hash, such as ARP, go to the kernel stack).
+// (frames it cannot hash, such as ARP, to socket 0). With
+// -xdp-pass-unhashed both modes pass the frames they cannot hash to the
+// kernel stack instead.
 func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) {
 	in := &intake{keepsFlows: func() bool { return true }}
 	if o.fanout == "none" {
@@ -159,7 +161,7 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 		if g, err = afxdp.OpenGroup(o.iface, d.Workers(), cfg); err != nil {
 			return err
 		}
-		if st, err = afxdp.NewSteering(d, g, afxdp.SteeringOptions{}); err != nil {
+		if st, err = afxdp.NewSteering(d, g, afxdp.SteeringOptions{PassUnhashed: o.xdpPass}); err != nil {
 			g.Close()
 			return steeringError(err)
 		}

@@ -23,8 +23,14 @@
 // RSS steering and redirects each frame to its worker's socket. Other
 // fanout modes are a usage error: AF_XDP has no fanout group. Unlike an
 // AF_PACKET tap, an AF_XDP socket takes the frames: the kernel stack does
-// not see the frames of that queue while livesteer runs, so use it on a
-// port given over to capture. The program is attached native (in the
+// not see the frames of that queue while livesteer runs, ARP included (in
+// both modes the sockets take every frame of the queue: with -fanout ebpf
+// the frames the program cannot hash go to socket 0), so use it on a port
+// given over to capture. With -xdp-pass-unhashed the frames the library
+// cannot hash (ARP, other non-IP frames, malformed headers) go to the
+// kernel stack instead, in both modes, so the host keeps answering ARP on
+// the port (afxdp.Config.PassUnhashed, SteeringOptions.PassUnhashed). The
+// program is attached native (in the
 // driver) where the driver allows, else generic, and the socket is zero
 // copy where the driver allows, else copy (-xdp-attach, -xdp-bind force a
 // mode); the status line, the per-socket lines of the report and the JSON
@@ -143,6 +149,7 @@ type options struct {
 	xdpQueue  int              // -xdp-queue
 	xdpAttach afxdp.AttachMode // -xdp-attach: auto, native or generic
 	xdpBind   afxdp.BindMode   // -xdp-bind: auto, zerocopy or copy
+	xdpPass   bool             // -xdp-pass-unhashed: frames the program cannot hash go to the kernel stack
 
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
@@ -193,6 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.xdpQueue, "xdp-queue", 0, "with -xdp, the NIC receive `queue` to read; the other queues' frames go to the kernel stack")
 	fs.TextVar(&o.xdpAttach, "xdp-attach", afxdp.AttachAuto, "with -xdp, the XDP program's attach `mode`: auto (native, else generic), native or generic")
 	fs.TextVar(&o.xdpBind, "xdp-bind", afxdp.BindAuto, "with -xdp, the socket's `mode`: auto (zero copy, else copy), zerocopy or copy")
+	fs.BoolVar(&o.xdpPass, "xdp-pass-unhashed", false, "with -xdp, pass the frames the library cannot hash (ARP, other non-IP frames) to the kernel stack instead of the sockets, in both modes, so that the host keeps ARP on the interface; off by default: the sockets take every frame of the queue")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {
 		return o, err

@@ -119,8 +119,8 @@ func TestXDPUsage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-fanout none") || !strings.Contains(err.Error(), "-fanout ebpf") {
 		t.Errorf("-xdp -fanout hash: %v; want it to name the modes that work", err)
 	}
-	o, err := parseFlags([]string{"-i", "eth0", "-xdp", "-xdp-queue", "3", "-xdp-attach", "Native", "-xdp-bind", "copy"}, io.Discard)
-	if err != nil || !o.xdp || o.xdpQueue != 3 || o.xdpAttach != afxdp.AttachNative || o.xdpBind != afxdp.BindCopy || o.fanout != "none" {
+	o, err := parseFlags([]string{"-i", "eth0", "-xdp", "-xdp-queue", "3", "-xdp-attach", "Native", "-xdp-bind", "copy", "-xdp-pass-unhashed"}, io.Discard)
+	if err != nil || !o.xdp || o.xdpQueue != 3 || o.xdpAttach != afxdp.AttachNative || o.xdpBind != afxdp.BindCopy || o.fanout != "none" || !o.xdpPass {
 		t.Errorf("parsed %+v, %v", o, err)
 	}
 }
