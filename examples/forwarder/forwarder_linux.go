@@ -113,8 +113,9 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	var xcfg *afxdp.Config
 	if o.XDP {
 		// AF_XDP sees received frames only, never the ones sent on the
-		// port, and hands each batch over as soon as it is read.
-		xcfg = &afxdp.Config{PollTimeout: 50 * time.Millisecond}
+		// port; a batch is handed over full or after the same timeout as
+		// an AF_PACKET block.
+		xcfg = &afxdp.Config{PollTimeout: 50 * time.Millisecond, BatchTimeout: bt}
 	}
 	for i, name := range []string{o.In, o.Out} {
 		p, err := openPort(name, rcfg, xcfg, i == 0 || !o.OneWay, i == 1 || !o.OneWay)

@@ -29,7 +29,8 @@
 //	-work D         CPU time spent per frame (default 0)
 //	-oneway         forward only from -in to -out
 //	-pin            pin worker i to the i-th allowed CPU
-//	-block-timeout  how long the kernel holds a ring block that is not full
+//	-block-timeout  how long a batch that is not full waits (an AF_PACKET ring
+//	                block, or with -xdp the AF_XDP BatchTimeout)
 //	                (default 1ms; it bounds the added latency at low rates)
 //	-stats          print the dispatcher's netstat -Q-style report at exit
 //	-xdp            receive and send through AF_XDP (see below)
@@ -108,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (o Options, stats bool, err err
 	fs.DurationVar(&o.Work, "work", 0, "CPU `time` spent on each frame")
 	fs.BoolVar(&o.OneWay, "oneway", false, "forward only from -in to -out")
 	fs.BoolVar(&o.Pin, "pin", false, "pin each worker to a CPU")
-	fs.DurationVar(&o.BlockTimeout, "block-timeout", time.Millisecond, "ring block `timeout` (1ms and up)")
+	fs.DurationVar(&o.BlockTimeout, "block-timeout", time.Millisecond, "how long a batch that is not full waits before it is handed over: the AF_PACKET ring block `timeout` (1ms and up), or with -xdp the AF_XDP sockets' BatchTimeout")
 	fs.BoolVar(&stats, "stats", false, "print the dispatcher's report at exit")
 	fs.BoolVar(&o.XDP, "xdp", false, "receive and send through AF_XDP sockets (queue 0 of each port) instead of AF_PACKET sockets")
 	if err := cli.Parse(fs, args); err != nil {
