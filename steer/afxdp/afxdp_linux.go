@@ -183,6 +183,9 @@ func (s *Source) setup(shared *Source) error {
 			return fmt.Errorf("bind: %w (another AF_XDP socket holds the queue)", err)
 		case cfg.Bind == BindZeroCopy && errors.Is(err, unix.EOPNOTSUPP):
 			return fmt.Errorf("bind: %w (the driver has no zero-copy mode; use BindAuto or BindCopy)", err)
+		case errors.Is(err, unix.EINVAL) && shared == nil:
+			return fmt.Errorf("bind: %w (is there a receive queue %d on %s? `ethtool -l %s` lists its queues: Config.Queue must be below their number)",
+				err, cfg.Queue, s.ifname, s.ifname)
 		}
 		return fmt.Errorf("bind: %w", err)
 	}

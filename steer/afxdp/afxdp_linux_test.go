@@ -5,6 +5,7 @@ package afxdp
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,14 @@ func TestOpenErrors(t *testing.T) {
 	})
 	if !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("zero copy on veth: %v, want EOPNOTSUPP", err)
+	}
+	// A queue the device does not have: the error says what to check.
+	err = p.B.Do(func() error {
+		_, err := Open(p.B.Link, Config{NumFrames: 64, RingSize: 64, Queue: 5})
+		return err
+	})
+	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "receive queue 5") {
+		t.Errorf("queue 5 of a one-queue veth: %v, want EINVAL naming the queue", err)
 	}
 	err = p.A.Do(func() error {
 		_, err := Open("nonexistent0", Config{})

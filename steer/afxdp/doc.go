@@ -66,7 +66,12 @@
 //
 // # Zero copy and release
 //
-// ReadBatch waits for descriptors with poll(2), and hands the frames out as
+// ReadBatch waits for descriptors with poll(2) and, like a TPACKET_V3 block
+// that is handed over full or at its timeout, gathers them: it hands the
+// ring over once it holds a quarter of its entries or Config.BatchTimeout
+// (1 ms by default) after the reader saw its first frame, so that one
+// wake-up serves many batches (docs/performance.md measures why). It hands
+// the frames out as
 // steer.Frame values whose Data point INTO the UMEM. The RX slots are given
 // back at once (the descriptors are read), but each frame's chunk stays
 // user space's until the batch's Release puts the batch's chunks back into
