@@ -190,8 +190,10 @@ func ip(a [4]byte) string {
 }
 
 // tcpConf writes a trafgen configuration for 64-byte TCP ACKs from B to
-// A's port dport, from random source ports, to a MAC address that is not
-// A's, so that A sends nothing back: what B sends is what A receives.
+// A's port dport, from random source ports in 49152-49407 (never a port a
+// test's filter names, so that "tcp port 5201" cannot match a frame to
+// port 80 by its source port), to a MAC address that is not A's, so that A
+// sends nothing back: what B sends is what A receives.
 func tcpConf(t *testing.T, p *netns.Pair, dport int) string {
 	t.Helper()
 	conf := filepath.Join(t.TempDir(), fmt.Sprintf("tcp%d.cfg", dport))
@@ -199,7 +201,7 @@ func tcpConf(t *testing.T, p *netns.Pair, dport int) string {
 	cfg := "{ 0x02, 0x00, 0x00, 0x00, 0x00, 0x99, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, c16(0x0800),\n" +
 		" 0x45, 0x00, c16(50), drnd(2), c16(0x4000), 64, 6, csumip(14, 33),\n" +
 		" " + ip(src) + ", " + ip(dst) + ",\n" +
-		" drnd(2), c16(" + strconv.Itoa(dport) + "), drnd(4), c32(0), 0x50, 0x10, c16(512), c16(0), c16(0), fill(0x00, 10) }\n"
+		" 0xc0, drnd(), c16(" + strconv.Itoa(dport) + "), drnd(4), c32(0), 0x50, 0x10, c16(512), c16(0), c16(0), fill(0x00, 10) }\n"
 	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,9 @@ import (
 )
 
 // frameSpec is a trafgen packet from B to A: IPv4 TCP (an ACK) or UDP to
-// dport from a random source port, 64 bytes on the wire (68 with an
+// dport from a random source port in 49152-49407 (never a port a filter of
+// these tests names, so that "tcp port 5201" cannot match a frame to port
+// 80 by its source port), 64 bytes on the wire (68 with an
 // 802.1Q tag carrying tci when tci is not zero). Its destination MAC is
 // not A's, so A's stack drops it without a reply (no RST, no ICMP, no ARP):
 // the frames B sends are all the interface receives.
@@ -35,9 +37,9 @@ func frameSpec(p *netns.Pair, proto uint8, dport uint16, tci uint16) string {
 	fmt.Fprintf(&sb, " 0x45, 0x00, c16(50), drnd(2), c16(0x4000), 64, %d, csumip(14, 33),\n", proto)
 	fmt.Fprintf(&sb, " %d, %d, %d, %d,\n %d, %d, %d, %d,\n", src[0], src[1], src[2], src[3], dst[0], dst[1], dst[2], dst[3])
 	if proto == 6 {
-		fmt.Fprintf(&sb, " drnd(2), c16(%d), drnd(4), c32(0), 0x50, 0x10, c16(512), c16(0), c16(0),\n fill(0x00, 10)\n}\n", dport)
+		fmt.Fprintf(&sb, " 0xc0, drnd(), c16(%d), drnd(4), c32(0), 0x50, 0x10, c16(512), c16(0), c16(0),\n fill(0x00, 10)\n}\n", dport)
 	} else {
-		fmt.Fprintf(&sb, " drnd(2), c16(%d), c16(30), c16(0),\n fill(0x00, 22)\n}\n", dport)
+		fmt.Fprintf(&sb, " 0xc0, drnd(), c16(%d), c16(30), c16(0),\n fill(0x00, 22)\n}\n", dport)
 	}
 	return sb.String()
 }
