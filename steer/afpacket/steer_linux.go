@@ -257,15 +257,7 @@ func (st *Steering) SetTable(ctx context.Context, table []int) error {
 		return fmt.Errorf("%w: ordered table changes in ebpf mode need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v", ErrConfig, cfg.Dispatch)
 	}
 	err := st.hold.SetTable(ctx, table, (*fanoutKernel)(st))
-	switch ctxErr := ctx.Err(); {
-	case errors.Is(err, holdback.ErrTable):
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	case errors.Is(err, holdback.ErrClosed):
-		return errSetTableClosed
-	case ctxErr != nil && errors.Is(err, ctxErr):
-		return fmt.Errorf("afpacket: %w", err)
-	}
-	return err
+	return holdback.PackageError(ctx, err, "afpacket", ErrConfig, errSetTableClosed)
 }
 
 // errSetTableClosed is SetTable's error once the Steering is closed.
