@@ -13,17 +13,21 @@ import "github.com/rpsgo/rps/internal/rfstable"
 // (rfs) all go through mayLeave, and moveHooks lets per-flow state follow.
 
 // mayLeave is the rule for one move: whether a bucket or flow whose last
-// frame from this producer sits at position lastTail in worker cur's queue
-// may now go to worker to. cur's pending frames are handed over first, so
-// that they have queue positions to compare.
-func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
+// frame from this producer sits at position *lastTail in worker cur's
+// queue may now go to worker to. cur's pending frames are handed over
+// first, so that they have queue positions to compare, and only then is
+// *lastTail read: the hand-over is what writes the positions of the
+// pending frames (setTails), and a position read before it would let the
+// move skip ahead of them.
+func (p *producer) mayLeave(cur int, lastTail *uint64, to int) bool {
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
 		p.flush(cur, p.wait)
 	}
 	old := p.d.workers[cur]
-	ok := old.passed(lastTail)
+	tail := *lastTail
+	ok := old.passed(tail)
 	if p.tr != nil {
-		p.traceMove(cur, to, old.head.Load(), lastTail, ok)
+		p.traceMove(cur, to, old.head.Load(), tail, ok)
 	}
 	return ok
 }

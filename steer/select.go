@@ -73,7 +73,7 @@ func (p *producer) rss(bucket uint32) int {
 	if cur == want { // the table moved the bucket back meanwhile
 		return cur
 	}
-	if !p.mayLeave(cur, p.bucketTail[bucket], want) {
+	if !p.mayLeave(cur, &p.bucketTail[bucket], want) {
 		return cur // frames of this bucket still queued on the old worker
 	}
 	p.bucketWorker[bucket] = uint32(want)
