@@ -60,7 +60,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		for _, w := range d.workers {
 			left += w.tail.Load() - w.head.Load()
 		}
-		d.abort.Store(true)
+		d.setAbort()
 		for _, w := range d.workers { // release producers blocked on a full queue
 			w.mu.Lock()
 			w.space.Broadcast()
@@ -92,6 +92,15 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("steer: close: %w: %d frames were left queued or in a handler; the queued ones were dropped", ctxErr, left), closeErr)
 	}
 	return closeErr
+}
+
+// setAbort tells the workers and the producers that Close has given up
+// waiting: what is left is dropped, and no one waits any more for a worker
+// to serve its queue.
+func (d *Dispatcher) setAbort() {
+	if !d.abort.Swap(true) {
+		close(d.aborted)
+	}
 }
 
 // barrier waits until every frame queued before the call has been handled

@@ -41,7 +41,8 @@ type Dispatcher struct {
 
 	intake   sync.RWMutex // dispatch calls hold it shared; Close exclusively
 	closed   atomic.Bool
-	abort    atomic.Bool
+	abort    atomic.Bool   // Close ran out of time: what is left is dropped
+	aborted  chan struct{} // closed with abort set
 	quit     chan struct{}
 	quitOnce sync.Once
 	panicLog panicLog
@@ -128,6 +129,7 @@ func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error)
 		table:   newIndirection(cfg.Buckets, cfg.Workers),
 		retired: counts{bucketFrames: make([]uint64, cfg.Buckets)},
 		quit:    make(chan struct{}),
+		aborted: make(chan struct{}),
 		created: time.Now(),
 	}
 	if generated {

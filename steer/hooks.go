@@ -101,21 +101,40 @@ func (w *Worker) guard(what string, f func()) {
 	f()
 }
 
-// control runs one side of a move hook.
-func (w *Worker) control(c *control) {
+// control runs one side of a move hook in the goroutine of producer p (the
+// worker's own, or with DIRECT dispatch the dispatching one), under w's
+// state lock while the hook runs. MoveIn first waits for its MoveOut, which
+// runs in the old worker, and it waits holding nothing: a worker never waits
+// on another worker while it holds something that worker needs (here its
+// state's lock, which the old worker may need to run a hook of its own
+// inline). The wait ends without MoveIn when Close gives up waiting for the
+// workers, since the old worker may then never run its side.
+func (w *Worker) control(p *producer, c *control) {
 	mv, _ := w.state.(Mover)
 	if c.out {
 		var carried any
 		if mv != nil {
+			took := p.lockState(w)
 			w.guard("MoveOut", func() { carried = mv.MoveOut(c.m) })
+			p.unlockState(w, took)
 		}
 		c.peer.state = carried
 		close(c.peer.ready)
 		return
 	}
-	<-c.ready
+	select {
+	case <-c.ready:
+	case <-w.d.aborted:
+		select {
+		case <-c.ready:
+		default:
+			return // Close ran out of time before the old worker's MoveOut
+		}
+	}
 	if mv != nil && !c.skip {
+		took := p.lockState(w)
 		w.guard("MoveIn", func() { mv.MoveIn(c.m, c.state) })
+		p.unlockState(w, took)
 	}
 }
 

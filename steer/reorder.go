@@ -50,13 +50,8 @@ func (p *producer) moveHooks(m Move) {
 		// under its state's lock. (A re-dispatch from a handler, which
 		// holds its own state's lock, queues them: its frame is queued too,
 		// after them.)
-		from, to := d.workers[m.From], d.workers[m.To]
-		took := p.lockState(from)
-		from.control(out)
-		p.unlockState(from, took)
-		took = p.lockState(to)
-		to.control(in)
-		p.unlockState(to, took)
+		d.workers[m.From].control(p, out)
+		d.workers[m.To].control(p, in)
 		return
 	}
 	// A worker that has exited (Close ran out of time) takes no control

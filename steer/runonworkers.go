@@ -83,9 +83,7 @@ func (w *Worker) drainQueue() {
 		w.mu.Unlock()
 		n := b.n
 		if b.ctl != nil {
-			took := w.prod.lockState(w)
-			w.control(b.ctl)
-			w.prod.unlockState(w, took)
+			w.control(w.prod, b.ctl)
 			putBatch(b)
 		} else {
 			took := w.prod.lockState(w)

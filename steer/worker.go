@@ -177,9 +177,7 @@ func (w *Worker) exit() {
 func (w *Worker) serve(b *pbatch) int {
 	switch {
 	case b.ctl != nil:
-		took := w.prod.lockState(w)
-		w.control(b.ctl)
-		w.prod.unlockState(w, took)
+		w.control(w.prod, b.ctl)
 		putBatch(b)
 		return 0
 	case w.d.abort.Load():
