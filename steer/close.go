@@ -145,11 +145,8 @@ func (d *Dispatcher) drained() bool {
 var handlerFrames = []string{
 	"steer.(*Worker).handleFrom",
 	"steer.(*Worker).call",
-	"steer.(*Worker).guard",
 	"steer.(*Worker).init",
-	"steer.(*batchRef).done",
-	"steer.(*producer).traceHandOff",
-	"steer.(*producer).callCPUFunc",
+	"steer.(*Dispatcher).guard",
 	"steer.(*Dispatcher).reportPanic",
 }
 

@@ -173,13 +173,16 @@ type RFSConfig struct {
 // defaultRFSTableSize is the default capacity of the RFS flow tables.
 const defaultRFSTableSize = 1 << 16
 
-// PanicInfo describes a recovered panic: a handler's (with the frame's
-// summary), or a hook's.
+// PanicInfo describes a recovered panic of a user callback.
 type PanicInfo struct {
-	Worker  int
-	Value   any
-	Summary string // the frame's summary as Packet.String prints it, or the hook's name
-	Stack   []byte
+	// Callback names the callback that panicked: "handler", "Tick",
+	// "MoveOut", "MoveIn", "Close" (a state's), "Trace", "CPUFunc" or
+	// "release" (a batch's release callback).
+	Callback string
+	Worker   int // the worker it ran for, -1 when none
+	Value    any
+	Summary  string // a handler's frame as Packet.String prints it, else the callback's name
+	Stack    []byte
 }
 
 // DefaultWorkers is the default worker count, the one rule the library and

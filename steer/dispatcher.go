@@ -47,6 +47,9 @@ type Dispatcher struct {
 	quitOnce sync.Once
 	panicLog panicLog
 
+	callbackPanics [numCallbacks]atomic.Uint64 // recovered, by callback (not the handler's)
+	cpuRemapped    atomic.Uint64               // CPUFunc answers out of range, taken modulo Workers
+
 	mu         sync.Mutex
 	producers  []*producer
 	retired    counts      // what closed inputs counted

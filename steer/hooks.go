@@ -3,8 +3,7 @@ package steer
 import (
 	"fmt"
 	"io"
-	"runtime/debug"
-	"time"
+		"time"
 )
 
 // control carries a move hook between the old and the new worker.
@@ -66,7 +65,7 @@ func (p *producer) releaseState(w *Worker) {
 func (w *Worker) tick(now time.Time) {
 	if t, ok := w.state.(Ticker); ok {
 		took := w.prod.lockState(w)
-		w.guard("Tick", func() { t.Tick(now) })
+		w.d.guard(cbTick, w.index, func() { t.Tick(now) })
 		w.prod.unlockState(w, took)
 	}
 }
@@ -80,25 +79,13 @@ func (w *Worker) closeState() {
 	}
 	var err error
 	took := w.prod.lockState(w)
-	w.guard("Close", func() { err = c.Close() })
+	w.d.guard(cbStateClose, w.index, func() { err = c.Close() })
 	w.prod.unlockState(w, took)
 	if err != nil {
 		w.d.mu.Lock()
 		w.d.closeErrs = append(w.d.closeErrs, fmt.Errorf("steer: worker %d: close state: %w", w.index, err))
 		w.d.mu.Unlock()
 	}
-}
-
-// guard runs a per-worker hook, recovering and reporting its panic (what
-// names the hook). Hook panics are counted apart from frames.
-func (w *Worker) guard(what string, f func()) {
-	defer func() {
-		if v := recover(); v != nil {
-			w.hookPanics.Add(1)
-			w.d.reportPanic(PanicInfo{Worker: w.index, Value: v, Summary: what, Stack: debug.Stack()})
-		}
-	}()
-	f()
 }
 
 // control runs one side of a move hook in the goroutine of producer p (the
@@ -115,7 +102,7 @@ func (w *Worker) control(p *producer, c *control) {
 		var carried any
 		if mv != nil {
 			took := p.lockState(w)
-			w.guard("MoveOut", func() { carried = mv.MoveOut(c.m) })
+			w.d.guard(cbMoveOut, w.index, func() { carried = mv.MoveOut(c.m) })
 			p.unlockState(w, took)
 		}
 		c.peer.state = carried
@@ -133,7 +120,7 @@ func (w *Worker) control(p *producer, c *control) {
 	}
 	if mv != nil && !c.skip {
 		took := p.lockState(w)
-		w.guard("MoveIn", func() { mv.MoveIn(c.m, c.state) })
+		w.d.guard(cbMoveIn, w.index, func() { mv.MoveIn(c.m, c.state) })
 		p.unlockState(w, took)
 	}
 }

@@ -50,7 +50,7 @@ func (in *Input) Dispatch(frames []Frame, release func()) error {
 	defer d.intake.RUnlock()
 	if d.closed.Load() || in.closed {
 		if release != nil {
-			release()
+			d.release(release)
 		}
 		return ErrClosed
 	}

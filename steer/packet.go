@@ -119,6 +119,7 @@ func (r Ref) Release() {
 type batchRef struct {
 	n       atomic.Int32
 	release func()
+	d       *Dispatcher // whose callback rule release runs under
 }
 
 var refPool = sync.Pool{New: func() any { return new(batchRef) }}
@@ -126,22 +127,22 @@ var refPool = sync.Pool{New: func() any { return new(batchRef) }}
 // newBatchRef returns the reference count of a source batch of n frames
 // whose buffer release gives back, or nil when there is nothing to give
 // back. It holds one count more than the frames until dispatch is done.
-func newBatchRef(release func(), n int) *batchRef {
+func newBatchRef(d *Dispatcher, release func(), n int) *batchRef {
 	if release == nil {
 		return nil
 	}
 	r := refPool.Get().(*batchRef)
-	r.release = release
+	r.release, r.d = release, d
 	r.n.Store(int32(n) + 1)
 	return r
 }
 
 func (r *batchRef) done(k int32) {
 	if r.n.Add(-k) == 0 {
-		rel := r.release
-		r.release = nil
+		rel, d := r.release, r.d
+		r.release, r.d = nil, nil
 		refPool.Put(r)
-		rel()
+		d.release(rel)
 	}
 }
 

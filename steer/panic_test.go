@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -222,8 +223,8 @@ func TestOnPanicReplacesLog(t *testing.T) {
 }
 
 // TestHookPanicsCounted: panics in a state's Tick, MoveOut, MoveIn and
-// Close are counted in HookPanics (not Panics), reported, and leave the
-// worker running.
+// Close are counted in CallbackPanics by name (not in Panics, which counts
+// frames), reported, and leave the worker running.
 func TestHookPanicsCounted(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var ticks, handled atomic.Int64
@@ -238,7 +239,7 @@ func TestHookPanicsCounted(t *testing.T) {
 		Queue:        QueueConfig{Overflow: OverflowWait},
 		OnPanic: func(pi PanicInfo) {
 			mu.Lock()
-			hooks[pi.Summary]++
+			hooks[pi.Callback]++
 			mu.Unlock()
 		},
 	}, hookFuncs{
@@ -283,25 +284,16 @@ func TestHookPanicsCounted(t *testing.T) {
 		t.Errorf("handled %d (worker 0: %d, worker 1: %d), %d bucket moves; want each worker to handle one frame after one move",
 			st.Handled(), handledOn[0].Load(), handledOn[1].Load(), st.BucketMoves)
 	}
-	var hookPanics uint64
-	for _, w := range st.Workstreams {
-		hookPanics += w.HookPanics
-	}
-	if want := uint64(ticks.Load()) + 4; hookPanics != want || st.Panicked() != 0 {
-		t.Errorf("HookPanics %d, Panics %d; want %d (every Tick, MoveOut, MoveIn and both Closes) and no panicked frame",
-			hookPanics, st.Panicked(), want)
+	want := map[string]uint64{"Tick": uint64(ticks.Load()), "MoveOut": 1, "MoveIn": 1, "Close": 2}
+	if !maps.Equal(st.CallbackPanics, want) || st.Panicked() != 0 {
+		t.Errorf("CallbackPanics %v, Panics %d; want %v (every Tick, MoveOut, MoveIn and both Closes) and no panicked frame",
+			st.CallbackPanics, st.Panicked(), want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, name := range []string{"MoveOut", "MoveIn", "Close"} {
-		n := 0
-		for s, k := range hooks {
-			if strings.Contains(s, name) {
-				n += k
-			}
-		}
-		if want := map[string]int{"MoveOut": 1, "MoveIn": 1, "Close": 2}[name]; n != want {
-			t.Errorf("OnPanic got %d panics of %s, want %d (all: %v)", n, name, want, hooks)
+		if n := hooks[name]; n != int(want[name]) {
+			t.Errorf("OnPanic got %d panics of %s, want %d (all: %v)", n, name, want[name], hooks)
 		}
 	}
 }

@@ -204,7 +204,7 @@ func (p *producer) initFlows() {
 
 // dispatch steers one source batch. The caller holds d.intake shared.
 func (p *producer) dispatch(frames []Frame, release func()) {
-	ref := newBatchRef(release, len(frames))
+	ref := newBatchRef(p.d, release, len(frames))
 	p.prepare()
 	p.lockers.Lock()
 	plain := p.plainPath()

@@ -53,7 +53,7 @@ func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Ti
 					d.intake.RUnlock()
 				}
 				if b.Release != nil {
-					b.Release()
+					d.release(b.Release)
 				}
 				return ErrClosed
 			}

@@ -32,10 +32,17 @@ func (p *producer) policyWorker(c *Classification, f *Frame, bucket uint32) int 
 	case PolicySource:
 		return p.sourceWorker(f)
 	case PolicyCPU:
-		if w, ok := p.callCPUFunc(c); ok && w >= 0 && w < n {
-			return w
+		w, ok := p.callCPUFunc(c)
+		if !ok {
+			return p.sourceWorker(f)
 		}
-		return p.sourceWorker(f)
+		if w < 0 || w >= n {
+			// netisr_get_cpuid takes a CPU id modulo the thread count;
+			// counted, since it is most likely a bug of the CPUFunc.
+			d.cpuRemapped.Add(1)
+			w = (w%n + n) % n
+		}
+		return w
 	}
 	return p.rss(bucket)
 }
@@ -88,8 +95,11 @@ func (p *producer) rss(bucket uint32) int {
 	return want
 }
 
-// callCPUFunc calls Config.CPUFunc. It is a function of its own so that
-// Close, called from CPUFunc, can tell (calledFromHandler).
-func (p *producer) callCPUFunc(c *Classification) (int, bool) {
-	return p.d.cfg.CPUFunc(c.FlowID, c.HashType)
+// callCPUFunc calls Config.CPUFunc under the callback rule: a panic is a
+// CPUFunc that declined.
+func (p *producer) callCPUFunc(c *Classification) (w int, ok bool) {
+	if !p.d.guard(cbCPUFunc, -1, func() { w, ok = p.d.cfg.CPUFunc(c.FlowID, c.HashType) }) {
+		return 0, false
+	}
+	return w, ok
 }

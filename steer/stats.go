@@ -26,7 +26,6 @@ type WorkstreamStats struct {
 	RedispatchDrops              uint64 // re-dispatches dropped (too deep)
 	CloseDrops                   uint64 // dropped when Close ran out of time
 	Panics                       uint64 // frames whose handler panicked (recovered; not in Handled)
-	HookPanics                   uint64 // panics recovered in per-worker hooks (Tick, MoveOut, MoveIn, Close)
 }
 
 // Drops is the sum of every kind of drop on the workstream.
@@ -125,6 +124,14 @@ type Stats struct {
 	Sources      []SourceStats
 	// TopFlows are the flows with most packets (RFS on), largest first.
 	TopFlows []FlowStats
+	// CallbackPanics counts the recovered panics of user callbacks other
+	// than the handler (whose are WorkstreamStats.Panics), by the name
+	// PanicInfo.Callback gives; nil when there were none.
+	CallbackPanics map[string]uint64 `json:",omitempty"`
+	// CPUFuncRemapped counts the answers of Config.CPUFunc outside 0 to
+	// Workers-1, which are taken modulo Workers as FreeBSD's
+	// netisr_get_cpuid takes a CPU id modulo its thread count.
+	CPUFuncRemapped uint64 `json:",omitempty"`
 }
 
 // FlowStats is one flow table entry in a snapshot.
@@ -193,9 +200,18 @@ func (d *Dispatcher) Stats() Stats {
 			Dispatched: w.dispatched.Load(), HybridDispatched: w.hdispatched.Load(),
 			QDrops: w.qdrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
 			FlowLimitDrops: w.flowDrops.Load(), RedispatchDrops: w.redispatchDrops.Load(),
-			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(), HookPanics: w.hookPanics.Load(),
+			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(),
 		})
 	}
+	for cb := range d.callbackPanics {
+		if n := d.callbackPanics[cb].Load(); n > 0 {
+			if s.CallbackPanics == nil {
+				s.CallbackPanics = map[string]uint64{}
+			}
+			s.CallbackPanics[callback(cb).String()] = n
+		}
+	}
+	s.CPUFuncRemapped = d.cpuRemapped.Load()
 	for _, src := range srcs {
 		if ss, err := src.SourceStats(); err == nil {
 			s.Sources = append(s.Sources, ss)
@@ -272,11 +288,26 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	tw.Flush()
 	fmt.Fprintln(&b, "\nOther drops and panics:")
 	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "WSID\t FlowLimit\t Redisp\t Close\t Panicked\t HookPanics\t\n")
+	fmt.Fprintf(tw, "WSID\t FlowLimit\t Redisp\t Close\t Panicked\t\n")
 	for _, w := range s.Workstreams {
-		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics, w.HookPanics)
+		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
 	}
 	tw.Flush()
+	if len(s.CallbackPanics) > 0 {
+		names := make([]string, 0, len(s.CallbackPanics))
+		for name := range s.CallbackPanics {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		b.WriteString("Callback panics (recovered):")
+		for _, name := range names {
+			fmt.Fprintf(&b, " %s %d", name, s.CallbackPanics[name])
+		}
+		b.WriteString("\n")
+	}
+	if s.CPUFuncRemapped > 0 {
+		fmt.Fprintf(&b, "CPUFunc answers out of range, taken modulo the workers: %d\n", s.CPUFuncRemapped)
+	}
 	fmt.Fprintf(&b, "\nFrames: %d in, %d handled, %d dropped, %d panicked; bucket moves %d, flow moves %d\n",
 		s.Frames, s.Handled(), s.Dropped(), s.Panicked(), s.BucketMoves, s.FlowMoves)
 	fmt.Fprintln(&b, "\nClassification:")

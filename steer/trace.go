@@ -127,5 +127,5 @@ func (p *producer) traceMove(from, to int, head, lastTail uint64, moved bool) {
 // traceHandOff records step 4 and hands the decision over.
 func (p *producer) traceHandOff(w int, inline, dropped, rfs bool) {
 	p.tr.Worker, p.tr.CPU, p.tr.Inline, p.tr.Dropped, p.tr.RFS = w, p.d.workers[w].cpu, inline, dropped, rfs
-	p.d.cfg.Trace(p.tr)
+	p.d.guard(cbTrace, w, func() { p.d.cfg.Trace(p.tr) })
 }

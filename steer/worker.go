@@ -41,7 +41,6 @@ type Worker struct {
 	// Counters with netstat -Q's names, and the drops netisr lacks.
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
-	hookPanics                                       atomic.Uint64
 	exited                                           atomic.Bool // run has returned (for Close's error)
 
 	// The handler and the per-worker state, which bind gives in the
@@ -275,7 +274,7 @@ func (w *Worker) call(p *Packet) (ok bool) {
 // recovered counts and reports a handler's panic over p.
 func (w *Worker) recovered(v any, p *Packet) {
 	w.panics.Add(1)
-	w.d.reportPanic(PanicInfo{Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
+	w.d.reportPanic(PanicInfo{Callback: cbHandler.String(), Worker: w.index, Value: v, Summary: p.String(), Stack: debug.Stack()})
 }
 
 // spinWait polls the queue for up to spinFor and reports whether a batch

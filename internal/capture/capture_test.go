@@ -463,7 +463,7 @@ var reportKeys = []string{
 	"totals.balanced", "totals.bucket_moves", "totals.dropped", "totals.filtered", "totals.flow_moves",
 	"totals.handled", "totals.kernel_dropped", "totals.kernel_received", "totals.panicked", "totals.read",
 	"totals.steered", "totals.written", "version", "workers", "workers.close_drops", "workers.cpu",
-	"workers.dispatched", "workers.flow_limit_drops", "workers.handled", "workers.hook_panics",
+	"workers.dispatched", "workers.flow_limit_drops", "workers.handled",
 	"workers.hybrid_dispatched", "workers.id", "workers.panics", "workers.queue_drops", "workers.queue_len",
 	"workers.queued", "workers.redispatch_drops", "workers.watermark",
 }

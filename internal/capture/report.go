@@ -58,6 +58,9 @@ type Report struct {
 	Sources []Source `json:"sources"`
 	// TopFlows are the flows with most packets, when RFS kept a table.
 	TopFlows []Flow `json:"top_flows"`
+	// CallbackPanics counts recovered panics of callbacks other than the
+	// handler, by callback (steer.Stats.CallbackPanics).
+	CallbackPanics map[string]uint64 `json:"callback_panics,omitempty"`
 	// Live holds what only a live capture has; omitted for files.
 	Live *Live `json:"live,omitempty"`
 }
@@ -141,7 +144,6 @@ type Worker struct {
 	RedispatchDrops  uint64 `json:"redispatch_drops"`
 	CloseDrops       uint64 `json:"close_drops"`
 	Panics           uint64 `json:"panics"`
-	HookPanics       uint64 `json:"hook_panics"`
 }
 
 // Source is a source's own counters.
@@ -272,7 +274,7 @@ func NewReport(command string, st *steer.Stats) *Report {
 			ID: w.WSID, CPU: w.CPU, QueueLen: w.Len, Watermark: w.WMark,
 			Dispatched: w.Dispatched, HybridDispatched: w.HybridDispatched, Queued: w.Queued, Handled: w.Handled,
 			QueueDrops: w.QDrops, FlowLimitDrops: w.FlowLimitDrops, RedispatchDrops: w.RedispatchDrops,
-			CloseDrops: w.CloseDrops, Panics: w.Panics, HookPanics: w.HookPanics,
+			CloseDrops: w.CloseDrops, Panics: w.Panics,
 		})
 	}
 	for i, n := range st.Reasons {
@@ -290,6 +292,7 @@ func NewReport(command string, st *steer.Stats) *Report {
 		r.Totals.KernelDropped += s.Dropped
 		r.Totals.Filtered += s.Filtered
 	}
+	r.CallbackPanics = st.CallbackPanics
 	for _, f := range st.TopFlows {
 		r.TopFlows = append(r.TopFlows, Flow{FlowID: f.FlowID, Worker: f.Worker, Desired: f.Desired, Packets: f.Packets, Bytes: f.Bytes})
 	}

@@ -26,6 +26,8 @@ const (
 	labelSource = "source"
 	// labelCounter names an XDP_STATISTICS counter, as the kernel names it.
 	labelCounter = "counter"
+	// labelCallback names a user callback, as steer.PanicInfo does.
+	labelCallback = "callback"
 )
 
 // Option configures a Collector.
@@ -70,7 +72,7 @@ type Collector struct {
 
 	frames, bucketMoves, flowMoves, classified   *prometheus.Desc
 	handled, queued, inline, dropped             *prometheus.Desc
-	panicked, hookPanics, qlen, wmark, info      *prometheus.Desc
+	panicked, callbackPanics, qlen, wmark, info  *prometheus.Desc
 	sourceReceived, sourceDropped, sourceFreezes *prometheus.Desc
 	sourceFiltered, sourceXDP                    *prometheus.Desc
 	descs                                        []*prometheus.Desc
@@ -99,9 +101,10 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 		case !nameRE.MatchString(name) || len(name) >= 2 && name[:2] == "__":
 			return nil, fmt.Errorf("metrics: constant label %q: want letters, digits and underscores, "+
 				"not starting with a digit or with __", name)
-		case name == labelWorker || name == labelCPU || name == labelMode || name == labelReason || name == labelSource || name == labelCounter:
+		case name == labelWorker || name == labelCPU || name == labelMode || name == labelReason || name == labelSource || name == labelCounter ||
+			name == labelCallback:
 			return nil, fmt.Errorf("metrics: constant label %q is one of the collector's own labels "+
-				"(worker, cpu, mode, reason, source, counter): choose another name", name)
+				"(worker, cpu, mode, reason, source, counter, callback): choose another name", name)
 		}
 	}
 	c := &Collector{d: d, sources: map[string]steer.SourceStats{}}
@@ -124,8 +127,9 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 			"flow_limit, redispatch (nested too deep), close (Close ran out of time).", labelWorker, labelReason)
 	c.panicked = desc("worker_panicked_total",
 		"Frames whose handler panicked on the workstream (recovered; not in handled).", labelWorker)
-	c.hookPanics = desc("worker_hook_panics_total",
-		"Panics recovered in the workstream's per-worker hooks (Tick, MoveOut, MoveIn, Close).", labelWorker)
+	c.callbackPanics = desc("callback_panics_total",
+		"Panics recovered in user callbacks other than the handler, by callback "+
+			"(Tick, MoveOut, MoveIn, Close, Trace, CPUFunc, release).", labelCallback)
 	c.qlen = desc("worker_queue_length",
 		"Frames on the workstream's queue now (netstat -Q Len).", labelWorker)
 	c.wmark = desc("worker_queue_watermark",
@@ -190,7 +194,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.dropped, w.RedispatchDrops, id, dropRedispatch)
 		counter(c.dropped, w.CloseDrops, id, dropClose)
 		counter(c.panicked, w.Panics, id)
-		counter(c.hookPanics, w.HookPanics, id)
 		gauge(c.qlen, float64(w.Len), id)
 		gauge(c.wmark, float64(w.WMark), id)
 		cpu := ""
@@ -201,6 +204,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for r, n := range st.Reasons {
 		counter(c.classified, n, steer.Reason(r).String())
+	}
+	for name, n := range st.CallbackPanics {
+		counter(c.callbackPanics, n, name)
 	}
 	counter(c.bucketMoves, st.BucketMoves)
 	counter(c.flowMoves, st.FlowMoves)

@@ -171,8 +171,8 @@ rps_worker_queued_total{dispatcher="test",worker="0"} 5
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if n, want := testutil.CollectAndCount(c), 20+steer.NumReasons; n != want {
-		t.Errorf("%d series, want %d (frames, 13 for the worker, 2 moves, 4 for the source and the reasons)", n, want)
+	if n, want := testutil.CollectAndCount(c), 19+steer.NumReasons; n != want {
+		t.Errorf("%d series, want %d (frames, 12 for the worker, 2 moves, 4 for the source and the reasons; no callback panicked)", n, want)
 	}
 }
 

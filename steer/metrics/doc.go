@@ -30,11 +30,12 @@
 //	rps_worker_inline_dispatched_total{worker,mode}   counter  mode="direct": Disp'd, mode="hybrid": HDisp'd
 //	rps_worker_dropped_total{worker,reason}           counter  reason="queue" (QDrops), "flow_limit", "redispatch", "close"
 //	rps_worker_panicked_total{worker}                 counter  frames whose handler panicked
-//	rps_worker_hook_panics_total{worker}              counter  panics in Tick, MoveOut, MoveIn, Close
 //	rps_worker_queue_length{worker}                   gauge    netstat -Q Len
 //	rps_worker_queue_watermark{worker}                gauge    netstat -Q WMark
 //	rps_worker_info{worker,cpu}                       gauge    1; cpu is the pinned CPU, empty when unpinned
 //	rps_classified_total{reason}                      counter  Stats.Reasons, reason as steer.Reason prints it
+//	rps_callback_panics_total{callback}               counter  Stats.CallbackPanics: Tick, MoveOut, MoveIn, Close, Trace, ...;
+//	                                                           a series appears once its callback has panicked
 //	rps_bucket_moves_total                            counter  Stats.BucketMoves
 //	rps_flow_moves_total                              counter  Stats.FlowMoves (RFS)
 //	rps_source_received_total{source}                 counter  SourceStats.Received (tp_packets)

@@ -96,7 +96,6 @@ func ExampleNewCollector() {
 	// rps_frames_total                   counter
 	// rps_worker_dropped_total           counter
 	// rps_worker_handled_total           counter
-	// rps_worker_hook_panics_total       counter
 	// rps_worker_info                    gauge
 	// rps_worker_inline_dispatched_total counter
 	// rps_worker_panicked_total          counter

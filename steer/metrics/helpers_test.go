@@ -151,7 +151,6 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 		put("worker_dropped_total", float64(w.RedispatchDrops), "worker", id, "reason", "redispatch")
 		put("worker_dropped_total", float64(w.CloseDrops), "worker", id, "reason", "close")
 		put("worker_panicked_total", float64(w.Panics), "worker", id)
-		put("worker_hook_panics_total", float64(w.HookPanics), "worker", id)
 		put("worker_queue_length", float64(w.Len), "worker", id)
 		put("worker_queue_watermark", float64(w.WMark), "worker", id)
 		cpu := ""
@@ -162,6 +161,9 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 	}
 	for r, n := range st.Reasons {
 		put("classified_total", float64(n), "reason", steer.Reason(r).String())
+	}
+	for name, n := range st.CallbackPanics {
+		put("callback_panics_total", float64(n), "callback", name)
 	}
 	put("bucket_moves_total", float64(st.BucketMoves))
 	put("flow_moves_total", float64(st.FlowMoves))
