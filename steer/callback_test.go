@@ -2,10 +2,13 @@ package steer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,4 +139,164 @@ func TestCPUFuncOutOfRange(t *testing.T) {
 	if got != "1 1 1" || st.CPUFuncRemapped != 2 {
 		t.Errorf("frames on workers %s and %d remapped; want 1 1 1 and 2", got, st.CPUFuncRemapped)
 	}
+}
+
+// TestStatsNeverWaitsOnHandler: with DIRECT dispatch the handler runs in
+// the dispatching goroutine, inside Dispatch; a blocked handler must not
+// block Stats (a metrics scrape) nor the rebalancer.
+func TestStatsNeverWaitsOnHandler(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	release := make(chan struct{})
+	in := make(chan struct{})
+	var handled atomic.Uint64
+	d, err := New(Config{Workers: 2, Dispatch: Direct, Rebalance: RebalanceConfig{Interval: time.Millisecond}},
+		func(p *Packet) {
+			if handled.Add(1) == 20 {
+				close(in)
+				<-release
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := d.NewInput()
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- input.Dispatch(dtTraffic(rand.New(rand.NewPCG(2, 2)), 4, 64), nil) }()
+	<-in
+	for i := 0; i < 3; i++ {
+		got := make(chan Stats, 1)
+		go func() { got <- d.Stats() }()
+		select {
+		case st := <-got:
+			if st.Frames > 64 {
+				t.Errorf("Frames %d, more than were dispatched", st.Frames)
+			}
+		case <-time.After(5 * time.Second):
+			close(release)
+			t.Fatal("Stats waited for a blocked handler")
+		}
+	}
+	close(release)
+	if err := <-dispatched; err != nil {
+		t.Fatal(err)
+	}
+	input.Close()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, 64)
+}
+
+// TestCloseTimeoutDirect: a Close that runs out of time while an input's
+// Dispatch runs a blocked handler inline (DIRECT) says that the input is
+// still inside Dispatch; once the handler returns the rest of the call's
+// frames are dropped, and the counters add up.
+func TestCloseTimeoutDirect(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	release := make(chan struct{})
+	in := make(chan struct{})
+	var calls atomic.Uint64
+	d, err := New(Config{Workers: 2, Dispatch: Direct}, func(p *Packet) {
+		if calls.Add(1) == 10 {
+			close(in)
+			<-release
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := d.NewInput()
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- input.Dispatch(dtTraffic(rand.New(rand.NewPCG(3, 3)), 4, 64), nil) }()
+	<-in
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = d.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "1 inputs are still inside Dispatch") {
+		t.Errorf("Close = %v; want it to say an input is still inside Dispatch", err)
+	}
+	close(release)
+	if err := <-dispatched; err != nil {
+		t.Fatal(err)
+	}
+	input.Close()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := checkAccounting(t, d, 64)
+	if st.Handled() != 10 || calls.Load() != 10 {
+		t.Errorf("handled %d (handler ran %d times); want 10: the rest of the call is dropped once Close gave up", st.Handled(), calls.Load())
+	}
+}
+
+// TestSetDesiredAfterClose: SetDesired after Close returns ErrClosed, as
+// SetTable and SetBucket do.
+func TestSetDesiredAfterClose(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d, err := New(Config{Workers: 2, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetDesired(1, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetDesired after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestDispatchFromHandlerIntoWaitingInput: a handler that feeds a waiting
+// input of its own dispatcher waits for room only its worker can make.
+// Close breaks the wait when its ctx ends, and both Dispatch's error and
+// Close's say what happened and what to do instead.
+func TestDispatchFromHandlerIntoWaitingInput(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var d *Dispatcher
+	var inner *Input
+	dispatchErr := make(chan error, 1)
+	var once sync.Once
+	d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: 4, Overflow: OverflowWait}}, func(p *Packet) {
+		once.Do(func() {
+			var err error
+			for i := 0; i < 4 && err == nil; i++ {
+				err = inner.Dispatch(dtTraffic(rand.New(rand.NewPCG(5, uint64(i))), 2, 8), nil)
+			}
+			dispatchErr <- err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner = d.NewInput()
+	outer := d.NewInput()
+	if err := outer.Dispatch(dtTraffic(rand.New(rand.NewPCG(4, 4)), 2, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	outer.Close()
+	for w := d.workers[0]; ; time.Sleep(time.Millisecond) { // the handler waits in Dispatch
+		w.mu.Lock()
+		n := w.waiters
+		w.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	cerr := d.Close(ctx)
+	if cerr == nil || !strings.Contains(cerr.Error(), "Packet.Redispatch") {
+		t.Errorf("Close = %v; want it to name the handler's wait and Packet.Redispatch", cerr)
+	}
+	select {
+	case err := <-dispatchErr:
+		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "Packet.Redispatch") {
+			t.Errorf("the handler's Dispatch = %v; want ErrClosed saying to use Packet.Redispatch", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's Dispatch did not return after Close gave up")
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, d.Stats().Frames)
 }

@@ -11,14 +11,25 @@ import (
 
 // Close stops intake, lets every worker drain its queue, closes each
 // per-worker state that implements io.Closer (in its worker), and waits for
-// the workers to exit. When ctx ends first, the workers drop what is left
-// (counted as close drops) and Close returns an error saying what was left.
-// Close may be called more than once, and at any moment; dispatch calls made
-// after it return ErrClosed. Called from inside a handler or a hook, which
-// cannot wait for its own frame, Close stops intake, lets the workers drain
-// and exit once the handler returns, and returns at once with an error
-// wrapping ErrCloseInHandler; a later Close from outside waits for the rest.
-// Errors from the states' Close are joined into the result.
+// the workers to exit. Close may be called more than once, and at any
+// moment; dispatch calls made after it return ErrClosed. Called from inside
+// a handler or a hook, which cannot wait for its own frame, Close stops
+// intake, lets the workers drain and exit once the handler returns, and
+// returns at once with an error wrapping ErrCloseInHandler; a later Close
+// from outside waits for the rest. Errors from the states' Close are joined
+// into the result.
+//
+// When ctx ends first, Close gives up waiting: the frames still queued are
+// dropped at once and counted as close drops, as is the rest of a batch a
+// worker is handling once its handler returns (and, with DIRECT dispatch,
+// the rest of a Dispatch call's frames), and nothing waits any more for
+// a worker (a producer held back by a full queue, a MoveIn waiting for its
+// MoveOut). Close then returns an error that says what is left: the
+// frames still held by handlers that have not returned, the workers that
+// have not exited and the inputs still inside Dispatch. Until those
+// handlers return, Frames == Handled() + Dropped() + Panicked() + the
+// frames they hold (a worker's are its WorkstreamStats.Len); once they
+// have returned, the counts add up again.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if !d.closed.Swap(true) && d.reb != nil {
 		d.reb.stop()
@@ -55,16 +66,11 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		}
 		tick.Stop()
 	}
-	var left uint64
+	dropped := 0
 	if ctxErr != nil {
-		for _, w := range d.workers {
-			left += w.tail.Load() - w.head.Load()
-		}
 		d.setAbort()
-		for _, w := range d.workers { // release producers blocked on a full queue
-			w.mu.Lock()
-			w.space.Broadcast()
-			w.mu.Unlock()
+		for _, w := range d.workers {
+			dropped += w.dropQueued()
 		}
 	}
 	d.quitOnce.Do(func() { close(d.quit) })
@@ -73,25 +79,78 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
+	wait := ctx.Done()
+	if ctxErr != nil {
+		// ctx has ended already: the workers only drop what they hold now,
+		// so give them a moment to, and to exit, before telling what is left.
+		grace, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		wait = grace.Done()
+	}
+	exited := false
 	select {
 	case <-done:
-	case <-ctx.Done():
-		var busy []int
-		for _, w := range d.workers {
-			if !w.exited.Load() {
-				busy = append(busy, w.index)
-			}
+		exited = true
+	case <-wait:
+		if ctxErr == nil {
+			ctxErr = ctx.Err()
 		}
-		return fmt.Errorf("steer: close: %w: %d frames were left queued or in a handler; workers %v have not exited (in a handler, a hook or a state's Close)", ctx.Err(), left, busy)
+	}
+	var leftErr error
+	if ctxErr != nil {
+		leftErr = d.leftError(ctxErr, dropped)
+	}
+	if !exited {
+		return leftErr
 	}
 	d.flushPanicLog()
 	d.mu.Lock()
 	closeErr := errors.Join(d.closeErrs...)
 	d.mu.Unlock()
-	if ctxErr != nil {
-		return errors.Join(fmt.Errorf("steer: close: %w: %d frames were left queued or in a handler; the queued ones were dropped", ctxErr, left), closeErr)
+	return errors.Join(leftErr, closeErr)
+}
+
+// closeGrace is how long a Close whose ctx has ended waits for the workers
+// to drop what they hold and exit, before it says what is left.
+const closeGrace = 20 * time.Millisecond
+
+// leftError says what a Close that ran out of time left: the queued frames
+// it dropped, the frames handlers still hold, the workers that have not
+// exited and the inputs still inside Dispatch.
+func (d *Dispatcher) leftError(err error, dropped int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d queued frames were left and dropped (close drops)", dropped)
+	st := d.Stats()
+	if done := st.Handled() + st.Dropped() + st.Panicked(); st.Frames > done {
+		fmt.Fprintf(&b, "; %d frames are still held by handlers that have not returned, and end as handled, panicked or close drops when they do", st.Frames-done)
 	}
-	return closeErr
+	var busy []int
+	for _, w := range d.workers {
+		if !w.exited.Load() {
+			busy = append(busy, w.index)
+		}
+	}
+	if len(busy) > 0 {
+		fmt.Fprintf(&b, "; workers %v have not exited (in a handler, a hook or a state's Close)", busy)
+	}
+	inside := 0
+	d.mu.Lock()
+	for _, p := range d.producers {
+		if p.self == nil && !p.mu.TryLock() {
+			inside++
+		} else if p.self == nil {
+			p.mu.Unlock()
+		}
+	}
+	d.mu.Unlock()
+	if inside > 0 {
+		fmt.Fprintf(&b, "; %d inputs are still inside Dispatch (running handlers inline with DIRECT or HYBRID dispatch)", inside)
+	}
+	if d.selfWaits.Load() > 0 {
+		b.WriteString("; a handler of this dispatcher fed an input of it that waits on a full queue, and waited for room only the workers could make " +
+			"(re-dispatch with Packet.Redispatch, or feed an input whose Config.Queue.Overflow drops)")
+	}
+	return fmt.Errorf("steer: close: %w: %s", err, b.String())
 }
 
 // setAbort tells the workers and the producers that Close has given up

@@ -39,13 +39,16 @@ type Dispatcher struct {
 	hooks   bool              // the states implement Mover
 	wg      sync.WaitGroup
 
-	intake   sync.RWMutex // dispatch calls hold it shared; Close exclusively
-	closed   atomic.Bool
-	abort    atomic.Bool   // Close ran out of time: what is left is dropped
-	aborted  chan struct{} // closed with abort set
-	quit     chan struct{}
-	quitOnce sync.Once
-	panicLog panicLog
+	intake  sync.RWMutex // dispatch calls hold it shared; Close exclusively
+	closed  atomic.Bool
+	abort   atomic.Bool   // Close ran out of time: what is left is dropped
+	aborted chan struct{} // closed with abort set
+	// selfWaits counts the waits for room that Close broke in a worker's
+	// goroutine: a handler feeding a waiting input of its own dispatcher.
+	selfWaits atomic.Int64
+	quit      chan struct{}
+	quitOnce  sync.Once
+	panicLog  panicLog
 
 	callbackPanics [numCallbacks]atomic.Uint64 // recovered, by callback (not the handler's)
 	cpuRemapped    atomic.Uint64               // CPUFunc answers out of range, taken modulo Workers
@@ -64,6 +67,35 @@ type Dispatcher struct {
 	// has a CPU of its own and at least one CPU is left to the sources.
 	spin bool
 }
+
+// Locks and waits. The rule: a worker never waits on another worker while
+// it holds anything that worker needs, and nothing waits for a handler but
+// what must (Close, and a DIRECT caller for a state another handler uses).
+//
+//   - d.intake: every dispatch call holds it shared; Close takes it alone,
+//     in a goroutine of its own, only to learn that the calls in flight
+//     have returned. A worker reading its own source (RunOnWorkers) only
+//     tries it, so a worker never waits behind Close.
+//   - producer.mu (with its RFS flow table): its goroutine holds it for a
+//     whole dispatch call, handlers run inline included, and lets it go
+//     while it waits for room in a queue. Stats and the rebalancer only try
+//     it and otherwise take the copy the producer publishes as it lets go
+//     (Dispatcher.sumCounts), so they never wait for a handler.
+//   - Worker.mu guards a queue; it is held for a few instructions, or
+//     given up in space.Wait.
+//   - Worker.stateMu serialises the uses of a worker's state with DIRECT
+//     dispatch. A goroutine holds at most one (lockState), and it holds one
+//     only while a handler or hook runs with that state, never while it
+//     waits on a queue, a control item or another state's lock: a MoveIn
+//     waits for its MoveOut holding nothing (Worker.control), a handler that
+//     re-dispatches to another state queues the frame.
+//   - d.mu guards the dispatcher's lists; no one waits for anything while
+//     holding it, but Stats, for an input's counts, at most statsWait.
+//
+// The waits are then: a producer of a waiting input for room in a queue
+// (it holds d.intake shared, which no worker needs); a MoveIn for its
+// MoveOut; a DIRECT caller for a state's lock; Close for the rest. Once
+// Close gives up waiting (Dispatcher.aborted), every one of them ends.
 
 // New starts a dispatcher with cfg's workers, which run h for every frame.
 // Configuration errors wrap ErrConfig and say what to change. For state
@@ -252,8 +284,12 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 // soon as the old worker has handled every frame of it already queued; until
 // then frames keep going to the old worker. Any goroutine may call it,
 // handlers included. Without Config.RFS.Enabled it records nothing and
-// returns an error wrapping ErrConfig.
+// returns an error wrapping ErrConfig; after Close, ErrClosed, as SetTable
+// does.
 func (d *Dispatcher) SetDesired(flowid uint32, worker int) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
 	if d.desired == nil {
 		return fmt.Errorf("steer: SetDesired needs Config.RFS.Enabled: %w", ErrConfig)
 	}

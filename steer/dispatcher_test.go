@@ -558,35 +558,69 @@ func TestSeveralInputsConcurrently(t *testing.T) {
 	}
 }
 
+// TestCloseTimeoutWithStalledHandler: a Close that runs out of time while
+// worker 0's handler is stalled drops what is queued at once, says what is
+// left, and the counters say where every frame is: queued ones are close
+// drops, the batch in the stalled worker's hands is its Len. Once the
+// handler returns, the rest of that batch is dropped, not handled.
 func TestCloseTimeoutWithStalledHandler(t *testing.T) {
 	release := make(chan struct{})
+	defer goleak.VerifyNone(t)
+	var handled0 atomic.Int64
 	d, err := New(Config{Workers: 2, Queue: QueueConfig{Limit: 32, Overflow: OverflowDrop}}, func(p *Packet) {
 		if p.Worker == 0 {
+			handled0.Add(1)
 			<-release
 		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		d.Close(context.Background())
+	}()
 	frames := dtTraffic(rand.New(rand.NewPCG(12, 13)), 64, 2000)
 	d.Run(context.Background(), &SliceSource{Frames: frames})
+	// Worker 1 is not held back by worker 0's stalled handler.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		w1 := d.Stats().Workstreams[1]
+		if w1.Handled == w1.Queued {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker 1 handled %d of its %d queued frames: a stalled handler blocked another worker", w1.Handled, w1.Queued)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err = d.Close(ctx)
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "left") {
-		t.Fatalf("Close = %v, want a deadline error saying what was left", err)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "left") ||
+		!strings.Contains(err.Error(), "workers [0] have not exited") {
+		t.Fatalf("Close = %v, want a deadline error saying what was left, and that worker 0 has not exited", err)
 	}
-	// The stalled worker 0 held the rest; worker 1 was not blocked.
 	st := d.Stats()
-	if st.Workstreams[1].Handled == 0 {
-		t.Error("worker 1 handled nothing: a stalled handler blocked another worker")
+	w0 := st.Workstreams[0]
+	if w0.Len == 0 || uint64(w0.Len)+w0.CloseDrops != w0.Queued || w0.Handled != 0 {
+		t.Errorf("worker 0 after the timed-out Close: Len %d, CloseDrops %d, Handled %d, Queued %d; want the batch in hand as Len, "+
+			"the rest of its queue as close drops, none handled", w0.Len, w0.CloseDrops, w0.Handled, w0.Queued)
+	}
+	if sum := st.Handled() + st.Dropped() + st.Panicked() + uint64(w0.Len) + uint64(st.Workstreams[1].Len); sum != st.Frames {
+		t.Errorf("handled %d + dropped %d + panicked %d + Len = %d, want Frames %d", st.Handled(), st.Dropped(), st.Panicked(), sum, st.Frames)
 	}
 	close(release)
 	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	checkAccounting(t, d, uint64(len(frames)))
-	goleak.VerifyNone(t)
+	st = checkAccounting(t, d, uint64(len(frames)))
+	if got := st.Workstreams[0].Handled; got != 1 || handled0.Load() != 1 {
+		t.Errorf("worker 0 handled %d frames (its handler ran %d times) after Close gave up; want 1, the one in the handler: the rest of its batch is dropped",
+			got, handled0.Load())
+	}
 }
 
 func TestReport(t *testing.T) {

@@ -115,17 +115,21 @@
 // (queue full, flow limit, re-dispatch too deep, Close out of time); or
 // panicked, when its handler panicked. Once the dispatcher is closed,
 // Stats.Frames == Stats.Handled() + Stats.Dropped() + Stats.Panicked().
-// A handler panic is recovered, logged through Config.Logger (at most one
-// record a second) or passed to Config.OnPanic, and the worker goes on. A
-// source's buffer (a file arena, a ring block) is released once every frame
+// Every user callback (the handler, a state's constructor and hooks,
+// Trace, CPUFunc, OnPanic, a batch's release) is treated alike: a panic is
+// recovered, counted under the callback's name, logged through
+// Config.Logger (at most one record a second) or passed to Config.OnPanic,
+// and the dispatcher goes on. [Dispatcher.Stats] never waits for a
+// handler. A source's buffer (a file arena, a ring block) is released once every frame
 // in it has been handled, dropped or panicked; a handler that keeps bytes
 // past its return calls [Packet.Retain]. [Dispatcher.Stats] reports each
 // workstream with netstat -Q's columns (Len, WMark, Disp'd, HDisp'd, QDrops,
 // Queued, Handled), and [Stats.WriteReport] prints them as netstat -Q does.
 //
 // [Dispatcher.Close] stops intake, lets every worker drain its queue and
-// waits for the workers to exit; when its ctx ends first, what is left is
-// dropped and counted, and Close says what it could not wait for. It may be
-// called at any moment and more than once; a dispatch after it returns
+// waits for the workers to exit; when its ctx ends first, what is queued is
+// dropped and counted, and Close says what it could not wait for (frames a
+// handler still holds end as handled or dropped when it returns). It may
+// be called at any moment and more than once; a dispatch after it returns
 // [ErrClosed].
 package steer

@@ -25,6 +25,14 @@ func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, en
 		p.traceHandOff(w, inline, drop, ent != nil)
 	}
 	switch {
+	case inline && d.abort.Load():
+		// Close gave up waiting while this Dispatch ran handlers inline:
+		// the rest of its frames are left, as a worker leaves the rest of
+		// its batch.
+		d.workers[w].closeDrops.Add(1)
+		if ref != nil {
+			ref.done(1)
+		}
 	case inline:
 		p.inline(f, c, ref, w, depth, mode)
 	case drop:

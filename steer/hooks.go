@@ -3,7 +3,7 @@ package steer
 import (
 	"fmt"
 	"io"
-		"time"
+	"time"
 )
 
 // control carries a move hook between the old and the new worker.

@@ -1,9 +1,8 @@
 package steer
 
 import (
+	"fmt"
 	"slices"
-
-	"github.com/rpsgo/rps/internal/rfstable"
 )
 
 // Input is one feeder of a dispatcher with its own source id. One goroutine
@@ -55,6 +54,12 @@ func (in *Input) Dispatch(frames []Frame, release func()) error {
 		return ErrClosed
 	}
 	in.p.dispatch(frames, release)
+	if in.p.selfWait {
+		in.p.selfWait = false
+		return fmt.Errorf("steer: Dispatch from inside a handler of this dispatcher waited on a full queue, for room only "+
+			"its workers could make, until Close gave up waiting; a handler re-dispatches with Packet.Redispatch, or feeds "+
+			"an input whose Config.Queue.Overflow drops: %w", ErrClosed)
+	}
 	return nil
 }
 
@@ -77,26 +82,6 @@ func (d *Dispatcher) retire(p *producer) {
 	}
 	d.mu.Unlock()
 	p.stock.retire()
-}
-
-// sumCounts returns the counts of every input, open and closed, the flow
-// tables of the open ones and the top flows of the closed ones.
-func (d *Dispatcher) sumCounts() (counts, []*rfstable.Table, []FlowStats) {
-	sum := counts{bucketFrames: make([]uint64, len(d.table.ents))}
-	var tables []*rfstable.Table
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.retired.addTo(&sum)
-	top := append([]FlowStats(nil), d.retiredTop...)
-	for _, p := range d.producers {
-		p.mu.Lock()
-		p.counts.addTo(&sum)
-		if p.flows != nil {
-			tables = append(tables, p.flows)
-		}
-		p.mu.Unlock()
-	}
-	return sum, tables, top
 }
 
 // Close retires the input once its goroutine is done feeding it: its

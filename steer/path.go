@@ -2,6 +2,7 @@ package steer
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/rpsgo/rps/internal/rfstable"
 )
@@ -39,6 +40,11 @@ type producer struct {
 	sinceChange int                      // frames steered since desiredGen changed
 
 	counts
+	// What Stats reads of the counts while this producer's goroutine holds
+	// mu (see Dispatcher.sumCounts): pubWant asks for a copy, which the
+	// goroutine publishes in pub as it next lets mu go.
+	pubWant atomic.Bool
+	pub     atomic.Pointer[countsCopy]
 	// keyPkt and keyVal keep the key Packet.Key last derived (or
 	// fillInline handed over) for a packet whose handler runs in this
 	// producer's goroutine: this is the worker's own producer for the
@@ -55,6 +61,7 @@ type producer struct {
 	mask         uint32    // buckets - 1
 	batchCap     int
 	wait         bool        // a full queue holds this producer back (Config.Queue)
+	selfWait     bool        // it waited in a worker's goroutine until Close gave up (enqueue)
 	stateHeld    *Worker     // the shared state this goroutine holds the lock of (lockState)
 	limit        int         // the queue limit this producer fills to
 	source       int         // the source id its packets carry: id, or a re-dispatched packet's
@@ -100,11 +107,33 @@ func (l lockPair) Lock() {
 }
 
 func (l lockPair) Unlock() {
-	l.p.held = false
-	if l.p.flows != nil {
-		l.p.flows.Unlock()
+	p := l.p
+	p.held = false
+	if p.flows != nil {
+		p.flows.Unlock()
 	}
-	l.p.mu.Unlock()
+	if p.pubWant.Load() {
+		p.publish()
+	}
+	p.mu.Unlock()
+}
+
+// countsCopy is a producer's counts and top flows as it published them.
+type countsCopy struct {
+	counts
+	top []FlowStats
+}
+
+// publish copies the counts and the top flows for a Stats that found the
+// producer busy. p.mu is held, the flow table's lock is not.
+func (p *producer) publish() {
+	c := &countsCopy{counts: counts{bucketFrames: make([]uint64, len(p.d.table.ents))}}
+	p.counts.addTo(&c.counts)
+	if p.flows != nil {
+		c.top = topFlows(p.flows)
+	}
+	p.pubWant.Store(false)
+	p.pub.Store(c)
 }
 
 // newProducer returns the producer of an input with source id id (whose

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +14,6 @@ import (
 	"github.com/rpsgo/rps/internal/affinity"
 	"go.uber.org/goleak"
 )
-
-// goid returns the calling goroutine's id.
-func goid() uint64 {
-	var b [64]byte
-	f := strings.Fields(string(b[:runtime.Stack(b[:], false)]))
-	id, _ := strconv.ParseUint(f[1], 10, 64)
-	return id
-}
 
 // pwState is a per-worker state that checks where it is used. Only its
 // worker touches it, so nothing in it is locked: the race detector checks

@@ -162,7 +162,9 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 	if wait {
 		unlock = waiter.lockers
 	}
+	waited := false
 	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
+		waited = true
 		w.waiters++
 		w.wakeAt = max(w.wakeAt, limit/2)
 		if unlock != nil {
@@ -180,6 +182,13 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 		if w.waiters == 0 {
 			w.wakeAt = 0
 		}
+	}
+	if waited && w.d.abort.Load() && w.d.inWorker() {
+		// Close broke a wait no worker would have ended: this is a
+		// worker's goroutine, a handler feeding a waiting input of its
+		// own dispatcher. Say so, in Dispatch's error and Close's.
+		w.d.selfWaits.Add(1)
+		waiter.selfWait = true
 	}
 	if room := limit - w.qlen; n > room {
 		if wait && w.qlen == 0 {
@@ -322,6 +331,39 @@ func (w *Worker) grow() {
 		ring[i] = w.ring[(w.rhead+i)%len(w.ring)]
 	}
 	w.ring, w.rhead = ring, 0
+}
+
+// dropQueued drops every batch queued now, for a Close that ran out of
+// time, and returns how many frames it dropped. A MoveOut dropped so never
+// runs, and its MoveIn is skipped. The batch the worker is handling, if
+// any, is its own: it drops the rest once its handler returns.
+func (w *Worker) dropQueued() int {
+	w.mu.Lock()
+	var batches []*pbatch
+	n := 0
+	for w.rcount > 0 {
+		b := w.pop()
+		batches = append(batches, b)
+		if b.ctl == nil {
+			n += b.n
+		}
+	}
+	w.qlen -= n
+	w.space.Broadcast() // producers held back by a full queue
+	w.mu.Unlock()
+	for _, b := range batches {
+		if c := b.ctl; c != nil {
+			if c.out {
+				c.peer.skip = true
+				close(c.peer.ready)
+			}
+			putBatch(b)
+			continue
+		}
+		w.head.Add(uint64(b.n))
+		w.drop(b, 0, &w.closeDrops)
+	}
+	return n
 }
 
 // queuedBatches reports whether anything waits in the queue (for HYBRID).

@@ -193,7 +193,7 @@ func absDiff(a, b uint64) uint64 {
 
 // bucketLoad sums the hashed frames each bucket received, over every input.
 func (d *Dispatcher) bucketLoad() []uint64 {
-	sum, _, _ := d.sumCounts()
+	sum, _ := d.sumCounts(false)
 	return sum.bucketFrames
 }
 

@@ -3,9 +3,11 @@ package steer
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rpsgo/rps/internal/rfstable"
 )
@@ -169,15 +171,19 @@ func (s *Stats) Dropped() uint64 {
 	return n
 }
 
-// Stats returns a snapshot. Counters are read one by one while traffic
-// flows; after Close they are exact and Frames == Handled() + Dropped() +
-// Panicked().
+// Stats returns a snapshot. It never waits for a handler: an input that is
+// inside Dispatch (running handlers inline with DIRECT dispatch, say) is
+// read as it was when it last let go of its counts, at most statsWait
+// earlier unless a handler holds it longer. Counters are read one by one
+// while traffic flows; after a Close that returned nil they are exact and
+// Frames == Handled() + Dropped() + Panicked(). (Close says what they
+// promise after it ran out of time.)
 func (d *Dispatcher) Stats() Stats {
 	s := Stats{Config: d.Config(), KeyFingerprint: d.keyName, Table: d.table.snapshot()}
 	d.mu.Lock()
 	srcs := append([]SourceStatser(nil), d.sources...)
 	d.mu.Unlock()
-	sum, tables, top := d.sumCounts()
+	sum, top := d.sumCounts(true)
 	s.Frames, s.Reasons, s.BucketFrames = sum.frames, sum.reasons, sum.bucketFrames
 	s.Reasons[ReasonOK] = sum.frames
 	for i, n := range sum.reasons {
@@ -186,11 +192,7 @@ func (d *Dispatcher) Stats() Stats {
 		}
 	}
 	s.BucketMoves, s.FlowMoves = sum.bucketMoves, sum.flowMoves
-	for _, flows := range tables {
-		top = append(top, topFlows(flows)...)
-	}
-	top = bestFlows(top)
-	s.TopFlows = top
+	s.TopFlows = bestFlows(top)
 	for _, w := range d.workers {
 		w.mu.Lock()
 		ln, wm := w.qlen, w.wmark
@@ -218,6 +220,72 @@ func (d *Dispatcher) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// statsWait bounds how long Stats (and the rebalancer) wait for an input
+// that is inside Dispatch to publish its counts.
+const statsWait = time.Millisecond
+
+// sumCounts returns the counts of every input, open and closed, and with
+// top their top flows. An input whose goroutine is inside Dispatch is
+// asked to publish a copy as it lets go of its counts, and is waited for
+// at most statsWait: past that, its last copy is taken.
+func (d *Dispatcher) sumCounts(top bool) (counts, []FlowStats) {
+	sum := counts{bucketFrames: make([]uint64, len(d.table.ents))}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.retired.addTo(&sum)
+	var flows []FlowStats
+	if top {
+		flows = slices.Clone(d.retiredTop)
+	}
+	type waiting struct {
+		p    *producer
+		last *countsCopy
+	}
+	var busy []waiting
+	for _, p := range d.producers {
+		if !p.readCounts(&sum, &flows, top) {
+			last := p.pub.Load()
+			p.pubWant.Store(true)
+			busy = append(busy, waiting{p, last})
+		}
+	}
+	for deadline := time.Now().Add(statsWait); len(busy) > 0; {
+		time.Sleep(10 * time.Microsecond)
+		over := time.Now().After(deadline)
+		busy = slices.DeleteFunc(busy, func(b waiting) bool {
+			if b.p.readCounts(&sum, &flows, top) {
+				return true
+			}
+			c := b.p.pub.Load()
+			if c == b.last && !over {
+				return false
+			}
+			if c != nil {
+				c.addTo(&sum)
+				if top {
+					flows = append(flows, c.top...)
+				}
+			}
+			return true
+		})
+	}
+	return sum, flows
+}
+
+// readCounts adds p's counts (and with top its top flows) to sum, unless
+// p's goroutine holds them, and reports whether it did.
+func (p *producer) readCounts(sum *counts, flows *[]FlowStats, top bool) bool {
+	if !p.mu.TryLock() {
+		return false
+	}
+	p.counts.addTo(sum)
+	if top && p.flows != nil {
+		*flows = append(*flows, topFlows(p.flows)...)
+	}
+	p.mu.Unlock()
+	return true
 }
 
 // topFlowsLen is how many flows Stats.TopFlows lists.
