@@ -39,9 +39,14 @@ type Dispatcher struct {
 	hooks   bool              // the states implement Mover
 	wg      sync.WaitGroup
 
-	intake  sync.RWMutex // dispatch calls hold it shared; Close exclusively
-	closed  atomic.Bool
-	abort   atomic.Bool   // Close ran out of time: what is left is dropped
+	intake sync.RWMutex // dispatch calls hold it shared; Close exclusively
+	closed atomic.Bool
+	// abort says Close ran out of time: what is left is dropped. The
+	// workers read it for every frame, so it has a cache line of its own,
+	// away from intake, which every dispatch call writes.
+	_       [64]byte
+	abort   atomic.Bool
+	_       [63]byte
 	aborted chan struct{} // closed with abort set
 	// selfWaits counts the waits for room that Close broke in a worker's
 	// goroutine: a handler feeding a waiting input of its own dispatcher.
