@@ -113,7 +113,7 @@ func (l lockPair) Unlock() {
 		p.flows.Unlock()
 	}
 	if p.pubWant.Load() {
-		p.publish()
+		p.publish(true)
 	}
 	p.mu.Unlock()
 }
@@ -124,16 +124,25 @@ type countsCopy struct {
 	top []FlowStats
 }
 
-// publish copies the counts and the top flows for a Stats that found the
-// producer busy. p.mu is held, the flow table's lock is not.
-func (p *producer) publish() {
+// publish copies the counts (and with top the top flows, else it keeps
+// the last copy's) for a Stats that may find the producer busy later, and
+// returns the copy. p.mu is held, the flow table's lock is not. Copies are
+// made under p.mu, so each is at least as new as the one before: a counter
+// read from them never goes down.
+func (p *producer) publish(top bool) *countsCopy {
 	c := &countsCopy{counts: counts{bucketFrames: make([]uint64, len(p.d.table.ents))}}
 	p.counts.addTo(&c.counts)
-	if p.flows != nil {
+	switch {
+	case top && p.flows != nil:
 		c.top = topFlows(p.flows)
+	case !top:
+		if last := p.pub.Load(); last != nil {
+			c.top = last.top
+		}
 	}
 	p.pubWant.Store(false)
 	p.pub.Store(c)
+	return c
 }
 
 // newProducer returns the producer of an input with source id id (whose

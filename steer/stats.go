@@ -275,16 +275,19 @@ func (d *Dispatcher) sumCounts(top bool) (counts, []FlowStats) {
 }
 
 // readCounts adds p's counts (and with top its top flows) to sum, unless
-// p's goroutine holds them, and reports whether it did.
+// p's goroutine holds them, and reports whether it did. What it reads it
+// also publishes, so that a later Stats that finds p busy reads counts no
+// older than these.
 func (p *producer) readCounts(sum *counts, flows *[]FlowStats, top bool) bool {
 	if !p.mu.TryLock() {
 		return false
 	}
-	p.counts.addTo(sum)
-	if top && p.flows != nil {
-		*flows = append(*flows, topFlows(p.flows)...)
-	}
+	c := p.publish(top)
 	p.mu.Unlock()
+	c.addTo(sum)
+	if top {
+		*flows = append(*flows, c.top...)
+	}
 	return true
 }
 
