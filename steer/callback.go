@@ -11,7 +11,8 @@ import (
 //
 // The dispatcher runs code it does not own: the handler; a per-worker
 // state's constructor, Tick, MoveOut, MoveIn and Close; Config.Trace,
-// Config.CPUFunc and Config.OnPanic; the release callback of a batch. Every
+// Config.CPUFunc and Config.OnPanic; the release callback of a batch; a
+// live source's Backlog. Every
 // one of them is run through a recover: a panic is counted under the name
 // of the callback (a handler's in WorkstreamStats.Panics, as one per frame;
 // the others in Stats.CallbackPanics), reported to Config.OnPanic (or
@@ -36,6 +37,7 @@ const (
 	cbCPUFunc
 	cbRelease
 	cbOnPanic
+	cbBacklog
 	numCallbacks
 )
 
@@ -51,6 +53,7 @@ var callbackNames = [numCallbacks]string{
 	cbCPUFunc:    "CPUFunc",
 	cbRelease:    "release",
 	cbOnPanic:    "OnPanic",
+	cbBacklog:    "Backlog",
 }
 
 func (c callback) String() string { return callbackNames[c] }

@@ -157,7 +157,19 @@ type QueueConfig struct {
 	// the frames of flows holding more than half of its recent history
 	// (Linux's skb_flow_limit). Counted apart from QDrops.
 	FlowLimit bool
+	// StallTimeout is how long a live source (LiveSource) is held back by
+	// a full queue that does not move, under OverflowAuto: past it the
+	// worker counts as stalled, and frames for it are dropped at once
+	// (StallDrops) until its queue moves again, so that one stuck handler
+	// stops the other workers for at most this long. Zero means
+	// DefaultStallTimeout; negative is an error.
+	StallTimeout time.Duration
 }
+
+// DefaultStallTimeout is QueueConfig.StallTimeout's default: long enough
+// for a garbage collection or a slow frame, short against the hundreds of
+// milliseconds a live ring holds at the rates a software dispatcher meets.
+const DefaultStallTimeout = 50 * time.Millisecond
 
 // RFSConfig configures receive flow steering (Linux's RFS): a consumer
 // names the worker that should handle a flow ([Dispatcher.SetDesired]) and
@@ -176,8 +188,8 @@ const defaultRFSTableSize = 1 << 16
 // PanicInfo describes a recovered panic of a user callback.
 type PanicInfo struct {
 	// Callback names the callback that panicked: "handler", "Tick",
-	// "MoveOut", "MoveIn", "Close" (a state's), "Trace", "CPUFunc" or
-	// "release" (a batch's release callback).
+	// "MoveOut", "MoveIn", "Close" (a state's), "Trace", "CPUFunc",
+	// "release" (a batch's release callback) or "Backlog" (a live source's).
 	Callback string
 	Worker   int // the worker it ran for, -1 when none
 	Value    any
@@ -384,6 +396,12 @@ func (q *QueueConfig) normalize() error {
 	}
 	if q.Overflow > OverflowDrop {
 		return fmt.Errorf("steer: unknown overflow rule %d: %w", q.Overflow, ErrConfig)
+	}
+	switch {
+	case q.StallTimeout < 0:
+		return fmt.Errorf("steer: stall timeout %v is negative: set a positive duration, or zero for %v: %w", q.StallTimeout, DefaultStallTimeout, ErrConfig)
+	case q.StallTimeout == 0:
+		q.StallTimeout = DefaultStallTimeout
 	}
 	return nil
 }

@@ -245,16 +245,19 @@ func (d *Dispatcher) Workers() int { return len(d.workers) }
 // Run reads src and dispatches every batch through a new Input. It returns
 // nil once src is exhausted (io.EOF), ctx.Err() when ctx ends first, and
 // ErrClosed when the dispatcher closes first: a caller that cancels ctx to
-// stop reading sees that the source was not read to its end. A source that
-// implements [LiveSource] and says it is live is dropped from on a full
-// queue under OverflowAuto; any other source is held back. Run registers a
-// source's own counters ([SourceStatser]) with the stats. It does not close
-// src.
+// stop reading sees that the source was not read to its end. Under
+// OverflowAuto a full queue holds the source back; a [LiveSource] only while
+// its ring has room and the worker is not stalled (see LiveSource). Run
+// registers a source's own counters ([SourceStatser]) with the stats. It
+// does not close src.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	if src == nil {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
 	}
-	in := d.newInput(!isLive(src))
+	in := d.newInput(true)
+	if l := liveSource(src); l != nil {
+		in.p.setLive(l)
+	}
 	defer in.Close()
 	if s, ok := src.(sourceStatser); ok {
 		d.mu.Lock()

@@ -82,8 +82,13 @@
 // inputs that wait, at most [MaxQLimit]. Config.Queue.Overflow says what a
 // full queue does to the input filling it: [OverflowAuto], the default,
 // holds back a source that can wait (a file, a slice, an Input the caller
-// feeds) and drops at the tail for a [LiveSource] that cannot (a ring the
-// kernel fills); [OverflowWait] and [OverflowDrop] choose one for all.
+// feeds), and a [LiveSource] (a ring the kernel fills) as long as that
+// costs nothing: while its ring is under three quarters full, the frames
+// wait there, where the kernel counts what it cannot hold. Past that, or
+// once the worker's queue has not moved for Config.Queue.StallTimeout (a
+// stuck handler, which must not stop the other workers), it drops at the
+// tail as netisr does (QDrops; StallDrops for a stalled worker).
+// [OverflowWait] and [OverflowDrop] choose one rule for all inputs.
 //
 // [New] takes a stateless [Handler]. [NewPerWorker] gives every worker a
 // state of its own: newState runs in each worker's goroutine before its

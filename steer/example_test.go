@@ -375,9 +375,9 @@ func ExampleStats_WriteReport() {
 	//     1    -    0      0    2253        0       0       0     2253
 	//
 	// Other drops and panics:
-	//  WSID  FlowLimit  Redisp  Close  Panicked
-	//     0          0       0      0         0
-	//     1          0       0      0         0
+	//  WSID  Stalled  FlowLimit  Redisp  Close  Panicked
+	//     0        0          0       0      0         0
+	//     1        0          0       0      0         0
 	//
 	// Frames: 4623 in, 4623 handled, 0 dropped, 0 panicked; bucket moves 0, flow moves 0
 	//

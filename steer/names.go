@@ -49,11 +49,14 @@ type Overflow uint8
 
 const (
 	// OverflowAuto waits for a source that can wait (a file, a slice, an
-	// Input fed by the caller) and drops for a live one (a [LiveSource]
-	// such as a ring the kernel fills). The default.
+	// Input fed by the caller); a live one (a [LiveSource] such as a ring
+	// the kernel fills) it holds back only while its ring is under three
+	// quarters full and the worker is not stalled, and drops at the tail
+	// past either (see LiveSource). The default.
 	OverflowAuto Overflow = iota
-	// OverflowWait always holds the input back until there is room.
-	// A re-dispatch from a handler never waits.
+	// OverflowWait always holds the input back until there is room, a
+	// live one too, however full its ring. A re-dispatch from a handler
+	// never waits.
 	OverflowWait
 	// OverflowDrop always drops at the tail and counts QDrops, as netisr
 	// does.

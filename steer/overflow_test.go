@@ -10,13 +10,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-// liveSlice is a SliceSource that says whether it is live (LiveSource).
+// liveSlice is a SliceSource that says whether it is live (LiveSource),
+// with a ring ringUsed percent full.
 type liveSlice struct {
 	SliceSource
-	live bool
+	live     bool
+	ringUsed int
 }
 
-func (s *liveSlice) Live() bool { return s.live }
+func (s *liveSlice) Live() bool                { return s.live }
+func (s *liveSlice) Backlog() (used, size int) { return s.ringUsed, 100 }
 
 // stallGate holds every handler until it is opened: by open, or, when
 // after is set, that long after the first frame reached a handler.
@@ -137,16 +140,22 @@ func TestOverflow(t *testing.T) {
 		drops     bool
 		wmarkOver int // the deepest queue is more than this
 		wmarkMax  int // and at most this
+		ringUsed  int // a live source's ring, percent full
 	}{
-		{"auto/slice", QueueConfig{}, slice, false, DefaultQLimit, DefaultWaitQLimit},
-		{"auto/live", QueueConfig{}, live, true, DefaultQLimit - 1, DefaultQLimit},
-		{"auto/not-live", QueueConfig{}, notLive, false, DefaultQLimit, DefaultWaitQLimit},
-		{"auto/input", QueueConfig{}, newInput, false, DefaultQLimit, DefaultWaitQLimit},
-		{"drop/slice", QueueConfig{Overflow: OverflowDrop}, slice, true, DefaultQLimit - 1, DefaultQLimit},
-		{"drop/input", QueueConfig{Overflow: OverflowDrop}, newInput, true, DefaultQLimit - 1, DefaultQLimit},
-		{"wait/live", QueueConfig{Overflow: OverflowWait}, live, false, DefaultQLimit, DefaultWaitQLimit},
-		{"drop/limit", QueueConfig{Overflow: OverflowDrop, Limit: 100}, slice, true, 99, 100},
-		{"wait/limit", QueueConfig{Overflow: OverflowWait, Limit: 100}, live, false, 0, 100},
+		{"auto/slice", QueueConfig{}, slice, false, DefaultQLimit, DefaultWaitQLimit, 0},
+		// A live source's ring has room: it is held back, with the queue
+		// limit of inputs that drop.
+		{"auto/live", QueueConfig{}, live, false, DefaultQLimit / 2, DefaultQLimit, 10},
+		// Its ring is nearly full: tail drop.
+		{"auto/live-ring-full", QueueConfig{}, live, true, DefaultQLimit - 1, DefaultQLimit, 80},
+		{"auto/not-live", QueueConfig{}, notLive, false, DefaultQLimit, DefaultWaitQLimit, 0},
+		{"auto/input", QueueConfig{}, newInput, false, DefaultQLimit, DefaultWaitQLimit, 0},
+		{"drop/slice", QueueConfig{Overflow: OverflowDrop}, slice, true, DefaultQLimit - 1, DefaultQLimit, 0},
+		{"drop/input", QueueConfig{Overflow: OverflowDrop}, newInput, true, DefaultQLimit - 1, DefaultQLimit, 0},
+		{"drop/live", QueueConfig{Overflow: OverflowDrop}, live, true, DefaultQLimit - 1, DefaultQLimit, 0},
+		{"wait/live", QueueConfig{Overflow: OverflowWait}, live, false, DefaultQLimit, DefaultWaitQLimit, 90},
+		{"drop/limit", QueueConfig{Overflow: OverflowDrop, Limit: 100}, slice, true, 99, 100, 0},
+		{"wait/limit", QueueConfig{Overflow: OverflowWait, Limit: 100}, live, false, 0, 100, 90},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -174,7 +183,7 @@ func TestOverflow(t *testing.T) {
 			case slice:
 				err = d.Run(context.Background(), &SliceSource{Frames: frames})
 			case live, notLive:
-				err = d.Run(context.Background(), &liveSlice{SliceSource: SliceSource{Frames: frames}, live: c.in == live})
+				err = d.Run(context.Background(), &liveSlice{SliceSource: SliceSource{Frames: frames}, live: c.in == live, ringUsed: c.ringUsed})
 			case newInput:
 				in := d.NewInput()
 				for i := 0; i < len(frames) && err == nil; i += BatchSize {
@@ -206,5 +215,61 @@ func TestOverflow(t *testing.T) {
 				t.Errorf("deepest queue %d frames, want more than %d and at most %d", m, c.wmarkOver, c.wmarkMax)
 			}
 		})
+	}
+}
+
+// TestLiveStalledWorker: a live source whose ring has room is held back by
+// a full queue, but not by a worker whose handler is stuck: once that
+// queue has not moved for StallTimeout, frames for it are dropped at once
+// (StallDrops) and the other worker goes on with all of its frames.
+func TestLiveStalledWorker(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	stuck := make(chan struct{})
+	defer func() {
+		select {
+		case <-stuck:
+		default:
+			close(stuck)
+		}
+	}()
+	d, err := New(Config{Workers: 2, Buckets: 2, Queue: QueueConfig{StallTimeout: 20 * time.Millisecond}}, func(p *Packet) {
+		if p.Worker == 0 {
+			<-stuck
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := dtTraffic(rand.New(rand.NewPCG(31, 1)), 64, 20000)
+	want := make([]uint64, 2)
+	var c Classification
+	for _, f := range frames {
+		d.Classifier().Classify(f.Data, &c)
+		want[c.FlowID&1]++
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Run(context.Background(), &liveSlice{SliceSource: SliceSource{Frames: frames}, live: true, ringUsed: 10})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the live source was held back by a stuck worker")
+	}
+	close(stuck)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := checkAccounting(t, d, uint64(len(frames)))
+	w0, w1 := st.Workstreams[0], st.Workstreams[1]
+	if w1.Handled != want[1] || w1.Drops() != 0 {
+		t.Errorf("worker 1 handled %d of its %d frames, dropped %d: a stuck worker held it back", w1.Handled, want[1], w1.Drops())
+	}
+	if w0.StallDrops == 0 || w0.QDrops != 0 || w0.Handled+w0.StallDrops != want[0] {
+		t.Errorf("worker 0: %d handled, %d stall drops, %d queue drops, of %d; want the frames the stuck worker could not take as stall drops only",
+			w0.Handled, w0.StallDrops, w0.QDrops, want[0])
 	}
 }

@@ -3,6 +3,7 @@ package steer
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rpsgo/rps/internal/rfstable"
 )
@@ -61,6 +62,9 @@ type producer struct {
 	mask         uint32    // buckets - 1
 	batchCap     int
 	wait         bool        // a full queue holds this producer back (Config.Queue)
+	live         LiveSource  // the live source it reads, whose ring bounds the waits (setLive); nil for others
+	livePoll     *time.Timer // wakes a live producer's wait to look at the ring again
+	waitingOn    atomic.Pointer[Worker]
 	selfWait     bool        // it waited in a worker's goroutine until Close gave up (enqueue)
 	stateHeld    *Worker     // the shared state this goroutine holds the lock of (lockState)
 	limit        int         // the queue limit this producer fills to
@@ -179,6 +183,34 @@ func (d *Dispatcher) newProducer(id int, canWait bool) *producer {
 	d.mu.Unlock()
 	return p
 }
+
+// setLive makes an input's producer that of a live source: under
+// OverflowAuto a full queue holds it back only while the source's ring has
+// room and the worker is not stalled (see LiveSource), and its queue limit
+// is the one for inputs that drop, a latency bound: the ring is the
+// buffer. Under OverflowWait it waits as any input; under OverflowDrop it
+// drops.
+func (p *producer) setLive(l LiveSource) {
+	q := &p.d.cfg.Queue
+	if q.Overflow != OverflowAuto {
+		return
+	}
+	p.live = l
+	p.limit = q.limit(false)
+	p.batchCap = min(BatchSize, p.limit)
+	p.livePoll = time.AfterFunc(time.Hour, func() {
+		if w := p.waitingOn.Load(); w != nil {
+			w.mu.Lock()
+			w.space.Broadcast()
+			w.mu.Unlock()
+		}
+	})
+	p.livePoll.Stop()
+}
+
+// livePollEvery is how often a live producer held back by a full queue
+// looks at its ring and at the worker's progress again.
+const livePollEvery = time.Millisecond
 
 // prepare makes the producer's tables, once: the batches pending per
 // worker, its view of the indirection table (taken from the table now: it

@@ -3,6 +3,7 @@ package steer
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pbatch is a hand-off unit: up to BatchSize packets for one worker, or one
@@ -163,7 +164,20 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 		unlock = waiter.lockers
 	}
 	waited := false
+	drops := &w.qdrops // what a frame that finds no room counts as
+	var lw liveWait
 	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
+		if waiter.live != nil {
+			if stalled, ok := lw.mayWait(w, waiter); !ok {
+				wait = false // drop at the tail, netisr's rule
+				if stalled {
+					drops = &w.stallDrops
+				}
+				break
+			}
+			waiter.waitingOn.Store(w)
+			waiter.livePoll.Reset(livePollEvery)
+		}
 		waited = true
 		w.waiters++
 		w.wakeAt = max(w.wakeAt, limit/2)
@@ -201,6 +215,9 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 	if w.rcount >= maxQueuedBatches && !wait {
 		n = 0 // the queue's memory is full of small batches
 	}
+	if waiter != nil && waiter.live != nil {
+		waiter.livePoll.Stop()
+	}
 	base = w.tail.Load()
 	if w.d.abort.Load() {
 		// Close ran out of time and the workers drop what is left, or
@@ -212,11 +229,11 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 	}
 	if n == 0 {
 		w.mu.Unlock()
-		w.drop(b, 0, &w.qdrops)
+		w.drop(b, 0, drops)
 		return base, 0
 	}
 	if n < b.n {
-		return w.enqueueCut(b, base, n)
+		return w.enqueueCut(b, base, n, drops)
 	}
 	wake := w.push(b, base, n)
 	w.mu.Unlock()
@@ -231,7 +248,7 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 // fit: the others are cut off before the worker can see b, and their
 // buffers released once w.mu, held on entry, is dropped. It is apart from
 // enqueue so that the common case does not clear the refs array.
-func (w *Worker) enqueueCut(b *pbatch, base uint64, n int) (uint64, int) {
+func (w *Worker) enqueueCut(b *pbatch, base uint64, n int, drops *atomic.Uint64) (uint64, int) {
 	var cut [BatchSize]*batchRef
 	ncut := 0
 	for i := n; i < b.n; i++ {
@@ -243,7 +260,7 @@ func (w *Worker) enqueueCut(b *pbatch, base uint64, n int) (uint64, int) {
 	wake := w.push(b, base, n)
 	w.mu.Unlock()
 	w.queued.Add(uint64(n))
-	w.qdrops.Add(uint64(ncut))
+	drops.Add(uint64(ncut))
 	for _, r := range cut[:ncut] {
 		if r != nil {
 			r.done(1)
@@ -253,6 +270,38 @@ func (w *Worker) enqueueCut(b *pbatch, base uint64, n int) (uint64, int) {
 		w.wake()
 	}
 	return base, n
+}
+
+// liveWait is the state of one wait of a live producer for room in a
+// worker's queue: the worker's head when it last moved, and when.
+type liveWait struct {
+	head uint64
+	at   time.Time
+}
+
+// mayWait decides whether a live producer may go on waiting for room in
+// w's queue (LiveSource): not once the worker has stalled (its head has not
+// moved for StallTimeout; then, and until it moves, stalled is also true),
+// nor once the source's ring is LiveRingHighWater full. w.mu is held.
+func (lw *liveWait) mayWait(w *Worker, p *producer) (stalled, ok bool) {
+	head := w.head.Load()
+	if s := w.stalledAt.Load(); s != 0 && s == head+1 {
+		return true, false // still stalled since a wait gave up on it
+	}
+	now := time.Now()
+	switch {
+	case lw.at.IsZero() || head != lw.head:
+		lw.head, lw.at = head, now
+	case now.Sub(lw.at) >= p.d.cfg.Queue.StallTimeout:
+		w.stalledAt.Store(head + 1)
+		return true, false
+	}
+	var used, size int
+	p.d.guard(cbBacklog, w.index, func() { used, size = p.live.Backlog() })
+	if size > 0 && float64(used) >= LiveRingHighWater*float64(size) {
+		return false, false
+	}
+	return false, true
 }
 
 // push puts b, with n frames from queue position base on, at the tail of

@@ -55,20 +55,40 @@ type Batch struct {
 }
 
 // LiveSource is implemented by sources that may say they are live: frames
-// arrive whether or not the reader keeps up (a ring the kernel fills), so
-// holding the reader back would only move the drops into the kernel. Under
-// OverflowAuto, [Dispatcher.Run] drops at the tail of a full queue for a
-// live source and holds any other source back.
+// arrive whether or not the reader keeps up (a ring the kernel fills).
+// Holding such a reader back leaves the frames in the kernel's ring, where
+// the kernel counts what it cannot hold; it costs nothing while the ring
+// has room, but holding it back for a stalled worker would stop every other
+// worker too. Under OverflowAuto, [Dispatcher.Run] therefore holds a live
+// source back on a full queue only while its ring is less than three
+// quarters full (LiveRingHighWater) and the worker is not stalled (its
+// queue has moved within Config.Queue.StallTimeout); past either it drops
+// at the tail, as netisr does. Any other source is always held back.
 type LiveSource interface {
 	Source
+	// Live reports whether the source is live.
 	Live() bool
+	// Backlog reports how much of the kernel's buffer behind the source is
+	// taken by frames not yet given back to the kernel (read or not), and
+	// its size, in units of the source's choosing (ring blocks, ring
+	// entries); size 0 when the source cannot tell. It is called while the
+	// source's reader waits for room in a queue, from the goroutine that
+	// reads the source.
+	Backlog() (used, size int)
 }
 
-// isLive reports whether src says it is live.
-func isLive(src Source) bool {
-	l, ok := src.(LiveSource)
-	return ok && l.Live()
+// liveSource returns src as a live source, or nil when it is not one.
+func liveSource(src Source) LiveSource {
+	if l, ok := src.(LiveSource); ok && l.Live() {
+		return l
+	}
+	return nil
 }
+
+// LiveRingHighWater is the share of a live source's ring (LiveSource.Backlog)
+// past which a full queue drops at its tail rather than hold the reader
+// back: three quarters.
+const LiveRingHighWater = 0.75
 
 // Source produces batches of frames. A capture file, an AF_PACKET ring and
 // an in-memory slice all implement it.

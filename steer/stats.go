@@ -22,6 +22,7 @@ type WorkstreamStats struct {
 	// Disp'd: handled inline by DIRECT dispatch, HDisp'd: by HYBRID.
 	Dispatched, HybridDispatched uint64
 	QDrops                       uint64 // tail drops on a full queue
+	StallDrops                   uint64 // a live source's tail drops at the queue of a stalled worker (QueueConfig.StallTimeout)
 	Queued                       uint64 // frames put on the queue
 	Handled                      uint64 // frames the handler ran for (inline or queued)
 	FlowLimitDrops               uint64 // dropped by the flow limit
@@ -32,7 +33,7 @@ type WorkstreamStats struct {
 
 // Drops is the sum of every kind of drop on the workstream.
 func (w WorkstreamStats) Drops() uint64 {
-	return w.QDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
+	return w.QDrops + w.StallDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
 }
 
 // SourceStats are a live source's own counters, such as AF_PACKET's
@@ -48,6 +49,11 @@ type SourceStats struct {
 	// room (AF_PACKET: tp_drops; AF_XDP: rx_dropped + rx_ring_full).
 	Dropped     uint64
 	FreezeQueue uint64 // times the queue was frozen (tp_freeze_q_cnt)
+	// RingUsed is how much of the kernel's buffer behind a live source
+	// holds frames not yet given back (LiveSource.Backlog) now, RingPeak
+	// the most the source saw at a read, both out of RingSize, in the
+	// source's units; RingSize is 0 when the source cannot tell.
+	RingUsed, RingPeak, RingSize int
 	// Filtered counts the frames a capture filter run in user space
 	// rejected (package steer/filter): they never reach the dispatcher, so
 	// they are neither handled nor dropped. A filter run in the kernel is
@@ -200,7 +206,7 @@ func (d *Dispatcher) Stats() Stats {
 		s.Workstreams = append(s.Workstreams, WorkstreamStats{
 			WSID: w.index, CPU: w.cpu, Len: ln, WMark: wm,
 			Dispatched: w.dispatched.Load(), HybridDispatched: w.hdispatched.Load(),
-			QDrops: w.qdrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
+			QDrops: w.qdrops.Load(), StallDrops: w.stallDrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
 			FlowLimitDrops: w.flowDrops.Load(), RedispatchDrops: w.redispatchDrops.Load(),
 			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(),
 		})
@@ -359,9 +365,9 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	tw.Flush()
 	fmt.Fprintln(&b, "\nOther drops and panics:")
 	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "WSID\t FlowLimit\t Redisp\t Close\t Panicked\t\n")
+	fmt.Fprintf(tw, "WSID\t Stalled\t FlowLimit\t Redisp\t Close\t Panicked\t\n")
 	for _, w := range s.Workstreams {
-		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
+		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.StallDrops, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
 	}
 	tw.Flush()
 	if len(s.CallbackPanics) > 0 {
@@ -398,6 +404,10 @@ func (s *Stats) WriteReport(out io.Writer) error {
 				b.WriteString(", ")
 			}
 			fmt.Fprintf(&b, "filtered %d", src.Filtered)
+		}
+		if src.RingSize > 0 {
+			fmt.Fprintf(&b, "; ring %.0f%% full now, %.0f%% at most", 100*float64(src.RingUsed)/float64(src.RingSize),
+				100*float64(src.RingPeak)/float64(src.RingSize))
 		}
 		if x := src.XDP; x != nil {
 			mode := "copy"

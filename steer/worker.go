@@ -42,7 +42,12 @@ type Worker struct {
 	// Counters with netstat -Q's names, and the drops netisr lacks.
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
-	exited                                           atomic.Bool // run has returned (for Close's error)
+	stallDrops                                       atomic.Uint64
+	// stalledAt is head+1 when a live producer gave up waiting for the
+	// queue to move (LiveSource), 0 otherwise: while head stays there, live
+	// producers drop at once.
+	stalledAt atomic.Uint64
+	exited    atomic.Bool // run has returned (for Close's error)
 
 	// The handler and the per-worker state, which bind gives in the
 	// worker's goroutine before its first frame.

@@ -465,7 +465,7 @@ var reportKeys = []string{
 	"totals.steered", "totals.written", "version", "workers", "workers.close_drops", "workers.cpu",
 	"workers.dispatched", "workers.flow_limit_drops", "workers.handled",
 	"workers.hybrid_dispatched", "workers.id", "workers.panics", "workers.queue_drops", "workers.queue_len",
-	"workers.queued", "workers.redispatch_drops", "workers.watermark",
+	"workers.queued", "workers.redispatch_drops", "workers.stall_drops", "workers.watermark",
 }
 
 // byName are the report's objects keyed by enumeration names rather than

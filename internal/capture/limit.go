@@ -100,6 +100,14 @@ func (s *limited) Live() bool {
 	return ok && l.Live()
 }
 
+// Backlog passes on the source's backlog (steer.LiveSource), or 0, 0.
+func (s *limited) Backlog() (used, size int) {
+	if l, ok := s.src.(steer.LiveSource); ok {
+		return l.Backlog()
+	}
+	return 0, 0
+}
+
 // SourceStats passes on the source's counters; without any, an error, which
 // the dispatcher's stats skip.
 func (s *limited) SourceStats() (steer.SourceStats, error) {

@@ -140,6 +140,7 @@ type Worker struct {
 	Queued           uint64 `json:"queued"`
 	Handled          uint64 `json:"handled"`
 	QueueDrops       uint64 `json:"queue_drops"`
+	StallDrops       uint64 `json:"stall_drops"`
 	FlowLimitDrops   uint64 `json:"flow_limit_drops"`
 	RedispatchDrops  uint64 `json:"redispatch_drops"`
 	CloseDrops       uint64 `json:"close_drops"`
@@ -153,6 +154,10 @@ type Source struct {
 	KernelDropped  uint64 `json:"kernel_dropped"`
 	QueueFreezes   uint64 `json:"queue_freezes"`
 	Filtered       uint64 `json:"filtered"`
+	// RingUsed and RingPeak are the kernel ring's occupancy now and at
+	// most, as fractions of it (0 to 1); absent when the source cannot tell.
+	RingUsed *float64 `json:"ring_used,omitempty"`
+	RingPeak *float64 `json:"ring_peak,omitempty"`
 	// XDP is an AF_XDP socket's XDP_STATISTICS and mode; absent for other
 	// sources.
 	XDP *XDP `json:"xdp,omitempty"`
@@ -273,7 +278,7 @@ func NewReport(command string, st *steer.Stats) *Report {
 		r.Workers = append(r.Workers, Worker{
 			ID: w.WSID, CPU: w.CPU, QueueLen: w.Len, Watermark: w.WMark,
 			Dispatched: w.Dispatched, HybridDispatched: w.HybridDispatched, Queued: w.Queued, Handled: w.Handled,
-			QueueDrops: w.QDrops, FlowLimitDrops: w.FlowLimitDrops, RedispatchDrops: w.RedispatchDrops,
+			QueueDrops: w.QDrops, StallDrops: w.StallDrops, FlowLimitDrops: w.FlowLimitDrops, RedispatchDrops: w.RedispatchDrops,
 			CloseDrops: w.CloseDrops, Panics: w.Panics,
 		})
 	}
@@ -283,6 +288,10 @@ func NewReport(command string, st *steer.Stats) *Report {
 	for _, s := range st.Sources {
 		src := Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped,
 			QueueFreezes: s.FreezeQueue, Filtered: s.Filtered}
+		if s.RingSize > 0 {
+			used, peak := float64(s.RingUsed)/float64(s.RingSize), float64(s.RingPeak)/float64(s.RingSize)
+			src.RingUsed, src.RingPeak = &used, &peak
+		}
 		if x := s.XDP; x != nil {
 			src.XDP = &XDP{Attach: x.Attach, ZeroCopy: x.ZeroCopy, RxDropped: x.RxDropped, RxInvalidDescs: x.RxInvalidDescs,
 				RxRingFull: x.RxRingFull, RxFillRingEmptyDescs: x.RxFillRingEmptyDescs}

@@ -72,6 +72,7 @@ type Source struct {
 
 	delivered atomic.Uint64
 	nblocks   atomic.Uint64
+	peak      atomic.Int64 // the most blocks Backlog saw held at a block's take
 
 	statsMu sync.Mutex
 	kstats  Stats // kernel part of the totals
@@ -237,9 +238,50 @@ func (s *Source) u32(off int) uint32 {
 }
 
 // Live reports true: the kernel fills the ring whether or not the reader
-// keeps up, so a dispatcher drops at the tail of a full queue rather than
-// hold the reader back (steer.LiveSource, under steer.OverflowAuto).
+// keeps up (steer.LiveSource).
 func (s *Source) Live() bool { return true }
+
+// Backlog reports how many of the ring's blocks hold frames not yet given
+// back to the kernel (retired to user space, read or not), of NumBlocks
+// (steer.LiveSource). The dispatcher holds the reader back on a full queue
+// only while it is under three quarters.
+func (s *Source) Backlog() (used, size int) {
+	if !s.ref() {
+		return 0, 0
+	}
+	defer s.dropRef()
+	return int(s.blocksHeld()), len(s.blocks)
+}
+
+// blocksHeld counts the blocks retired to user space. The ring is mapped.
+func (s *Source) blocksHeld() (n int64) {
+	for i := range s.blocks {
+		if atomic.LoadUint32(s.status(i))&unix.TP_STATUS_USER != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// ref takes a reference on the ring, unless it is gone.
+func (s *Source) ref() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// dropRef drops a reference ref took.
+func (s *Source) dropRef() {
+	if s.refs.Add(-1) == 0 {
+		s.teardown()
+	}
+}
 
 // ReadBatch fills b with up to Config.BatchSize frames from the ring. In
 // zero-copy mode the frames' Data are views into a ring block, which goes
@@ -315,6 +357,9 @@ func (s *Source) tryTake() bool {
 	blk.refs.Store(1)
 	blk.out.Store(true)
 	s.nblocks.Add(1)
+	if used := s.blocksHeld(); used > s.peak.Load() {
+		s.peak.Store(used)
+	}
 	base := i * s.cfg.BlockSize
 	s.walkBlk = i
 	s.walkLeft = s.u32(base + blkNumPktsOff)
@@ -507,7 +552,9 @@ func (s *Source) readKernelStatsLocked() error {
 // kernel dropped before the dispatcher saw them.
 func (s *Source) SourceStats() (steer.SourceStats, error) {
 	st, err := s.Stats()
-	return steer.SourceStats{Name: s.name, Received: st.Packets, Dropped: st.Drops, FreezeQueue: st.FreezeQueueCount}, err
+	used, size := s.Backlog()
+	return steer.SourceStats{Name: s.name, Received: st.Packets, Dropped: st.Drops, FreezeQueue: st.FreezeQueueCount,
+		RingUsed: used, RingPeak: int(s.peak.Load()), RingSize: size}, err
 }
 
 // withFD runs f with the socket descriptor unless it is closed.

@@ -29,10 +29,11 @@ func Open(ifname string, cfg Config) (*Source, error) {
 	return nil, fmt.Errorf("afpacket: open %q: %w", ifname, ErrNotSupported)
 }
 
-// Live reports true: the kernel fills the ring whether or not the reader
-// keeps up, so a dispatcher drops at the tail of a full queue rather than
-// hold the reader back (steer.LiveSource, under steer.OverflowAuto).
+// Live reports true, as on Linux.
 func (s *Source) Live() bool { return true }
+
+// Backlog reports 0, 0.
+func (s *Source) Backlog() (used, size int) { return 0, 0 }
 
 // ReadBatch returns ErrNotSupported.
 func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error { return ErrNotSupported }

@@ -56,6 +56,7 @@ type Source struct {
 	torn atomic.Bool
 
 	delivered atomic.Uint64
+	peak      atomic.Int64 // the fullest Backlog seen at a read
 	filtered  atomic.Uint64
 	badDescs  atomic.Uint64
 	passed    atomic.Uint64 // Stats.PassedToKernel as last read from prog
@@ -246,9 +247,47 @@ func (s *Source) Info() Info {
 func (s *Source) Config() Config { return s.cfg }
 
 // Live reports true: the kernel fills the RX ring whether or not the reader
-// keeps up, so a dispatcher drops at the tail of a full queue rather than
-// hold the reader back (steer.LiveSource, under steer.OverflowAuto).
+// keeps up (steer.LiveSource).
 func (s *Source) Live() bool { return true }
+
+// backlogScale is the size Backlog reports: it gives the fuller of two
+// rings as a fraction.
+const backlogScale = 1 << 16
+
+// Backlog reports how full the socket's buffer is (steer.LiveSource), as
+// the fuller of its RX ring (frames not yet read) and its UMEM's FILL ring
+// (the share of its slots the kernel has no chunk in, taken by frames read
+// and not released, or waiting in RX), out of backlogScale.
+func (s *Source) Backlog() (used, size int) {
+	if !s.ref() {
+		return 0, 0
+	}
+	defer s.unref()
+	return s.backlog(), backlogScale
+}
+
+// backlog is Backlog's used, while the rings are mapped.
+func (s *Source) backlog() int {
+	rx := uint64(atomic.LoadUint32(s.rx.prod)-atomic.LoadUint32(s.rx.cons)) * backlogScale / uint64(s.rx.mask+1)
+	f := &s.u.fill
+	fillSize := uint64(f.mask + 1)
+	avail := uint64(atomic.LoadUint32(f.prod) - atomic.LoadUint32(f.cons))
+	fill := (fillSize - min(avail, fillSize)) * backlogScale / fillSize
+	return int(max(rx, fill))
+}
+
+// ref takes a reference on the socket, unless it is gone.
+func (s *Source) ref() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
 
 // ReadBatch fills b with up to Config.BatchSize frames from the RX ring,
 // after waiting for the ring to fill as Config.BatchTimeout says.
@@ -290,6 +329,9 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 			continue
 		}
 		if s.take(b) > 0 {
+			if used := int64(s.backlog()); used > s.peak.Load() {
+				s.peak.Store(used)
+			}
 			if len(b.Frames) > 0 {
 				return s.rxCons, nil
 			}
@@ -571,6 +613,7 @@ func (s *Source) readKernelStatsLocked() error {
 // package ever fed it.
 func (s *Source) SourceStats() (steer.SourceStats, error) {
 	st, err := s.Stats()
+	used, size := s.Backlog()
 	info := s.Info()
 	info.Attach = AttachMode(s.fedBy.Load())
 	return steer.SourceStats{
@@ -578,6 +621,7 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 		Received: st.Received(),
 		Dropped:  st.RxDropped + st.RxRingFull,
 		Filtered: st.Filtered,
+		RingUsed: used, RingPeak: int(s.peak.Load()), RingSize: size,
 		XDP: &steer.XDPStats{
 			RxDropped:            st.RxDropped,
 			RxInvalidDescs:       st.RxInvalidDescs,

@@ -30,6 +30,9 @@ func (s *Source) Config() Config { return Config{} }
 // Live reports true, as on Linux.
 func (s *Source) Live() bool { return true }
 
+// Backlog reports 0, 0.
+func (s *Source) Backlog() (used, size int) { return 0, 0 }
+
 // ReadBatch returns ErrNotSupported.
 func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error { return ErrNotSupported }
 

@@ -423,6 +423,9 @@ type steeredSource struct {
 // Live reports true, as the socket it reads does.
 func (ss *steeredSource) Live() bool { return true }
 
+// Backlog reports the socket's (steer.LiveSource).
+func (ss *steeredSource) Backlog() (used, size int) { return ss.s.Backlog() }
+
 // ReadBatch implements steer.Source.
 func (ss *steeredSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
 	wait := ss.s.cfg.PollTimeout

@@ -89,6 +89,15 @@ func (s *Source) Live() bool {
 	return ok && l.Live()
 }
 
+// Backlog passes on the backlog of the source under it
+// (steer.LiveSource), or 0, 0.
+func (s *Source) Backlog() (used, size int) {
+	if l, ok := s.src.(steer.LiveSource); ok {
+		return l.Backlog()
+	}
+	return 0, 0
+}
+
 // Filtered returns the number of frames the program rejected so far.
 func (s *Source) Filtered() uint64 { return s.filtered.Load() }
 

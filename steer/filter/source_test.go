@@ -39,6 +39,9 @@ func (s *batchSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
 
 func (s *batchSource) Close() error { s.closed = true; return nil }
 func (s *batchSource) Live() bool   { return s.live }
+func (s *batchSource) Backlog() (int, int) {
+	return 3, 4
+}
 
 // statsSource is a batchSource with counters of its own.
 type statsSource struct{ *batchSource }
@@ -198,14 +201,17 @@ func TestSourceSnapLen(t *testing.T) {
 	}
 }
 
-// TestSourcePassesThrough: Live and the source's own counters come through
-// the filter.
+// TestSourcePassesThrough: Live, Backlog and the source's own counters
+// come through the filter.
 func TestSourcePassesThrough(t *testing.T) {
 	p := program(t, "ip6")
 	for _, live := range []bool{false, true} {
 		fs, _ := NewSource(&batchSource{live: live}, p)
 		if fs.Live() != live {
 			t.Errorf("Live() = %v, want %v", fs.Live(), live)
+		}
+		if used, size := fs.Backlog(); used != 3 || size != 4 {
+			t.Errorf("Backlog() = %d, %d, want the source's 3, 4", used, size)
 		}
 	}
 	frames, _ := corpusFrames()

@@ -215,6 +215,11 @@ func (s *Source) LinkType() pcapfile.LinkType { return s.link }
 // [steer.LiveSource].
 func (s *Source) Live() bool { return s.cfg.live }
 
+// Backlog reports 0, 0: a gopacket source cannot see the buffer behind its
+// packet source, so the dispatcher holds it back on a full queue only until
+// the worker stalls (steer.LiveSource).
+func (s *Source) Backlog() (used, size int) { return 0, 0 }
+
 // SourceStats returns the packet source's own counters as
 // [WithSourceStats] gives them, named "gopacket" unless that function names
 // them; without WithSourceStats it returns an error, and the dispatcher

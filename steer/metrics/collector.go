@@ -124,6 +124,7 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 			"by dispatch mode (netstat -Q Disp'd for direct, HDisp'd for hybrid).", labelWorker, labelMode)
 	c.dropped = desc("worker_dropped_total",
 		"Frames dropped on the workstream, by reason: queue (a full queue, netstat -Q QDrops), "+
+			"stall (a live source's frames at the full queue of a stalled worker), "+
 			"flow_limit, redispatch (nested too deep), close (Close ran out of time).", labelWorker, labelReason)
 	c.panicked = desc("worker_panicked_total",
 		"Frames whose handler panicked on the workstream (recovered; not in handled).", labelWorker)
@@ -168,6 +169,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // The drop reasons of rps_worker_dropped_total.
 const (
 	dropQueue      = "queue"
+	dropStall      = "stall"
 	dropFlowLimit  = "flow_limit"
 	dropRedispatch = "redispatch"
 	dropClose      = "close"
@@ -190,6 +192,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.inline, w.Dispatched, id, steer.Direct.String())
 		counter(c.inline, w.HybridDispatched, id, steer.Hybrid.String())
 		counter(c.dropped, w.QDrops, id, dropQueue)
+		counter(c.dropped, w.StallDrops, id, dropStall)
 		counter(c.dropped, w.FlowLimitDrops, id, dropFlowLimit)
 		counter(c.dropped, w.RedispatchDrops, id, dropRedispatch)
 		counter(c.dropped, w.CloseDrops, id, dropClose)

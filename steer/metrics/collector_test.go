@@ -134,12 +134,13 @@ rps_source_freezes_total{dispatcher="test",source="afpacket:veth0"} 0
 # HELP rps_source_received_total Frames the kernel passed to the source's socket, its drops included (tp_packets).
 # TYPE rps_source_received_total counter
 rps_source_received_total{dispatcher="test",source="afpacket:veth0"} 6
-# HELP rps_worker_dropped_total Frames dropped on the workstream, by reason: queue (a full queue, netstat -Q QDrops), flow_limit, redispatch (nested too deep), close (Close ran out of time).
+# HELP rps_worker_dropped_total Frames dropped on the workstream, by reason: queue (a full queue, netstat -Q QDrops), stall (a live source's frames at the full queue of a stalled worker), flow_limit, redispatch (nested too deep), close (Close ran out of time).
 # TYPE rps_worker_dropped_total counter
 rps_worker_dropped_total{dispatcher="test",reason="close",worker="0"} 0
 rps_worker_dropped_total{dispatcher="test",reason="flow_limit",worker="0"} 0
 rps_worker_dropped_total{dispatcher="test",reason="queue",worker="0"} 0
 rps_worker_dropped_total{dispatcher="test",reason="redispatch",worker="0"} 0
+rps_worker_dropped_total{dispatcher="test",reason="stall",worker="0"} 0
 # HELP rps_worker_handled_total Frames the handler ran for on the workstream, inline or queued (netstat -Q Handled).
 # TYPE rps_worker_handled_total counter
 rps_worker_handled_total{dispatcher="test",worker="0"} 5
@@ -171,8 +172,8 @@ rps_worker_queued_total{dispatcher="test",worker="0"} 5
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if n, want := testutil.CollectAndCount(c), 19+steer.NumReasons; n != want {
-		t.Errorf("%d series, want %d (frames, 12 for the worker, 2 moves, 4 for the source and the reasons; no callback panicked)", n, want)
+	if n, want := testutil.CollectAndCount(c), 20+steer.NumReasons; n != want {
+		t.Errorf("%d series, want %d (frames, 13 for the worker, 2 moves, 4 for the source and the reasons; no callback panicked)", n, want)
 	}
 }
 

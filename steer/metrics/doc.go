@@ -28,7 +28,7 @@
 //	rps_worker_handled_total{worker}                  counter  netstat -Q Handled
 //	rps_worker_queued_total{worker}                   counter  netstat -Q Queued
 //	rps_worker_inline_dispatched_total{worker,mode}   counter  mode="direct": Disp'd, mode="hybrid": HDisp'd
-//	rps_worker_dropped_total{worker,reason}           counter  reason="queue" (QDrops), "flow_limit", "redispatch", "close"
+//	rps_worker_dropped_total{worker,reason}           counter  reason="queue" (QDrops), "stall", "flow_limit", "redispatch", "close"
 //	rps_worker_panicked_total{worker}                 counter  frames whose handler panicked
 //	rps_worker_queue_length{worker}                   gauge    netstat -Q Len
 //	rps_worker_queue_watermark{worker}                gauge    netstat -Q WMark

@@ -147,6 +147,7 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 		put("worker_inline_dispatched_total", float64(w.Dispatched), "worker", id, "mode", "direct")
 		put("worker_inline_dispatched_total", float64(w.HybridDispatched), "worker", id, "mode", "hybrid")
 		put("worker_dropped_total", float64(w.QDrops), "worker", id, "reason", "queue")
+		put("worker_dropped_total", float64(w.StallDrops), "worker", id, "reason", "stall")
 		put("worker_dropped_total", float64(w.FlowLimitDrops), "worker", id, "reason", "flow_limit")
 		put("worker_dropped_total", float64(w.RedispatchDrops), "worker", id, "reason", "redispatch")
 		put("worker_dropped_total", float64(w.CloseDrops), "worker", id, "reason", "close")
