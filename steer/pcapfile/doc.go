@@ -23,25 +23,32 @@
 //
 // # Memory
 //
-// The frames of one batch live in one arena, a buffer that the records are
-// read into directly from the file's read buffer (one copy, no per-frame
-// allocation). The batch's Release returns the arena to the reader's free
-// list, so in steady state, with batches released, reading allocates
-// nothing. A batch that is not released keeps its arena, and the reader
-// allocates a new one for the next batch. Frame.Data is capped at its own
-// length: appending to it never overwrites the next frame.
+// The reader reads the file in chunks of 256 KiB and parses the records in
+// place: a frame's Data is a view into its chunk, so a record's bytes are
+// copied once, by the read (or, for gzip input, by the decompressor), and
+// not again. A batch holds the chunks its frames are in, one or, when its
+// records straddle a chunk's end, a few; its Release lets them go, and a
+// chunk that no batch holds any more is reused. The reader never waits for
+// a chunk: when none is free it allocates one, so the memory in use
+// follows what the consumer holds (a batch that is never released keeps
+// its chunks), and the reader keeps at most four free chunks. With
+// batches released, reading allocates nothing in steady state. Frame.Data
+// is capped at its own length: appending to it never overwrites the next
+// frame.
 //
-// A batch ends early when the next record does not fit in the rest of its
-// arena (arenas hold about 2 KiB per frame of batch size, at least 64 KiB);
-// a record larger than a whole arena grows that arena. A record's captured
-// length may not exceed [MaxRecordLen]: a larger value is taken as a
-// corrupt file.
+// A batch is full (the batch size of frames) unless the file ends or an
+// error is found. A record that does not fit in the rest of a chunk is
+// carried, with whatever of it is already read, to the start of the next
+// one; a record larger than a chunk gets a chunk of its own size. A
+// record's captured length may not exceed [MaxRecordLen]: a larger value
+// is taken as a corrupt file.
 //
 // # Link types
 //
 // The steering classifier reads Ethernet. Records of other supported link
-// types are turned into Ethernet frames in the arena, in place: the reader
-// leaves room before each record for the header it writes, so no second
+// types are turned into Ethernet frames in place: the Ethernet header is
+// written over the record's own link-layer header or over the bytes of
+// the file before the record (its record or block header), so no second
 // copy is made.
 //
 //   - ETHERNET (1): as is.
@@ -63,6 +70,15 @@
 //     gives IPv4, the AF_INET6 values of Linux (10), NetBSD and OpenBSD
 //     (24), FreeBSD (28) and Darwin (30) give IPv6, any other family
 //     EtherType zero.
+//   - PPP (9) and PPP_HDLC (50): the PPP header (the HDLC-like framing ff
+//     03 when present, then the protocol, two bytes or, compressed, one)
+//     becomes a 14-byte header (Length plus 14 minus the PPP header's
+//     length) whose EtherType the protocol gives: IPv4 (0x0021), IPv6
+//     (0x0057), MPLS unicast and multicast (0x0281, 0x0283) theirs, any
+//     other protocol (LCP, IPCP, ...) 0x880b, PPP's own EtherType, which
+//     the classifier takes as non-IP. A PPP_HDLC record that starts with a
+//     Cisco HDLC header (0f or 8f, a control byte, an EtherType) gets that
+//     EtherType (Length plus 10).
 //
 // Synthesized headers have zero MAC addresses unless stated otherwise. A
 // record too short to hold its link-layer header is delivered with empty
@@ -108,8 +124,9 @@
 // reads as 20), allocates a buffer of whatever captured length a pcapng
 // block claims before checking it against the block, and panics on some
 // malformed pcapng options (a short if_tsoffset, an if_tsresol beyond 64
-// bits). It also copies every record into its own buffer, which would make
-// a second copy into the arena, and its live-capture half needs a module
+// bits). It also reads every record into a buffer of its own, which the
+// next read overwrites, so a batch would need a second copy, and its
+// live-capture half needs a module
 // this repository does not depend on. Both formats are small, so this
 // package reads them itself; gopacket's layers remain usable on the frames.
 package pcapfile

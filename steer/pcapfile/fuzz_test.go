@@ -38,6 +38,25 @@ func fuzzSeeds() map[string][]byte {
 	w.pb(0, 3, ip6)
 	w.spb(len(ip6), ip6)
 	seeds["pcapng-mixed"] = w.b
+
+	// Records and blocks that straddle FuzzReader's small chunks.
+	var recs []pcapRec
+	for i := range 6 {
+		recs = append(recs, pcapRec{ts: t0, data: bytes.Repeat([]byte{byte(i)}, 20+i*61)})
+	}
+	seeds["pcap-straddle"] = writePcap(binary.BigEndian, true, 1, recs)
+	w = &ngWriter{}
+	w.section(binary.LittleEndian)
+	w.block(0x0bad, make([]byte, 300))
+	body := append(w.u16(113), 0, 0, 0, 0, 0, 0)
+	body = append(body, w.opt(1, bytes.Repeat([]byte{'c'}, 150))...)
+	body = append(body, w.opt(ngOptTSResol, []byte{9})...)
+	body = append(body, w.opt(0, nil)...)
+	w.block(ngBlockIDB, body)
+	w.epb(0, 1, linkCases()[len(linkCases())-1].rec, 0, true)
+	w.epb(0, 2, cat(linkCases()[13].rec, make([]byte, 400)), 0, true)
+	w.spb(90, make([]byte, 90))
+	seeds["pcapng-straddle"] = w.b
 	for _, name := range []string{"pcap-ethernet", "pcapng-mixed"} {
 		var zb bytes.Buffer
 		zw := gzip.NewWriter(&zb)
@@ -102,39 +121,62 @@ func gunzipSeed(t *testing.T, b []byte) []byte {
 	return out
 }
 
-// FuzzReader feeds arbitrary bytes to the reader: it must not panic, and
-// what it delivers must respect the documented limits.
+// FuzzReader feeds arbitrary bytes to the reader: it must not panic, what
+// it delivers must respect the documented limits, and reading with chunks
+// small enough that records straddle them must give the same frames and
+// the same error as reading with the usual ones.
 func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewReader(bytes.NewReader(data), WithBatchSize(5))
-		if err != nil {
-			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrLinkType) {
-				t.Fatalf("NewReader: unexpected error %v", err)
-			}
-			return
+		want, wantErr := fuzzRead(t, data, chunkSize)
+		got, err := fuzzRead(t, data, fuzzChunkSize)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("%d-byte chunks: error %v, want %v", fuzzChunkSize, err, wantErr)
 		}
-		var b steer.Batch
-		for range 10000 {
-			err := r.ReadBatch(context.Background(), &b)
-			if err != nil {
-				if err != io.EOF && !errors.Is(err, ErrFormat) && !errors.Is(err, ErrTruncated) &&
-					!errors.Is(err, ErrLinkType) {
-					t.Fatalf("ReadBatch: unexpected error %v", err)
-				}
-				return
-			}
-			if len(b.Frames) == 0 || len(b.Frames) > 5 {
-				t.Fatalf("batch of %d frames", len(b.Frames))
-			}
-			for _, fr := range b.Frames {
-				if len(fr.Data) > MaxRecordLen+ethHeaderLen || cap(fr.Data) != len(fr.Data) {
-					t.Fatalf("frame of %d bytes, capacity %d", len(fr.Data), cap(fr.Data))
-				}
-				if fr.Length < len(fr.Data) {
-					t.Fatalf("Length %d below the %d captured bytes", fr.Length, len(fr.Data))
-				}
-			}
-			b.Release()
+		if d := diffFrames(got, want); d != "" {
+			t.Fatalf("%d-byte chunks: %s", fuzzChunkSize, d)
 		}
 	})
+}
+
+// fuzzChunkSize is the small chunk size FuzzReader compares with.
+const fuzzChunkSize = chunkReserve + 37
+
+// fuzzRead reads data with chunks of size bytes, in batches of 5, checking
+// what the reader delivers, and returns the frames (copied, at most 10000
+// batches of them) and the error that ended the reading.
+func fuzzRead(t *testing.T, data []byte, size int) ([]steer.Frame, error) {
+	r, err := newReader(bytes.NewReader(data), size, []Option{WithBatchSize(5)})
+	if err != nil {
+		if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrLinkType) {
+			t.Fatalf("NewReader: unexpected error %v", err)
+		}
+		return nil, err
+	}
+	var out []steer.Frame
+	var b steer.Batch
+	for range 10000 {
+		err := r.ReadBatch(context.Background(), &b)
+		if err != nil {
+			if err != io.EOF && !errors.Is(err, ErrFormat) && !errors.Is(err, ErrTruncated) &&
+				!errors.Is(err, ErrLinkType) {
+				t.Fatalf("ReadBatch: unexpected error %v", err)
+			}
+			return out, err
+		}
+		if len(b.Frames) == 0 || len(b.Frames) > 5 {
+			t.Fatalf("batch of %d frames", len(b.Frames))
+		}
+		for _, fr := range b.Frames {
+			if len(fr.Data) > MaxRecordLen+ethHeaderLen || cap(fr.Data) != len(fr.Data) {
+				t.Fatalf("frame of %d bytes, capacity %d", len(fr.Data), cap(fr.Data))
+			}
+			if fr.Length < len(fr.Data) {
+				t.Fatalf("Length %d below the %d captured bytes", fr.Length, len(fr.Data))
+			}
+			fr.Data = bytes.Clone(fr.Data)
+			out = append(out, fr)
+		}
+		b.Release()
+	}
+	return out, nil
 }

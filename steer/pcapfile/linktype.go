@@ -102,6 +102,8 @@ const (
 // link type, so that rewrite can put an Ethernet header in front of it.
 func (lt LinkType) headroom() int {
 	switch lt {
+	case LinkTypeEthernet:
+		return 0
 	case LinkTypeRaw, LinkTypeRawAlt12, LinkTypeRawAlt14, LinkTypeIPv4, LinkTypeIPv6, LinkTypePPP, LinkTypePPPHDLC:
 		return ethHeaderLen
 	case LinkTypeNull, LinkTypeLoop:
@@ -111,18 +113,24 @@ func (lt LinkType) headroom() int {
 }
 
 // rewrite turns a record into an Ethernet frame in place. region holds
-// lt.headroom() free bytes followed by the record's captured bytes. It
+// lt.headroom() free bytes followed by the record's captured bytes, and is
+// capped at its length. It
 // returns the frame (capped at its length), the change in length the
 // rewrite made (to apply to the original length), and the interface index
 // a LINUX_SLL2 header carries (zero otherwise). runt is set when the record
 // is too short for its link-layer header; frame is then empty.
 func rewrite(lt LinkType, region []byte) (frame []byte, delta, ifIndex int, runt bool) {
+	if lt == LinkTypeEthernet { // the common case, inlined
+		return region, 0, 0, false
+	}
+	return rewriteOther(lt, region)
+}
+
+// rewriteOther is rewrite for the link types other than Ethernet.
+func rewriteOther(lt LinkType, region []byte) (frame []byte, delta, ifIndex int, runt bool) {
 	h := lt.headroom()
 	rec := region[h:]
 	switch lt {
-	case LinkTypeEthernet:
-		return rec[:len(rec):len(rec)], 0, 0, false
-
 	case LinkTypeRaw, LinkTypeRawAlt12, LinkTypeRawAlt14, LinkTypeIPv4, LinkTypeIPv6:
 		var et uint16
 		switch {
@@ -285,5 +293,5 @@ func (lt LinkType) ToEthernet(region []byte) (frame []byte, delta, ifIndex int, 
 	if !lt.Supported() || len(region) < lt.headroom() {
 		return region[:0:0], 0, 0, true
 	}
-	return rewrite(lt, region)
+	return rewrite(lt, region[:len(region):len(region)])
 }

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"time"
+
+	"github.com/rpsgo/rps/steer"
 )
 
 // The classic pcap format: a 24-byte file header (magic, version 2.4,
@@ -18,56 +22,137 @@ const (
 )
 
 func (r *Reader) pcapOpen() error {
-	h := r.scratch[:pcapFileHeaderLen]
-	if _, err := io.ReadFull(r.br, h); err != nil {
+	if err := r.fill(pcapFileHeaderLen); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("pcapfile: the file ends inside its %d-byte header: %w", pcapFileHeaderLen, ErrTruncated)
 		}
 		return fmt.Errorf("pcapfile: reading file header: %w", decompressErr(err))
 	}
+	h := r.cur.buf[r.pos : r.pos+pcapFileHeaderLen]
+	r.pos += pcapFileHeaderLen
 	switch binary.LittleEndian.Uint32(h) {
-	case 0xa1b2c3d4:
-		r.order = binary.LittleEndian
 	case 0xa1b23c4d:
-		r.order, r.nanoFrac = binary.LittleEndian, true
+		r.nanoFrac = true
 	case 0xd4c3b2a1:
-		r.order = binary.BigEndian
+		r.bigEndian = true
 	case 0x4d3cb2a1:
-		r.order, r.nanoFrac = binary.BigEndian, true
+		r.bigEndian, r.nanoFrac = true, true
 	}
-	if major := r.order.Uint16(h[4:6]); major != 2 {
+	if major := u16(h[4:6], r.bigEndian); major != 2 {
 		return fmt.Errorf("pcapfile: pcap version %d.%d is not supported: %w",
-			major, r.order.Uint16(h[6:8]), ErrFormat)
+			major, u16(h[6:8], r.bigEndian), ErrFormat)
 	}
 	// The upper bits of the link type field may carry FCS information.
-	r.link = LinkType(r.order.Uint32(h[20:24]) & 0xffff)
+	r.link = LinkType(u32(h[20:24], r.bigEndian) & 0xffff)
 	if !r.link.Supported() {
 		return &LinkTypeError{LinkType: r.link, Interface: -1}
 	}
 	return nil
 }
 
-func (r *Reader) pcapNext() error {
-	h := r.scratch[:pcapRecordHeaderLen]
-	if err := r.readHeader(h, "its header"); err != nil {
-		return err
+// u16, u32 and u64 read an integer in the byte order the file's magic
+// number gave: big-endian when be is set, little-endian otherwise.
+func u16(b []byte, be bool) uint16 {
+	v := binary.LittleEndian.Uint16(b)
+	if be {
+		v = bits.ReverseBytes16(v)
 	}
-	sec := int64(r.order.Uint32(h[0:4]))
-	frac := int64(r.order.Uint32(h[4:8]))
-	capLen := r.order.Uint32(h[8:12])
-	origLen := r.order.Uint32(h[12:16])
+	return v
+}
+
+func u32(b []byte, be bool) uint32 {
+	v := binary.LittleEndian.Uint32(b)
+	if be {
+		v = bits.ReverseBytes32(v)
+	}
+	return v
+}
+
+func u64(b []byte, be bool) uint64 {
+	v := binary.LittleEndian.Uint64(b)
+	if be {
+		v = bits.ReverseBytes64(v)
+	}
+	return v
+}
+
+// pcapNext reads the next record the careful way: its header, checked,
+// then its captured bytes, reading as much of the file as they need.
+func (r *Reader) pcapNext(bt *batchRef) ([]byte, error) {
+	h, err := r.take(pcapRecordHeaderLen, "its header")
+	if err != nil {
+		return nil, err
+	}
+	be := r.bigEndian
+	capLen := u32(h[8:12], be)
 	if capLen > MaxRecordLen {
-		return r.formatErr("captured length %d exceeds the %d-byte limit", capLen, MaxRecordLen)
+		return nil, r.formatErr("captured length %d exceeds the %d-byte limit", capLen, MaxRecordLen)
 	}
+	frac := int64(u32(h[4:8], be))
 	if !r.nanoFrac {
 		frac *= 1000
 	}
 	r.rec = record{
-		sec:     sec,
+		sec:     int64(u32(h[0:4], be)),
 		nsec:    frac,
 		capLen:  int(capLen),
-		origLen: int(min(origLen, 1<<31-1)),
+		origLen: int(min(u32(h[12:16], be), 1<<31-1)),
 		link:    r.link,
 	}
-	return nil
+	return r.data(bt)
+}
+
+// pcapRecords is the fast path: it parses the records that are whole in
+// the chunk into frames, up to limit, and stops at the first one that is
+// not whole or whose captured length is over the limit, which pcapNext
+// then takes. The caller holds the chunk for the batch.
+func (r *Reader) pcapRecords(frames []steer.Frame, limit int, nbytes, runts uint64) ([]steer.Frame, uint64, uint64) {
+	buf := r.cur.buf[:r.end]
+	pos := r.pos
+	be, nano := r.bigEndian, r.nanoFrac
+	link := r.link
+	hr := link.headroom()
+	ifIndex := r.cfg.ifIndex
+	n := len(frames)
+	frames = frames[:limit]
+	for n < limit && len(buf)-pos >= pcapRecordHeaderLen {
+		h := buf[pos : pos+pcapRecordHeaderLen]
+		capLen := int(u32(h[8:12], be))
+		start := pos + pcapRecordHeaderLen
+		if capLen > MaxRecordLen || capLen > len(buf)-start {
+			break
+		}
+		frac := int64(u32(h[4:8], be))
+		if !nano {
+			frac *= 1000
+		}
+		ts := time.Unix(int64(u32(h[0:4], be)), frac).UTC()
+		origLen := int(min(u32(h[12:16], be), 1<<31-1))
+		pos = start + capLen
+		// The slot is zero (ReadBatch clears them): storing the fields one
+		// by one costs less than storing a whole Frame literal, which is
+		// built on the stack and copied.
+		f := &frames[n]
+		n++
+		nbytes += uint64(capLen)
+		f.Timestamp = ts
+		f.IfIndex = ifIndex
+		if link == LinkTypeEthernet {
+			f.Data = buf[start:pos:pos]
+			f.Length = max(origLen, capLen)
+			continue
+		}
+		data, delta, sllIf, runt := rewrite(link, buf[start-hr:pos:pos])
+		f.Data = data
+		f.Length = max(origLen+delta, len(data))
+		switch {
+		case runt:
+			f.Length = origLen
+			runts++
+		case ifIndex == 0 && sllIf > 0:
+			f.IfIndex = sllIf
+		}
+	}
+	r.pos = pos
+	return frames[:n], nbytes, runts
 }

@@ -47,9 +47,10 @@ const (
 	// corrupt file. It bounds what the reader keeps per interface.
 	MaxInterfaces = 4096
 
-	readBufferSize = 64 << 10
-	arenaPerFrame  = 2048
-	minArenaSize   = 64 << 10
+	// peekSize is the buffer the first bytes are peeked in, to tell gzip
+	// input; gzipBufferSize the one compressed input is read through.
+	peekSize       = 4 << 10
+	gzipBufferSize = 64 << 10
 )
 
 // Format is the container format of a capture file.
@@ -117,28 +118,32 @@ type Stats struct {
 // Release may be called from any goroutine.
 type Reader struct {
 	cfg    config
-	br     *bufio.Reader
+	src    io.Reader // the file's bytes, decompressed
 	format Format
 	link   LinkType
 	file   *os.File // closed by Close when Open opened it
 	closed atomic.Bool
 
+	// The chunk being read: cur.buf[pos:end] is read and not yet parsed.
+	cur       *chunk
+	pos, end  int
+	rerr      error // the error the input's last read returned, kept
+	chunkSize int
+
 	// Classic pcap state.
-	order    binary.ByteOrder
-	nanoFrac bool
+	bigEndian bool
+	nanoFrac  bool
 
 	// pcapng state.
 	ng ngState
 
-	rec     record // the record whose header was read last
-	pending bool   // rec's header is read, its data is not
-	nrec    uint64 // records whose header was read, for error messages
-	err     error  // sticky error, returned once the frames before it are out
-	scratch [24]byte
+	rec  record // the record the careful path read last
+	nrec uint64 // records whose header was read, for error messages
+	err  error  // sticky error, returned once the frames before it are out
 
-	mu        sync.Mutex
-	free      []*arena
-	arenaSize int // size of a new arena
+	mu          sync.Mutex
+	freeChunks  []*chunk
+	freeBatches []*batchRef
 
 	stats struct{ records, bytes, runts, batches atomic.Uint64 }
 }
@@ -151,15 +156,6 @@ type record struct {
 	link      LinkType
 	ifIndex   int  // pcapng interface ID + 1, or 0
 	noTime    bool // a pcapng simple packet block: no timestamp
-}
-
-// arena holds the bytes of one batch's frames.
-type arena struct {
-	r       *Reader
-	buf     []byte
-	off     int
-	inUse   atomic.Bool
-	release func()
 }
 
 // Open opens the capture file at path ("-" reads standard input, which
@@ -188,26 +184,38 @@ func Open(path string, opt ...Option) (*Reader, error) {
 // NewReader reads a capture file from rd, detecting its format by its
 // magic number, and reads its header. Close does not close rd.
 func NewReader(rd io.Reader, opt ...Option) (*Reader, error) {
+	return newReader(rd, chunkSize, opt)
+}
+
+// newReader is NewReader with chunks of size bytes (tests make them small
+// to put records across chunk boundaries).
+func newReader(rd io.Reader, size int, opt []Option) (*Reader, error) {
 	cfg := config{batchSize: DefaultBatchSize}
 	for _, o := range opt {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	r := &Reader{cfg: cfg, br: bufio.NewReaderSize(rd, readBufferSize)}
-	r.arenaSize = max(cfg.batchSize*arenaPerFrame, minArenaSize)
-
-	magic, err := r.br.Peek(4)
+	r := &Reader{cfg: cfg, chunkSize: size}
+	br := bufio.NewReaderSize(rd, peekSize)
+	magic, err := br.Peek(4)
 	if len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, gzErr := gzip.NewReader(r.br)
+		gz, gzErr := gzip.NewReader(bufio.NewReaderSize(&drainThen{br: br, rd: rd}, gzipBufferSize))
 		if gzErr != nil {
 			if errors.Is(gzErr, io.EOF) || errors.Is(gzErr, io.ErrUnexpectedEOF) {
 				return nil, fmt.Errorf("pcapfile: the file ends inside its gzip header: %w", ErrTruncated)
 			}
 			return nil, fmt.Errorf("pcapfile: opening gzip stream: %w", decompressErr(gzErr))
 		}
-		r.br = bufio.NewReaderSize(gz, readBufferSize)
-		magic, err = r.br.Peek(4)
+		r.src = gz
+	} else {
+		r.src = &drainThen{br: br, rd: rd}
+	}
+	r.cur = &chunk{buf: make([]byte, min(firstChunkSize, size))}
+	r.cur.refs.Store(1)
+	r.pos, r.end = chunkReserve, chunkReserve
+	if err == nil {
+		err = r.fill(4)
 	}
 	if err != nil {
 		switch {
@@ -219,6 +227,7 @@ func NewReader(rd io.Reader, opt ...Option) (*Reader, error) {
 		}
 		return nil, fmt.Errorf("pcapfile: reading file header: %w", decompressErr(err))
 	}
+	magic = r.cur.buf[r.pos : r.pos+4]
 	switch binary.BigEndian.Uint32(magic) {
 	case ngBlockSHB:
 		r.format = FormatPcapNG
@@ -236,6 +245,24 @@ func NewReader(rd io.Reader, opt ...Option) (*Reader, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// drainThen reads what a bufio.Reader holds, then the reader under it
+// directly: the bytes peeked at to tell the format are read once, and the
+// rest of the file goes straight into the chunks.
+type drainThen struct {
+	br *bufio.Reader
+	rd io.Reader
+}
+
+func (d *drainThen) Read(p []byte) (int, error) {
+	if d.br != nil {
+		if d.br.Buffered() > 0 {
+			return d.br.Read(p)
+		}
+		d.br = nil
+	}
+	return d.rd.Read(p)
 }
 
 // Format returns the file's container format.
@@ -291,87 +318,104 @@ func (r *Reader) ReadBatch(ctx context.Context, b *steer.Batch) error {
 	if r.err != nil {
 		return r.err
 	}
-	a := r.getArena()
+	limit := r.cfg.batchSize
+	if cap(b.Frames) < limit {
+		b.Frames = make([]steer.Frame, 0, limit)
+	}
+	clear(b.Frames[:limit])
+	bt := r.getBatch()
+	frames := b.Frames[:0]
 	var nbytes, runts uint64
-	for len(b.Frames) < r.cfg.batchSize {
-		if !r.pending {
-			if err := r.nextRecord(); err != nil {
-				r.err = err
+	for len(frames) < limit {
+		// The records that are whole in the chunk, parsed in place; then
+		// one record the careful way, which reads more of the file and
+		// finds what is wrong with a record the fast path stopped at.
+		if r.avail() > 0 {
+			bt.hold(r.cur)
+			n := len(frames)
+			if r.format == FormatPcap {
+				frames, nbytes, runts = r.pcapRecords(frames, limit, nbytes, runts)
+			} else {
+				frames, nbytes, runts = r.ngRecords(frames, limit, nbytes, runts)
+			}
+			r.nrec += uint64(len(frames) - n)
+			if len(frames) == limit {
 				break
 			}
-			r.pending = true
 		}
-		rec := &r.rec
-		need := rec.link.headroom() + rec.capLen
-		if need > len(a.buf)-a.off {
-			if len(b.Frames) > 0 {
-				break // the record starts the next batch
-			}
-			a.buf = make([]byte, max(need, r.arenaSize))
-		}
-		r.pending = false
-		region := a.buf[a.off : a.off+need]
-		if _, err := io.ReadFull(r.br, region[need-rec.capLen:]); err != nil {
-			r.err = r.readErr(err, "its captured bytes")
+		region, err := r.nextRecord(bt)
+		if err != nil {
+			r.err = err
 			break
 		}
-		a.off += need
-		frame, delta, sllIf, runt := rewrite(rec.link, region)
-		f := steer.Frame{
-			Data:      frame,
-			Timestamp: time.Unix(rec.sec, rec.nsec).UTC(),
-			Length:    max(rec.origLen+delta, len(frame)),
-			IfIndex:   rec.ifIndex,
-		}
-		switch {
-		case r.cfg.ifIndex > 0:
-			f.IfIndex = r.cfg.ifIndex
-		case sllIf > 0:
-			f.IfIndex = sllIf
-		}
-		if rec.noTime {
-			f.Timestamp = time.Time{}
-		}
-		if err := r.endRecord(); err != nil {
-			r.err = err // the record is delivered only when all of it is read
-			break
-		}
-		if runt {
-			f.Length = rec.origLen
+		frames = frames[:len(frames)+1]
+		if r.frame(&frames[len(frames)-1], &r.rec, region) {
 			runts++
 		}
-		b.Frames = append(b.Frames, f)
-		nbytes += uint64(rec.capLen)
+		nbytes += uint64(r.rec.capLen)
 	}
+	b.Frames = frames
 	if runts > 0 {
 		r.stats.runts.Add(runts)
 	}
-	if len(b.Frames) == 0 {
-		r.putArena(a)
+	if len(frames) == 0 {
+		bt.put()
 		return r.err
 	}
-	r.stats.records.Add(uint64(len(b.Frames)))
+	r.stats.records.Add(uint64(len(frames)))
 	r.stats.bytes.Add(nbytes)
 	r.stats.batches.Add(1)
-	b.Release = a.release
+	b.Release = bt.release
 	return nil
 }
 
-// nextRecord reads the next record header into r.rec.
-func (r *Reader) nextRecord() error {
+// frame fills f, a zero frame, with the record rec, whose captured bytes region holds
+// after the link type's headroom, turned into Ethernet in place. It
+// reports whether the record was a runt.
+func (r *Reader) frame(f *steer.Frame, rec *record, region []byte) (runt bool) {
+	data, delta, sllIf, runt := rewrite(rec.link, region)
+	f.Data = data // f is zero, as in pcapRecords
+	f.Length = max(rec.origLen+delta, len(data))
+	f.IfIndex = rec.ifIndex
+	if !rec.noTime {
+		f.Timestamp = time.Unix(rec.sec, rec.nsec).UTC()
+	}
+	switch {
+	case r.cfg.ifIndex > 0:
+		f.IfIndex = r.cfg.ifIndex
+	case sllIf > 0:
+		f.IfIndex = sllIf
+	}
+	if runt {
+		f.Length = rec.origLen
+	}
+	return runt
+}
+
+// nextRecord reads the next record into r.rec, consuming it, and returns
+// the region its captured bytes are in, after the link type's headroom: a
+// view into the chunk, which bt holds.
+func (r *Reader) nextRecord(bt *batchRef) (region []byte, err error) {
 	r.nrec++
 	if r.format == FormatPcapNG {
-		return r.ngNext()
+		return r.ngNext(bt)
 	}
-	return r.pcapNext()
+	return r.pcapNext(bt)
 }
 
-// endRecord consumes what follows a record's captured bytes.
-func (r *Reader) endRecord() error {
-	if r.format == FormatPcapNG {
-		return r.ngEndRecord()
+// data makes the captured bytes of the record whose header was just
+// consumed available in the chunk, has bt hold the chunk, and consumes
+// them; it returns them after the record's headroom (the chunk has at
+// least chunkReserve bytes before r.pos).
+func (r *Reader) data(bt *batchRef) (region []byte, err error) {
+	n := r.rec.capLen
+	if err := r.fill(n); err != nil {
+		return nil, r.readErr(err, "its captured bytes")
 	}
-	return nil
+	bt.hold(r.cur)
+	start := r.pos - r.rec.link.headroom()
+	r.pos += n
+	return r.cur.buf[start:r.pos:r.pos], nil
 }
 
 // readErr turns a read error inside record r.nrec into the error to report.
@@ -395,57 +439,6 @@ func decompressErr(err error) error {
 	return err
 }
 
-// readHeader reads len(p) bytes at a record boundary: io.EOF (unwrapped)
-// when the file ends cleanly before them.
-func (r *Reader) readHeader(p []byte, what string) error {
-	n, err := io.ReadFull(r.br, p)
-	if err == nil {
-		return nil
-	}
-	if n == 0 && errors.Is(err, io.EOF) {
-		return io.EOF
-	}
-	return r.readErr(err, what)
-}
-
-// skip discards n bytes inside a record or block.
-func (r *Reader) skip(n int, what string) error {
-	if n <= 0 {
-		return nil
-	}
-	if _, err := r.br.Discard(n); err != nil {
-		return r.readErr(err, what)
-	}
-	return nil
-}
-
 func (r *Reader) formatErr(format string, args ...any) error {
 	return fmt.Errorf("pcapfile: record %d: %s: %w", r.nrec, fmt.Sprintf(format, args...), ErrFormat)
-}
-
-func (r *Reader) getArena() *arena {
-	r.mu.Lock()
-	var a *arena
-	if n := len(r.free); n > 0 {
-		a = r.free[n-1]
-		r.free[n-1] = nil
-		r.free = r.free[:n-1]
-	}
-	r.mu.Unlock()
-	if a == nil {
-		a = &arena{r: r, buf: make([]byte, r.arenaSize)}
-		a.release = func() { a.r.putArena(a) }
-	}
-	a.off = 0
-	a.inUse.Store(true)
-	return a
-}
-
-func (r *Reader) putArena(a *arena) {
-	if !a.inUse.CompareAndSwap(true, false) {
-		panic("pcapfile: batch released twice")
-	}
-	r.mu.Lock()
-	r.free = append(r.free, a)
-	r.mu.Unlock()
 }

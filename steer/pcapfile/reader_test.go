@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -553,9 +554,8 @@ func TestBatching(t *testing.T) {
 		}
 		b.Release()
 	}
-	// 64 KiB arenas: 4+4 small, then small, small and a big one (2*34 +
-	// 60000 fit in 65536), then one big per arena, the huge record alone in
-	// a grown arena, and the last small one.
+	// Batches are full whatever the sizes of their records: a batch may
+	// span chunks, and the huge record is larger than the first chunk.
 	total := 0
 	for _, s := range sizes {
 		total += s
@@ -566,7 +566,7 @@ func TestBatching(t *testing.T) {
 	if total != len(recs) {
 		t.Errorf("read %d frames in batches %v, want %d", total, sizes, len(recs))
 	}
-	if want := []int{4, 4, 3, 1, 1, 1, 1, 1, 1}; !equalInts(sizes, want) {
+	if want := []int{4, 4, 4, 4, 1}; !equalInts(sizes, want) {
 		t.Errorf("batch sizes %v, want %v", sizes, want)
 	}
 
@@ -603,50 +603,56 @@ func manyRecords(n int) []byte {
 }
 
 // TestRelease checks that a batch's bytes stay valid until it is released,
-// that a released arena is reused, and that releasing twice is caught.
+// however many chunks the reader goes through meanwhile, that released
+// chunks are reused, and that releasing twice is caught.
 func TestRelease(t *testing.T) {
-	r, err := NewReader(bytes.NewReader(manyRecords(200)), WithBatchSize(10))
+	const size = 512 // chunks of a few records, so that reading moves on fast
+	r, err := newReader(bytes.NewReader(manyRecords(2000)), size, []Option{WithBatchSize(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	var b1, b2, b3 steer.Batch
-	if err := r.ReadBatch(ctx, &b1); err != nil {
+	var held steer.Batch
+	if err := r.ReadBatch(ctx, &held); err != nil {
 		t.Fatal(err)
 	}
-	first := bytes.Clone(b1.Frames[0].Data)
-	if err := r.ReadBatch(ctx, &b2); err != nil {
-		t.Fatal(err)
+	heldFrames := slices.Clone(held.Frames)
+	var want [][]byte
+	for _, f := range heldFrames {
+		want = append(want, bytes.Clone(f.Data))
 	}
-	if &b1.Frames[0].Data[0] == &b2.Frames[0].Data[0] {
-		t.Fatal("an unreleased arena was reused")
+	seen := map[*chunk]bool{} // the chunks read into
+	var b steer.Batch
+	for range 50 {
+		if err := r.ReadBatch(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		seen[r.cur] = true
+		b.Release()
 	}
-	if !bytes.Equal(b1.Frames[0].Data, first) {
-		t.Fatal("an unreleased batch was overwritten")
+	for i, f := range heldFrames {
+		if !bytes.Equal(f.Data, want[i]) {
+			t.Fatalf("frame %d of an unreleased batch was overwritten", i)
+		}
 	}
-	p1 := &b1.Frames[0].Data[0]
-	b1.Release()
-	if err := r.ReadBatch(ctx, &b3); err != nil {
-		t.Fatal(err)
+	// 500 frames of 50 bytes in 512-byte chunks went through a few chunks,
+	// reused: the free list bounds them.
+	if len(seen) > maxFreeChunks+2 {
+		t.Errorf("%d chunks used for 50 batches released at once, want them reused", len(seen))
 	}
-	if &b3.Frames[0].Data[0] != p1 {
-		t.Error("the released arena was not reused")
-	}
-	if b3.Frames[0].Data[len(first)-1] != 20 {
-		t.Errorf("frame 20 ends in %d", b3.Frames[0].Data[len(first)-1])
-	}
-	b3.Release()
+	held.Release()
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Error("a second Release did not panic")
 			}
 		}()
-		b3.Release()
+		held.Release()
 	}()
 
-	// Every batch's Release is called exactly once, from other goroutines.
-	r, err = NewReader(bytes.NewReader(manyRecords(1000)), WithBatchSize(7))
+	// Every batch's Release is called exactly once, from other goroutines,
+	// in any order.
+	r, err = newReader(bytes.NewReader(manyRecords(3000)), size, []Option{WithBatchSize(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,18 +667,23 @@ func TestRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for i, f := range b.Frames {
+			if got := f.Data[len(f.Data)-1]; got != byte(n+i) {
+				t.Fatalf("frame %d ends in %d", n+i, got)
+			}
+		}
 		n += len(b.Frames)
 		wg.Go(b.Release)
 	}
 	wg.Wait()
-	if n != 1000 {
-		t.Errorf("read %d frames, want 1000", n)
+	if n != 3000 {
+		t.Errorf("read %d frames, want 3000", n)
 	}
 	r.mu.Lock()
-	free := len(r.free)
+	free := len(r.freeChunks)
 	r.mu.Unlock()
-	if free == 0 || uint64(free) > r.Stats().Batches {
-		t.Errorf("%d arenas free after %d batches", free, r.Stats().Batches)
+	if free == 0 || free > maxFreeChunks {
+		t.Errorf("%d chunks free after %d batches, want 1..%d", free, r.Stats().Batches, maxFreeChunks)
 	}
 }
 
