@@ -16,10 +16,6 @@ func checkLinkType(lt pcapfile.LinkType) error {
 	return nil
 }
 
-// linkHeadroom is how many bytes the arena leaves free before a packet of
-// link type lt, for the Ethernet header toEthernet may put in front of it.
-func linkHeadroom(lt pcapfile.LinkType) int { return lt.Headroom() }
-
 // toEthernet makes f the Ethernet frame of its packet, which region holds
 // after s.headroom free bytes, with pcapfile's rewrite, and adjusts f's
 // length and interface index to the link-layer header it replaced.

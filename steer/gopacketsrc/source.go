@@ -203,7 +203,7 @@ func newSource(src gopacket.ZeroCopyPacketDataSource, link pcapfile.LinkType, op
 		link:      link,
 		src:       src,
 		free:      make(chan *arena, maxFreeArenas),
-		headroom:  linkHeadroom(link),
+		headroom:  link.Headroom(),
 		arenaSize: max(cfg.batchSize*arenaPerFrame, minArenaSize),
 	}, nil
 }

@@ -290,6 +290,9 @@ func (lt LinkType) Headroom() int { return lt.headroom() }
 // runt is set, and frame empty, when the record is too short for its
 // link-layer header, or the link type is not Supported.
 func (lt LinkType) ToEthernet(region []byte) (frame []byte, delta, ifIndex int, runt bool) {
+	if lt == LinkTypeEthernet {
+		return region[:len(region):len(region)], 0, 0, false
+	}
 	if !lt.Supported() || len(region) < lt.headroom() {
 		return region[:0:0], 0, 0, true
 	}
