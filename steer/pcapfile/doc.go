@@ -1,6 +1,6 @@
 // Package pcapfile is a [steer.Source] that reads capture files: the classic
 // pcap format (either byte order, microsecond or nanosecond timestamps, and
-// gzip-compressed files) and pcapng.
+// gzip-compressed files) and pcapng. It also writes classic pcap files.
 //
 // # Reading
 //
@@ -117,6 +117,16 @@
 // stream whose header, data or checksum is wrong) wraps [ErrFormat].
 // Errors name the record (counting from 1) where they happened. Bad input
 // never panics.
+//
+// # Writing
+//
+// [NewWriter] writes a classic pcap file (little-endian, microsecond or
+// nanosecond timestamps, any link type) and [Writer.WritePacket] a packet
+// at a time, so that a program can write what it steers, or a test the
+// capture it needs; [Writer.AppendPacket] builds a record without writing
+// it, for a program that batches records or writes one file from several
+// goroutines. [Reader.SnapLen] gives the snap length of a file read, to
+// pass on to the one written.
 //
 // # Why not gopacket's pcapgo
 //

@@ -1,6 +1,7 @@
 package pcapfile_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -39,4 +40,36 @@ func Example() {
 	fmt.Printf("%s, link type %s: %d frames, %d bytes on the wire, %d batches\n",
 		r.Format(), r.LinkType(), frames, bytes, r.Stats().Batches)
 	// Output: pcap, link type ETHERNET: 4623 frames, 1150676 bytes on the wire, 73 batches
+}
+
+// ExampleWriter copies the frames of the embedded sample capture that are
+// longer than 1000 bytes into a new capture, with the input's snap length,
+// as tcpdump -r in.pcap -w out.pcap 'greater 1001' would. A program would
+// write to a file (through a bufio.Writer: each packet is one Write).
+func ExampleWriter() {
+	r, err := pcapfile.NewReader(sample.Reader())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	var out bytes.Buffer
+	w, err := pcapfile.NewWriter(&out, r.LinkType(), pcapfile.WriterOptions{SnapLen: r.SnapLen()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var b steer.Batch
+	written := 0
+	for r.ReadBatch(context.Background(), &b) == nil {
+		for _, f := range b.Frames {
+			if f.WireLen() > 1000 {
+				if err := w.WritePacket(f.Timestamp, f.Data, f.Length); err != nil {
+					log.Fatal(err)
+				}
+				written++
+			}
+		}
+		b.Release()
+	}
+	fmt.Printf("%d frames, %d bytes with the header, snap length %d\n", written, out.Len(), r.SnapLen())
+	// Output: 159 frames, 204314 bytes with the header, snap length 65535
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"time"
 
@@ -42,6 +43,7 @@ func (r *Reader) pcapOpen() error {
 		return fmt.Errorf("pcapfile: pcap version %d.%d is not supported: %w",
 			major, u16(h[6:8], r.bigEndian), ErrFormat)
 	}
+	r.snap = int(min(u32(h[16:20], r.bigEndian), math.MaxInt32))
 	// The upper bits of the link type field may carry FCS information.
 	r.link = LinkType(u32(h[20:24], r.bigEndian) & 0xffff)
 	if !r.link.Supported() {

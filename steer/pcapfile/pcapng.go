@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"time"
 
@@ -114,6 +115,7 @@ func (r *Reader) ngOpen() error {
 		case ngBlockIDB:
 			if err = r.ngInterface(body); err == nil {
 				r.link = r.ng.ifaces[0].linkType()
+				r.snap = int(min(r.ng.ifaces[0].snap, math.MaxInt32))
 				if !r.link.Supported() {
 					return &LinkTypeError{LinkType: r.link, Interface: 0}
 				}

@@ -121,6 +121,7 @@ type Reader struct {
 	src    io.Reader // the file's bytes, decompressed
 	format Format
 	link   LinkType
+	snap   int      // the snap length the file's header says
 	file   *os.File // closed by Close when Open opened it
 	closed atomic.Bool
 
@@ -271,6 +272,12 @@ func (r *Reader) Format() Format { return r.format }
 // LinkType returns the file's link type: for pcapng, that of its first
 // interface (each interface has its own; zero when the file has none).
 func (r *Reader) LinkType() LinkType { return r.link }
+
+// SnapLen returns the snap length the file records: the pcap header's, or
+// for pcapng that of its first interface (zero when the file does not
+// say, pcapng's "no limit", or has no interface). A program that writes
+// what it reads passes it on ([WriterOptions]).
+func (r *Reader) SnapLen() int { return r.snap }
 
 // Stats returns the counts so far. It is safe to call at any time.
 func (r *Reader) Stats() Stats {

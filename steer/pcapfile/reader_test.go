@@ -942,3 +942,20 @@ func TestInterfaceLimit(t *testing.T) {
 		t.Errorf("over the limit: %d frames and %v, want ErrFormat naming MaxInterfaces", len(fs), err)
 	}
 }
+
+// TestSnapLen checks the snap length the reader reports: the pcap
+// header's, a pcapng file's first interface's.
+func TestSnapLen(t *testing.T) {
+	file := writePcap(binary.BigEndian, false, 1, nil)
+	binary.BigEndian.PutUint32(file[16:], 1514)
+	if r, err := NewReader(bytes.NewReader(file)); err != nil || r.SnapLen() != 1514 {
+		t.Errorf("pcap: %v, snap length %d, want 1514", err, r.SnapLen())
+	}
+	w := &ngWriter{}
+	w.section(binary.LittleEndian)
+	w.iface(ngIfOpts{link: 1, snap: 9000, tsresol: -1})
+	w.iface(ngIfOpts{link: 1, snap: 100, tsresol: -1})
+	if r, err := NewReader(bytes.NewReader(w.b)); err != nil || r.SnapLen() != 9000 {
+		t.Errorf("pcapng: %v, snap length %d, want 9000", err, r.SnapLen())
+	}
+}
