@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afxdp"
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // job is one run of one configuration.
@@ -720,26 +720,12 @@ func (p *progress) finish() {
 // writePcap writes frames as a classic pcap file (microsecond timestamps,
 // LINKTYPE_ETHERNET), one frame per microsecond from t.
 func writePcap(w io.Writer, frames [][]byte, t time.Time) error {
-	var h [24]byte
-	binary.LittleEndian.PutUint32(h[0:], 0xa1b2c3d4)
-	binary.LittleEndian.PutUint16(h[4:], 2)
-	binary.LittleEndian.PutUint16(h[6:], 4)
-	binary.LittleEndian.PutUint32(h[16:], 65535)
-	binary.LittleEndian.PutUint32(h[20:], 1) // LINKTYPE_ETHERNET
-	if _, err := w.Write(h[:]); err != nil {
+	pw, err := pcapfile.NewWriter(w, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: 65535})
+	if err != nil {
 		return err
 	}
-	var rh [16]byte
 	for i, b := range frames {
-		ts := t.Add(time.Duration(i) * time.Microsecond)
-		binary.LittleEndian.PutUint32(rh[0:], uint32(ts.Unix()))
-		binary.LittleEndian.PutUint32(rh[4:], uint32(ts.Nanosecond()/1000))
-		binary.LittleEndian.PutUint32(rh[8:], uint32(len(b)))
-		binary.LittleEndian.PutUint32(rh[12:], uint32(len(b)))
-		if _, err := w.Write(rh[:]); err != nil {
-			return err
-		}
-		if _, err := w.Write(b); err != nil {
+		if err := pw.WritePacket(t.Add(time.Duration(i)*time.Microsecond), b, 0); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 func TestHistBuckets(t *testing.T) {
@@ -260,4 +262,32 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || !o.quick || o.exps != "workers,skew" || o.count != 3 || benchQLimit != 0 {
 		t.Errorf("-quick -exp workers,skew: %+v, qlimit %d, %v", o, benchQLimit, err)
 	}
+}
+
+// TestWritePcap reads back the capture the file runs use: every frame, one
+// microsecond apart from the start time.
+func TestWritePcap(t *testing.T) {
+	frames := [][]byte{bytes.Repeat([]byte{1}, 64), bytes.Repeat([]byte{2}, 64), bytes.Repeat([]byte{3}, 70)}
+	start := time.Unix(1_700_000_000, 0)
+	var buf bytes.Buffer
+	if err := writePcap(&buf, frames, start); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b steer.Batch
+	if err := r.ReadBatch(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Frames) != len(frames) {
+		t.Fatalf("read %d frames, want %d", len(b.Frames), len(frames))
+	}
+	for i, f := range b.Frames {
+		if !bytes.Equal(f.Data, frames[i]) || !f.Timestamp.Equal(start.Add(time.Duration(i)*time.Microsecond)) {
+			t.Errorf("frame %d: %x at %v", i, f.Data, f.Timestamp)
+		}
+	}
+	b.Release()
 }

@@ -82,24 +82,18 @@ func readFrames(t *testing.T, capture []byte) []frame {
 	}
 }
 
-// writePcap builds a classic pcap file (little-endian, microseconds).
+// writePcap builds a classic pcap file (little-endian, microseconds), a
+// frame a second.
 func writePcap(link uint32, frames []frame) []byte {
-	le := binary.LittleEndian
-	b := le.AppendUint32(nil, 0xa1b2c3d4)
-	b = le.AppendUint16(b, 2)
-	b = le.AppendUint16(b, 4)
-	b = le.AppendUint32(b, 0) // thiszone
-	b = le.AppendUint32(b, 0) // sigfigs
-	b = le.AppendUint32(b, 65535)
-	b = le.AppendUint32(b, link)
-	for i, f := range frames {
-		b = le.AppendUint32(b, 1740830400+uint32(i))
-		b = le.AppendUint32(b, 0)
-		b = le.AppendUint32(b, uint32(len(f.data)))
-		b = le.AppendUint32(b, uint32(f.orig))
-		b = append(b, f.data...)
+	var b bytes.Buffer
+	w, err := pcapfile.NewWriter(&b, pcapfile.LinkType(link), pcapfile.WriterOptions{SnapLen: 65535})
+	for i := 0; err == nil && i < len(frames); i++ {
+		err = w.WritePacket(time.Unix(1740830400+int64(i), 0), frames[i].data, frames[i].orig)
 	}
-	return b
+	if err != nil { // a bytes.Buffer does not fail, nor do these times
+		panic(err)
+	}
+	return b.Bytes()
 }
 
 // writePcapNG builds a pcapng file with one Ethernet interface and an

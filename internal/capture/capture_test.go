@@ -384,6 +384,41 @@ func TestDumpVLAN(t *testing.T) {
 	}
 }
 
+// TestDumpSnapLenAndTimes: a frame longer than the snap length is cut to
+// it (its tag put back first), keeping its wire length, as tcpdump -s
+// writes; a frame without a capture time, or with one the format cannot
+// hold, is written at 1970 rather than failing the dump.
+func TestDumpSnapLenAndTimes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "snap.pcap")
+	d, err := OpenDump(path, 40, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := udpFrame(1, 0)
+	t0 := time.Unix(1740830400, 5000)
+	steerInto(t, d, 1, []steer.Frame{
+		{Data: plain, Timestamp: t0},
+		{Data: plain, VLAN: 100, HasVLAN: true, Timestamp: t0},
+		{Data: plain[:30], Length: 64},
+		{Data: plain, Timestamp: time.Unix(1<<33, 0)},
+	})
+	recs := readPcap(t, path)
+	if len(recs) != 4 {
+		t.Fatalf("%d records", len(recs))
+	}
+	tagged := append(append(append([]byte{}, plain[:12]...), 0x81, 0x00, 0x00, 100), plain[12:]...)
+	for i, want := range []record{
+		{plain[:40], len(plain), t0},
+		{tagged[:40], len(plain) + 4, t0},
+		{plain[:30], 64, time.Unix(0, 0)},
+		{plain[:40], len(plain), time.Unix(0, 0)},
+	} {
+		if r := recs[i]; !bytes.Equal(r.data, want.data) || r.wire != want.wire || !r.ts.Equal(want.ts) {
+			t.Errorf("record %d: % x (wire %d) at %v, want % x (%d) at %v", i, r.data, r.wire, r.ts, want.data, want.wire, want.ts)
+		}
+	}
+}
+
 func TestDumpStdoutAndNames(t *testing.T) {
 	var out bytes.Buffer
 	d, err := OpenDump("-", 0, &out)

@@ -4,17 +4,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // DefaultSnapLen is the snap length a Dump's file header records when the
 // command sets none: tcpdump's default, 262144 bytes.
-const DefaultSnapLen = 262144
+const DefaultSnapLen = pcapfile.MaxRecordLen
 
 // dumpFlush is how many bytes a worker buffers before it writes them.
 const dumpFlush = 64 << 10
@@ -37,6 +39,7 @@ type Dump struct {
 	name    string
 	pattern bool
 	snaplen int
+	pw      *pcapfile.Writer // the one file's: workers build their records with it
 
 	mu     sync.Mutex
 	out    io.Writer // the one file, or standard output
@@ -49,10 +52,12 @@ type Dump struct {
 // OpenDump opens the dump named name: "-" writes to stdout, a name with one
 // %d verb (such as "out-%d.pcap" or "flow%02d.pcap") opens one file per
 // worker, any other name one file. snaplen is recorded in the file headers
-// (zero: DefaultSnapLen). The one file, or worker 0's file of a pattern, is
-// created at once, so that a name that cannot be written fails here.
+// (zero: DefaultSnapLen, which is also the largest: more is taken as it,
+// as libpcap does) and frames longer are cut to it. The one file, or
+// worker 0's file of a pattern, is created at once, so that a name that
+// cannot be written fails here.
 func OpenDump(name string, snaplen int, stdout io.Writer) (*Dump, error) {
-	if snaplen <= 0 {
+	if snaplen <= 0 || snaplen > DefaultSnapLen {
 		snaplen = DefaultSnapLen
 	}
 	d := &Dump{name: name, snaplen: snaplen}
@@ -78,11 +83,17 @@ func OpenDump(name string, snaplen int, stdout io.Writer) (*Dump, error) {
 		}
 		d.out, d.file = f, f
 	}
-	if _, err := d.out.Write(fileHeader(snaplen)); err != nil {
+	if d.pw, err = d.newWriter(d.out); err != nil {
 		d.closeFile()
 		return nil, fmt.Errorf("capture: writing %s: %w", d.Name(0), err)
 	}
 	return d, nil
+}
+
+// newWriter writes a file header to out and returns the writer of its
+// records: link type Ethernet, what every steer source delivers.
+func (d *Dump) newWriter(out io.Writer) (*pcapfile.Writer, error) {
+	return pcapfile.NewWriter(out, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: d.snaplen})
 }
 
 // isPattern reports whether name has exactly one formatting verb, a %d
@@ -135,7 +146,7 @@ func (d *Dump) openWorker(i int) (*WorkerDump, error) {
 		return nil, fmt.Errorf("capture: -w: %w", err)
 	}
 	w.file = f
-	if _, err := f.Write(fileHeader(d.snaplen)); err != nil {
+	if w.pw, err = d.newWriter(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("capture: writing %s: %w", name, err)
 	}
@@ -147,7 +158,7 @@ func (d *Dump) openWorker(i int) (*WorkerDump, error) {
 // writer's Close (and so by Dispatcher.Close) and the writer writes nothing.
 func (d *Dump) Worker(i int) *WorkerDump {
 	if !d.pattern {
-		return &WorkerDump{d: d, index: i}
+		return &WorkerDump{d: d, index: i, pw: d.pw}
 	}
 	d.mu.Lock()
 	first := d.first
@@ -219,8 +230,10 @@ func (d *Dump) appendShared(b []byte) error {
 type WorkerDump struct {
 	d      *Dump
 	index  int
-	file   *os.File // its own file, with a pattern
+	file   *os.File         // its own file, with a pattern
+	pw     *pcapfile.Writer // its own file's, or the one file's
 	buf    []byte
+	tagged []byte // a frame with its VLAN tag put back
 	frames uint64
 	err    error
 }
@@ -234,24 +247,22 @@ func (w *WorkerDump) Write(p *steer.Packet) {
 	}
 	data := p.Data
 	wire := p.Length
-	var tag []byte
 	if k := p.Key(); k.NVLAN > 0 && int(k.NVLAN) > tagsIn(data) && len(data) >= 12 {
-		tag = []byte{0x81, 0x00, byte(k.VLANs[0] >> 8), byte(k.VLANs[0])}
+		tag := []byte{0x81, 0x00, byte(k.VLANs[0] >> 8), byte(k.VLANs[0])}
+		w.tagged = append(append(append(w.tagged[:0], data[:12]...), tag...), data[12:]...)
+		data = w.tagged
 		wire += 4
 	}
-	sec, usec := int64(0), 0
-	if ts := p.Timestamp; ts.Unix() > 0 { // the zero time (no capture time) is written as 1970
-		sec, usec = ts.Unix(), ts.Nanosecond()/1000
+	ts := p.Timestamp
+	if sec := ts.Unix(); sec <= 0 || sec > math.MaxUint32 {
+		ts = time.Time{} // no capture time, or one pcap cannot hold: written as 1970
 	}
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(sec))
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(usec))
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(len(data)+len(tag)))
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(max(wire, len(data)+len(tag))))
-	if tag != nil {
-		w.buf = append(append(append(w.buf, data[:12]...), tag...), data[12:]...)
-	} else {
-		w.buf = append(w.buf, data...)
+	buf, err := w.pw.AppendPacket(w.buf, ts, data, wire)
+	if err != nil {
+		w.err = fmt.Errorf("capture: writing %s: %w", w.d.Name(w.index), err)
+		return
 	}
+	w.buf = buf
 	w.frames++
 	if len(w.buf) >= dumpFlush {
 		w.flush()
@@ -305,16 +316,4 @@ func (w *WorkerDump) Close() error {
 		w.file = nil
 	}
 	return w.err
-}
-
-// fileHeader is the classic pcap file header: magic, version 2.4, zone and
-// accuracy zero, the snap length, link type 1 (Ethernet).
-func fileHeader(snaplen int) []byte {
-	h := binary.LittleEndian.AppendUint32(nil, 0xa1b2c3d4)
-	h = binary.LittleEndian.AppendUint16(h, 2)
-	h = binary.LittleEndian.AppendUint16(h, 4)
-	h = binary.LittleEndian.AppendUint32(h, 0)
-	h = binary.LittleEndian.AppendUint32(h, 0)
-	h = binary.LittleEndian.AppendUint32(h, uint32(snaplen))
-	return binary.LittleEndian.AppendUint32(h, 1)
 }

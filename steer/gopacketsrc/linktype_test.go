@@ -13,24 +13,16 @@ import (
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
-// pcapOf writes records as a classic pcap file of link type lt.
+// pcapOf writes records as a classic pcap file of link type lt, with
+// nanosecond timestamps.
 func pcapOf(lt pcapfile.LinkType, recs [][]byte) []byte {
 	var b bytes.Buffer
-	h := make([]byte, 24)
-	binary.LittleEndian.PutUint32(h[0:], 0xa1b23c4d)
-	binary.LittleEndian.PutUint16(h[4:], 2)
-	binary.LittleEndian.PutUint16(h[6:], 4)
-	binary.LittleEndian.PutUint32(h[16:], 65535)
-	binary.LittleEndian.PutUint32(h[20:], uint32(lt))
-	b.Write(h)
-	for i, r := range recs {
-		rh := make([]byte, 16)
-		binary.LittleEndian.PutUint32(rh[0:], uint32(1000+i))
-		binary.LittleEndian.PutUint32(rh[4:], uint32(i))
-		binary.LittleEndian.PutUint32(rh[8:], uint32(len(r)))
-		binary.LittleEndian.PutUint32(rh[12:], uint32(len(r)+7))
-		b.Write(rh)
-		b.Write(r)
+	w, err := pcapfile.NewWriter(&b, lt, pcapfile.WriterOptions{SnapLen: 65535, Nanosecond: true})
+	for i := 0; err == nil && i < len(recs); i++ {
+		err = w.WritePacket(time.Unix(int64(1000+i), int64(i)), recs[i], len(recs[i])+7)
+	}
+	if err != nil { // a bytes.Buffer does not fail, nor do these times
+		panic(err)
 	}
 	return b.Bytes()
 }

@@ -10,14 +10,18 @@
 package encapframes
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // Flow is the innermost packet of a frame: TCP or UDP between two IPv4 or
@@ -355,20 +359,13 @@ func VXLANCapture(frames, flows int, seed uint64) [][]byte {
 // Pcap returns frames as a classic pcap file (little-endian, microsecond
 // timestamps, Ethernet), one frame each millisecond from a fixed time.
 func Pcap(frames [][]byte) []byte {
-	le := binary.LittleEndian
-	b := le.AppendUint32(nil, 0xa1b2c3d4)
-	b = le.AppendUint16(b, 2)
-	b = le.AppendUint16(b, 4)
-	b = le.AppendUint32(b, 0) // thiszone
-	b = le.AppendUint32(b, 0) // sigfigs
-	b = le.AppendUint32(b, 65535)
-	b = le.AppendUint32(b, 1) // LINKTYPE_ETHERNET
-	for i, f := range frames {
-		b = le.AppendUint32(b, 1740830400+uint32(i/1000))
-		b = le.AppendUint32(b, uint32(i%1000)*1000)
-		b = le.AppendUint32(b, uint32(len(f)))
-		b = le.AppendUint32(b, uint32(len(f)))
-		b = append(b, f...)
+	var b bytes.Buffer
+	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: 65535})
+	for i := 0; err == nil && i < len(frames); i++ {
+		err = w.WritePacket(time.Unix(1740830400, 0).Add(time.Duration(i)*time.Millisecond), frames[i], 0)
 	}
-	return b
+	if err != nil { // a bytes.Buffer does not fail, nor do these times
+		panic(fmt.Sprintf("encapframes: %v", err))
+	}
+	return b.Bytes()
 }

@@ -12,6 +12,7 @@
 package samplegen
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // What the sample holds; the sample tests count these by decoding it.
@@ -111,24 +114,17 @@ func (g *gen) write(w io.Writer) error {
 	}
 	slices.SortStableFunc(g.evs, func(a, b event) int { return int(a.t - b.t) })
 
-	hdr := make([]byte, 24)
-	binary.LittleEndian.PutUint32(hdr[0:], 0xa1b2c3d4)
-	binary.LittleEndian.PutUint16(hdr[4:], 2)
-	binary.LittleEndian.PutUint16(hdr[6:], 4)
-	binary.LittleEndian.PutUint32(hdr[16:], SnapLen)
-	binary.LittleEndian.PutUint32(hdr[20:], 1)
-	out := hdr
-	for _, e := range g.evs {
-		ts := Start.Add(e.t)
-		var rh [16]byte
-		binary.LittleEndian.PutUint32(rh[0:], uint32(ts.Unix()))
-		binary.LittleEndian.PutUint32(rh[4:], uint32(ts.Nanosecond()/1000))
-		binary.LittleEndian.PutUint32(rh[8:], uint32(len(e.data)))
-		binary.LittleEndian.PutUint32(rh[12:], uint32(e.orig))
-		out = append(out, rh[:]...)
-		out = append(out, e.data...)
+	var out bytes.Buffer
+	pw, err := pcapfile.NewWriter(&out, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: SnapLen})
+	if err != nil {
+		return fmt.Errorf("samplegen: %w", err)
 	}
-	if _, err := w.Write(out); err != nil {
+	for _, e := range g.evs {
+		if err := pw.WritePacket(Start.Add(e.t), e.data, e.orig); err != nil {
+			return fmt.Errorf("samplegen: %w", err)
+		}
+	}
+	if _, err := w.Write(out.Bytes()); err != nil {
 		return fmt.Errorf("samplegen: writing: %w", err)
 	}
 	return nil
