@@ -50,11 +50,10 @@ func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, en
 func (p *producer) queue(f *Frame, c *Classification, ref *batchRef, w int, ent *rfstable.Entry, depth uint8) {
 	b := p.pending[w]
 	if b == nil {
-		b = p.stock.get()
-		p.pending[w] = b
+		b = p.newPending(w)
 	}
 	p.fill(b.slot(ref), f, c, ref, w, depth)
-	p.marks[w].bucket[b.n] = p.bucketMark(c, w)
+	p.markBucket(c, w)
 	p.marks[w].ent[b.n] = ent
 	b.n++
 	if ent != nil {
@@ -72,15 +71,22 @@ func (p *producer) queue(f *Frame, c *Classification, ref *batchRef, w int, ent 
 
 // queuePlain is steps 3 and 4 for a chunk on the plain path (plainPath):
 // a hashed frame whose bucket the table has not moved goes to the bucket's
-// worker (rssView) and into the batch pending for it, as queue would put
-// it; any other frame goes through selectWorker and handOff. All pending
+// worker and into the batch pending for it, as queue would put it; any
+// other frame goes through selectWorker and handOff. The table is read
+// once for the chunk (viewCurrent): while no bucket is moving, the
+// producer's view of it is the answer, and only otherwise does each frame
+// check its bucket (rssView). All pending
 // batches hold frames of ref alone: dispatch flushes them before it
 // returns.
 func (p *producer) queuePlain(chunk []Frame, cls []Classification, ref *batchRef) {
+	stable := p.viewCurrent()
 	for i := range chunk {
 		f, r := &chunk[i], &p.res[i]
 		bucket := r.flowID & p.mask
-		w, current := p.rssView(bucket)
+		w, current := int(p.bucketWorker[bucket]), stable
+		if !stable {
+			w, current = p.rssView(bucket)
+		}
 		if !current || !r.hash.IsHash() {
 			c := p.classification(cls, i)
 			w, ent := p.selectWorker(f, c)
@@ -89,19 +95,26 @@ func (p *producer) queuePlain(chunk []Frame, cls []Classification, ref *batchRef
 		}
 		b := p.pending[w]
 		if b == nil {
-			b = p.stock.get()
+			b = p.newPending(w)
 			b.ref, b.mixed = ref, false
-			p.pending[w] = b
 		}
 		pkt := &b.pkts[b.n]
 		p.fillFrame(pkt, f, ref, w, 0)
 		pkt.FlowID, pkt.HashType, pkt.Reason, pkt.keyed = r.flowID, r.hash, r.reason, false
-		p.marks[w].bucket[b.n] = bucket
+		p.bucketSeq[bucket] = b.handOver
 		b.n++
 		if b.n == p.batchCap {
 			p.flush(w, p.wait)
 		}
 	}
+}
+
+// newPending starts the batch pending for worker w.
+func (p *producer) newPending(w int) *pbatch {
+	b := p.stock.get()
+	b.handOver = p.handOvers[w] + 1
+	p.pending[w] = b
+	return b
 }
 
 // inline runs the handler in this goroutine: DIRECT dispatch, or HYBRID
@@ -165,13 +178,16 @@ func (p *producer) fill(pkt *Packet, f *Frame, c *Classification, ref *batchRef,
 // handler itself.
 func (p *producer) fillInline(pkt *Packet, f *Frame, c *Classification, ref *batchRef, w int, depth uint8) {
 	p.fill(pkt, f, c, ref, w, depth)
-	pkt.prod = p
+	pkt.Worker, pkt.prod = w, p
 	if !c.keyless {
 		p.keyPkt, p.keyVal, pkt.keyed = pkt, c.Key, true
 	}
 }
 
-// fillFrame writes what a Packet takes from the frame and the producer.
+// fillFrame writes what a Packet takes from the frame and the producer. A
+// queued packet's Worker and prod are its worker's, which the worker
+// writes as it takes the packet (handleFrom): the producer, the one
+// goroutine that cannot be spread, writes less.
 func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth uint8) {
 	// Field by field: a composite literal would build the packet on the
 	// stack and copy it with a bulk write barrier, twice the cost.
@@ -180,9 +196,7 @@ func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth 
 	pkt.Length = f.WireLen()
 	pkt.IfIndex = f.IfIndex
 	pkt.InputID = p.source
-	pkt.Worker = w
 	pkt.ref = ref
-	pkt.prod = p.d.workers[w].prod
 	pkt.depth = depth
 	pkt.vlan, pkt.hasVLAN = f.VLAN, f.HasVLAN
 }
@@ -204,6 +218,7 @@ func (p *producer) flush(w int, wait bool) {
 	// from marks (b belongs to the worker by then), outside its lock.
 	k := b.n
 	base, n := p.d.workers[w].enqueue(b, waiter, p.limit)
+	p.handedOver(w, base+uint64(n))
 	p.setTails(&p.marks[w], k, base, n)
 }
 

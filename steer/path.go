@@ -23,10 +23,18 @@ type producer struct {
 	pending []*pbatch // per worker, not yet handed over
 	cls     Classification
 
-	// RSS view: bucket -> worker this producer sends it to, and the queue
-	// position of its last frame there.
+	// RSS view: bucket -> worker this producer sends it to, and which of
+	// this producer's hand-overs to that worker carried the bucket's last
+	// frame there (see lastTail); viewGen is the table generation the view
+	// was last compared with, differ how many buckets then differed.
 	bucketWorker []uint32
-	bucketTail   []uint64
+	bucketSeq    []uint64
+	viewGen      uint64
+	differ       int
+	// Per worker: the hand-overs made to it, and the queue positions they
+	// ended at, the last tailRing of them.
+	handOvers []uint64
+	tailAt    [][tailRing]uint64
 
 	flows       *rfstable.Table          // RFS, nil when off
 	fast        fastChunk                // the chunk's frames on the IPv4 fast path
@@ -231,8 +239,10 @@ func (p *producer) makeTables() {
 	p.pending = make([]*pbatch, n)
 	p.direct, p.directPanics = make([]uint64, n), make([]uint64, n)
 	p.marks = make([]tailMarks, n)
-	p.bucketWorker, p.bucketTail = make([]uint32, nb), make([]uint64, nb)
+	p.handOvers, p.tailAt = make([]uint64, n), make([][tailRing]uint64, n)
+	p.bucketWorker, p.bucketSeq = make([]uint32, nb), make([]uint64, nb)
 	p.bucketFrames = make([]uint64, nb)
+	p.viewGen = d.table.gen.Load()
 	for b := range p.bucketWorker {
 		p.bucketWorker[b] = d.table.ents[b].Load()
 	}

@@ -18,7 +18,10 @@ type pbatch struct {
 	mixed bool
 	home  *batchStock // where the batch goes back to; nil for the shared pool
 	next  *pbatch     // in home's stacks
-	pkts  [BatchSize]Packet
+	// handOver is the number its producer's hand-over of it to its worker
+	// will have (producer.bucketSeq), while it is pending.
+	handOver uint64
+	pkts     [BatchSize]Packet
 }
 
 // slot returns the next free packet of b, for a frame of source batch ref.

@@ -113,7 +113,10 @@ func (d *Dispatcher) rebalanceOnce(r *rebalancer) []Move {
 	table := d.table.snapshot()
 	moves := planRebalance(load, table, len(d.workers), d.cfg.Rebalance, r)
 	for _, m := range moves {
-		d.table.ents[m.Bucket].Store(uint32(m.To))
+		d.table.set(m.Bucket, m.To)
+	}
+	if len(moves) > 0 {
+		d.table.gen.Add(1)
 	}
 	return moves
 }

@@ -4,30 +4,95 @@ import "github.com/rpsgo/rps/internal/rfstable"
 
 // The no-reorder rule, Linux's last_qtail (get_rps_cpu in net/core/dev.c).
 // Every worker counts the frames put on its queue (tail) and those it has
-// handled (head). Each producer remembers, for each bucket (bucketTail) and,
-// with RFS, for each flow (Entry.LastTail), the tail position of the last
-// frame it queued there: setTails writes them when a batch is handed over.
-// A bucket or a flow may leave its worker only once that worker's head has
-// passed the position (mayLeave); until then its frames keep going to the
-// old worker. Table changes, the rebalancer (through rss) and RFS moves
-// (rfs) all go through mayLeave, and moveHooks lets per-flow state follow.
+// handled (head). Each producer remembers where its last frame of each
+// bucket and, with RFS, of each flow (Entry.LastTail) sits in its worker's
+// queue. A bucket or a flow may leave its worker only once that worker's
+// head has passed that position (mayLeave); until then its frames keep
+// going to the old worker. Table changes, the rebalancer (through rss) and
+// RFS moves (rfs) all go through mayLeave, and moveHooks lets per-flow
+// state follow.
+//
+// A worker's head moves a whole batch at a time (handleBatch), so a
+// position inside a batch is worth no more than the batch's end: a bucket
+// records only which of the producer's hand-overs to its worker carried
+// its last frame (bucketSeq, the hand-over's number), and each hand-over
+// records the queue position it ended at (handedOver, in a ring of the
+// last tailRing per worker). That costs one store per frame, where a
+// position per frame would cost a mark per frame and a pass over every
+// batch. An RFS entry, which the slow path alone keeps, takes its frame's
+// own position (setTails).
 
-// mayLeave is the rule for one move: whether a bucket or flow whose last
-// frame from this producer sits at position *lastTail in worker cur's
-// queue may now go to worker to. cur's pending frames are handed over
-// first, so that they have queue positions to compare, and only then is
-// *lastTail read: the hand-over is what writes the positions of the
-// pending frames (setTails), and a position read before it would let the
-// move skip ahead of them.
-func (p *producer) mayLeave(cur int, lastTail *uint64, to int) bool {
+// tailRing is how many hand-overs per worker a producer remembers the
+// queue position of. A bucket whose last hand-over is older finds its slot
+// taken by a later hand-over, whose position is later: the rule only grows
+// stricter for it.
+const tailRing = 64
+
+// handedOver records that the producer's next hand-over to worker w ended
+// at queue position end (nothing of it queued: the tail before it).
+func (p *producer) handedOver(w int, end uint64) {
+	p.handOvers[w]++
+	p.tailAt[w][p.handOvers[w]%tailRing] = end
+}
+
+// lastTail is the queue position in worker w's queue that bucket's last
+// frame from this producer is at or before, 0 when none is queued there.
+// w's pending batch must have been handed over.
+func (p *producer) lastTail(bucket uint32, w int) uint64 {
+	seq := p.bucketSeq[bucket]
+	if seq == 0 {
+		return 0
+	}
+	return p.tailAt[w][seq%tailRing]
+}
+
+// markBucket records, for a frame queued to worker w, that it is the last
+// of its bucket there. Only frames queued to the bucket's own worker are
+// the bucket's: a frame RFS sent elsewhere sits in another worker's queue,
+// which rss must never compare with this one's head.
+func (p *producer) markBucket(c *Classification, w int) {
+	bucket := c.FlowID & p.d.table.mask
+	if c.HashType.IsHash() && uint32(w) == p.bucketWorker[bucket] {
+		p.bucketSeq[bucket] = p.pending[w].handOver
+	}
+}
+
+// viewCurrent reports whether this producer's view of every bucket agrees
+// with the indirection table, so that a chunk may be steered by the view
+// alone. It reads the table's generation, and the whole table only when
+// the generation moved; until the buckets that then differed have all
+// moved (rss), each frame checks its own.
+func (p *producer) viewCurrent() bool {
+	t := p.d.table
+	if g := t.gen.Load(); g != p.viewGen {
+		p.viewGen, p.differ = g, 0
+		for b := range p.bucketWorker {
+			if p.bucketWorker[b] != t.ents[b].Load() {
+				p.differ++
+			}
+		}
+	}
+	return p.differ <= 0
+}
+
+// flushTo hands worker cur's pending batch over, so that its frames have
+// queue positions to compare: a move's rule reads the positions only
+// after it.
+func (p *producer) flushTo(cur int) {
 	if p.pending[cur] != nil && p.pending[cur].n > 0 {
 		p.flush(cur, p.wait)
 	}
+}
+
+// mayLeave is the rule for one move: whether a bucket or flow whose last
+// frame from this producer sits at position lastTail in worker cur's queue
+// may now go to worker to. The caller has handed cur's pending batch over
+// (flushTo) before reading lastTail.
+func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
 	old := p.d.workers[cur]
-	tail := *lastTail
-	ok := old.passed(tail)
+	ok := old.passed(lastTail)
 	if p.tr != nil {
-		p.traceMove(cur, to, old.head.Load(), tail, ok)
+		p.traceMove(cur, to, old.head.Load(), lastTail, ok)
 	}
 	return ok
 }
@@ -66,39 +131,17 @@ func (p *producer) moveHooks(m Move) {
 // tailPending marks a flow entry whose last frame waits in a pending batch.
 const tailPending = ^uint64(0)
 
-// tailMarks says, for each frame of a pending batch, which bucket and
-// flow entry take its queue position as their last (noBucket and nil for
-// none).
+// tailMarks says, for each frame of a pending batch, which RFS flow entry
+// takes its queue position as its last (nil for none).
 type tailMarks struct {
-	bucket [BatchSize]uint32
-	ent    [BatchSize]*rfstable.Entry
+	ent [BatchSize]*rfstable.Entry
 }
 
-// noBucket marks a frame whose position no bucket records.
-const noBucket = ^uint32(0)
-
-// bucketMark is the bucket a frame queued to worker w records its position
-// for. Only frames queued to the bucket's own worker are the bucket's
-// there: a frame RFS sent elsewhere has a position in another worker's
-// queue, which rss must never compare with this one's head.
-func (p *producer) bucketMark(c *Classification, w int) uint32 {
-	bucket := c.FlowID & p.d.table.mask
-	if c.HashType.IsHash() && uint32(w) == p.bucketWorker[bucket] {
-		return bucket
-	}
-	return noBucket
-}
-
-// setTails records the queue positions of the k frames marked in m, of
-// which the first n were queued from position base on. An RFS entry whose
-// last frame was cut off takes the tail after the queued ones, which no
-// frame of the flow queued here comes after.
+// setTails records the queue positions of the RFS entries of the k frames
+// marked in m, of which the first n were queued from position base on. An
+// entry whose last frame was cut off takes the tail after the queued ones,
+// which no frame of the flow queued here comes after.
 func (p *producer) setTails(m *tailMarks, k int, base uint64, n int) {
-	for i := 0; i < n; i++ {
-		if bk := m.bucket[i]; bk != noBucket {
-			p.bucketTail[bk] = base + uint64(i) + 1
-		}
-	}
 	if p.flows == nil {
 		return
 	}

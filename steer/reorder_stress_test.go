@@ -19,9 +19,10 @@ import (
 // limit, trace, RFS) and the rebalancer, which moves buckets too.
 func TestTableChangesUnderTinyQueues(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, v := range []string{"plain", "flowlimit", "trace", "rfs", "rebalance"} {
+	for _, v := range []string{"plain", "flowlimit", "trace", "rfs", "rebalance", "buckets"} {
 		t.Run(v, func(t *testing.T) {
 			oc := newOrderChecker()
+			flows := 64
 			cfg := Config{Workers: 4, Buckets: 4, Hash: HashConfig{Key: hash.MicrosoftKey[:]},
 				Queue: QueueConfig{Limit: 4, Overflow: OverflowWait}}
 			switch v {
@@ -33,6 +34,10 @@ func TestTableChangesUnderTinyQueues(t *testing.T) {
 				cfg.RFS.Enabled = true
 			case "rebalance":
 				cfg.Rebalance = RebalanceConfig{Interval: time.Millisecond, Threshold: 1.01}
+			case "buckets":
+				// Many buckets and flows: most buckets' last frames are
+				// older than the hand-overs an input remembers (tailRing).
+				cfg.Buckets, flows = 1024, 4096
 			}
 			d, err := New(cfg, oc.handle)
 			if err != nil {
@@ -44,7 +49,7 @@ func TestTableChangesUnderTinyQueues(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(1, 2))
-				tab := make([]int, 4)
+				tab := make([]int, cfg.Buckets)
 				for {
 					select {
 					case <-stop:
@@ -63,7 +68,7 @@ func TestTableChangesUnderTinyQueues(t *testing.T) {
 			}()
 			rng := rand.New(rand.NewPCG(3, 4))
 			const calls, per = 2000, 64
-			frames := dtTraffic(rng, 64, calls*per)
+			frames := dtTraffic(rng, flows, calls*per)
 			in := d.NewInput()
 			for i := 0; i < calls; i++ {
 				if err := in.Dispatch(frames[i*per:(i+1)*per], nil); err != nil {

@@ -87,7 +87,11 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *rfstab
 		want = p.policyWorker(c, f, bucket)
 	}
 	cur := int(e.Current)
-	if cur == want || !p.mayLeave(cur, &e.LastTail, want) {
+	if cur == want {
+		return cur, e
+	}
+	p.flushTo(cur)
+	if !p.mayLeave(cur, e.LastTail, want) {
 		return cur, e
 	}
 	e.Current = int32(want)

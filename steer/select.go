@@ -80,10 +80,13 @@ func (p *producer) rss(bucket uint32) int {
 	if cur == want { // the table moved the bucket back meanwhile
 		return cur
 	}
-	if !p.mayLeave(cur, &p.bucketTail[bucket], want) {
+	p.flushTo(cur)
+	if !p.mayLeave(cur, p.lastTail(bucket, cur), want) {
 		return cur // frames of this bucket still queued on the old worker
 	}
 	p.bucketWorker[bucket] = uint32(want)
+	p.bucketSeq[bucket] = 0 // nothing of it queued on want yet
+	p.differ--
 	p.bucketMoves++
 	if p.flows == nil {
 		// With RFS on, every flow with an entry moves on its own, under its

@@ -12,7 +12,13 @@ import (
 type indirection struct {
 	ents []atomic.Uint32
 	mask uint32
+	// gen counts the changes: an input whose view agreed with the table at
+	// generation gen reads the table no more until gen moves (viewCurrent).
+	gen atomic.Uint64
 }
+
+// set points bucket b at worker w; the caller bumps gen once done.
+func (t *indirection) set(b, w int) { t.ents[b].Store(uint32(w)) }
 
 func newIndirection(buckets, workers int) *indirection {
 	t := &indirection{ents: make([]atomic.Uint32, buckets), mask: uint32(buckets - 1)}
@@ -55,8 +61,9 @@ func (d *Dispatcher) SetTable(table []int) error {
 		}
 	}
 	for b, w := range table {
-		d.table.ents[b].Store(uint32(w))
+		d.table.set(b, w)
 	}
+	d.table.gen.Add(1)
 	return nil
 }
 
@@ -71,7 +78,8 @@ func (d *Dispatcher) SetBucket(bucket, worker int) error {
 	if worker < 0 || worker >= len(d.workers) {
 		return fmt.Errorf("steer: worker %d of %d: %w", worker, len(d.workers), ErrConfig)
 	}
-	d.table.ents[bucket].Store(uint32(worker))
+	d.table.set(bucket, worker)
+	d.table.gen.Add(1)
 	return nil
 }
 

@@ -263,7 +263,7 @@ func (w *Worker) handleBatch(b *pbatch) {
 // per frame. Once Close has given up waiting it stops, and returns the
 // index of the first packet not handled.
 func (w *Worker) handleFrom(pkts []Packet, i int) (next int, panicked bool) {
-	h, abort := w.handle, &w.d.abort
+	h, abort, index, prod := w.handle, &w.d.abort, w.index, w.prod
 	defer func() {
 		if v := recover(); v != nil {
 			w.recovered(v, &pkts[i])
@@ -271,7 +271,9 @@ func (w *Worker) handleFrom(pkts []Packet, i int) (next int, panicked bool) {
 		}
 	}()
 	for ; i < len(pkts) && !abort.Load(); i++ {
-		h(&pkts[i])
+		pkt := &pkts[i]
+		pkt.Worker, pkt.prod = index, prod // see fillFrame
+		h(pkt)
 	}
 	return i, false
 }
