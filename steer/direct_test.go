@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/hash"
 	"go.uber.org/goleak"
 )
 
@@ -93,5 +94,51 @@ func TestTraceShowsLayers(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "layers walked: vxlan:42") || !strings.Contains(s, "1 tunnel(s) deep") {
 		t.Errorf("trace of a VXLAN frame:\n%s", s)
+	}
+}
+
+// TestHybridRunReadsInWorker: under HYBRID, Run reads its source in worker
+// 0, which handles its own frames inline when idle (HDisp'd), queues the
+// others, and waits for room rather than drop a source that can wait. With
+// Mover states, a worker that waited could deadlock with a MoveIn, so Run
+// reads in its own goroutine and nothing is handled inline.
+func TestHybridRunReadsInWorker(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, movers := range []bool{false, true} {
+		oc := newOrderChecker()
+		cfg := Config{Workers: 3, Dispatch: Hybrid, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Limit: 64}}
+		var d *Dispatcher
+		var err error
+		if movers {
+			d, err = newHooked(cfg, hookFuncs{}, oc.handle)
+		} else {
+			d, err = New(cfg, oc.handle)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := dtTraffic(rand.New(rand.NewPCG(41, 1)), 300, 30000)
+		if err := d.Run(context.Background(), &SliceSource{Frames: frames}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := checkAccounting(t, d, uint64(len(frames)))
+		if st.Dropped() != 0 {
+			t.Errorf("movers %v: %d frames dropped from a source that can wait", movers, st.Dropped())
+		}
+		for _, e := range oc.errs {
+			t.Errorf("movers %v: %s", movers, e)
+		}
+		w0 := st.Workstreams[0]
+		switch {
+		case !movers && (w0.HybridDispatched == 0 || st.Workstreams[1].HybridDispatched != 0 || st.Workstreams[2].HybridDispatched != 0):
+			t.Errorf("HDisp'd %d, %d, %d; want worker 0, which reads the source, to handle its frames inline, and no other",
+				w0.HybridDispatched, st.Workstreams[1].HybridDispatched, st.Workstreams[2].HybridDispatched)
+		case movers && w0.HybridDispatched != 0:
+			t.Errorf("with Mover states HDisp'd %d, want 0: Run reads in its own goroutine", w0.HybridDispatched)
+		}
+		t.Logf("movers %v: worker 0 HDisp'd %d of %d handled", movers, w0.HybridDispatched, w0.Handled)
 	}
 }

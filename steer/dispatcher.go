@@ -68,6 +68,8 @@ type Dispatcher struct {
 	closeErrs  []error // from the states' Close
 
 	created time.Time
+	// hybridReader is set while a Run reads its source in a worker (HYBRID).
+	hybridReader atomic.Bool
 	// spin lets idle pinned workers poll before parking: only when each
 	// has a CPU of its own and at least one CPU is left to the sources.
 	spin bool
@@ -250,9 +252,23 @@ func (d *Dispatcher) Workers() int { return len(d.workers) }
 // its ring has room and the worker is not stalled (see LiveSource). Run
 // registers a source's own counters ([SourceStatser]) with the stats. It
 // does not close src.
+//
+// Under HYBRID dispatch, Run reads the source in worker 0, as netisr's
+// receiving thread runs on a CPU of its own: a frame selected for worker 0
+// is handled inline when that worker is idle (HDisp'd), and the others are
+// queued; frames already queued to worker 0 it handles first. This needs
+// the reading worker to wait for room in the others' queues, which is safe
+// only while no worker can wait for it in turn: so only one Run at a time
+// reads in a worker, and not when the states implement Mover (a MoveIn
+// waits for a MoveOut). Otherwise Run reads in its own goroutine, and
+// HYBRID then handles nothing inline, as DEFERRED.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	if src == nil {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
+	}
+	if d.cfg.Dispatch == Hybrid && !d.hooks && d.hybridReader.CompareAndSwap(false, true) {
+		defer d.hybridReader.Store(false)
+		return d.runInWorker(ctx, src, d.workers[0])
 	}
 	in := d.newInput(true)
 	if l := liveSource(src); l != nil {

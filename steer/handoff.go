@@ -13,7 +13,7 @@ import (
 func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, ent *rfstable.Entry, depth uint8) {
 	d := p.d
 	mode := d.cfg.Dispatch
-	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && !p.self.queuedBatches())
+	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && p.idle(depth))
 	if inline && p.stateHeld != nil && p.stateHeld != p.inlineWorker(w) {
 		// A handler holding its worker's state lock re-dispatched to
 		// another shared state: queue the frame, so that no goroutine
@@ -211,7 +211,7 @@ func (p *producer) flush(w int, wait bool) {
 	}
 	p.pending[w] = nil
 	var waiter *producer
-	if wait && p.self == nil {
+	if wait && (p.self == nil || p.readerWaits && w != p.self.index) {
 		waiter = p
 	}
 	// The queue positions are written once enqueue has told where b went,
@@ -267,6 +267,24 @@ func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker
 	p.flushDirect()
 	p.lockers.Unlock()
 	return nil
+}
+
+// idle reports whether this producer's own worker, selected by HYBRID, is
+// idle, so that the frame may be handled inline (netisr_dispatch_src: the
+// workstream is neither running nor scheduled). A worker that reads the
+// dispatcher's source (readerWaits) and is not inside a handler (depth 0)
+// makes itself idle first: it handles what is queued to it, in order, as
+// its next wake-up would. Within a handler it only looks.
+func (p *producer) idle(depth uint8) bool {
+	w := p.self
+	if !w.queuedBatches() {
+		return true
+	}
+	if depth > 0 || !p.readerWaits {
+		return false
+	}
+	w.drainQueue()
+	return true
 }
 
 // inlineWorker is the worker whose handler and state a frame selected for

@@ -74,6 +74,7 @@ type producer struct {
 	livePoll     *time.Timer // wakes a live producer's wait to look at the ring again
 	waitingOn    atomic.Pointer[Worker]
 	selfWait     bool        // it waited in a worker's goroutine until Close gave up (enqueue)
+	readerWaits  bool        // a worker's, reading Run's source under HYBRID: it waits for room in other workers' queues
 	stateHeld    *Worker     // the shared state this goroutine holds the lock of (lockState)
 	limit        int         // the queue limit this producer fills to
 	source       int         // the source id its packets carry: id, or a re-dispatched packet's

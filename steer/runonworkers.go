@@ -9,11 +9,18 @@ import (
 	"time"
 )
 
-// attachReq hands a source to a worker (RunOnWorkers).
+// attachReq hands a source to a worker (RunOnWorkers, and Run under
+// HYBRID: see hybridReader).
 type attachReq struct {
 	ctx  context.Context
 	src  Source
 	done chan error
+	// reader: the worker reads the source for Run, as the one reader of
+	// the dispatcher that is a worker, with the source id id: it may wait
+	// for room in the other workers' queues (a live source as LiveSource
+	// says), and handles its own frames inline.
+	reader bool
+	id     int
 }
 
 // readSource is the worker's loop while it reads a source of its own (one
@@ -22,8 +29,22 @@ type attachReq struct {
 // between batches handles its queue and its tick. The source's ReadBatch
 // should return within a bounded time (a poll timeout) so that the queue
 // and the tick are served.
-func (w *Worker) readSource(ctx context.Context, src Source, tick <-chan time.Time) error {
-	d := w.d
+func (w *Worker) readSource(req *attachReq, tick <-chan time.Time) error {
+	d, ctx, src := w.d, req.ctx, req.src
+	if req.reader {
+		p := w.prod
+		p.prepare()
+		limit, batchCap := p.limit, p.batchCap
+		p.source, p.readerWaits = req.id, true
+		p.wait = d.cfg.Queue.waits(true)
+		if l := liveSource(src); l != nil {
+			p.setLive(l)
+		}
+		defer func() {
+			p.source, p.readerWaits, p.wait, p.live = p.id, false, false, nil
+			p.limit, p.batchCap = limit, batchCap
+		}()
+	}
 	var b Batch
 	for {
 		w.drainQueue()
@@ -158,6 +179,33 @@ func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 		first = ctx.Err() // a source that ended as ctx did
 	}
 	return first
+}
+
+// runInWorker is Run reading src in worker w (HYBRID; see Run).
+func (d *Dispatcher) runInWorker(ctx context.Context, src Source, w *Worker) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if s, ok := src.(SourceStatser); ok {
+		d.addSource(s)
+	}
+	d.mu.Lock()
+	id := d.nextID
+	d.nextID++
+	d.mu.Unlock()
+	req := &attachReq{ctx: ctx, src: src, done: make(chan error, 1), reader: true, id: id}
+	if !w.offer(req) {
+		return ErrClosed
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		if w.withdraw(req) {
+			return ctx.Err()
+		}
+		return <-req.done // taken: readSource sees ctx end
+	}
 }
 
 // offer queues a source for the worker to read when its queue is next

@@ -75,6 +75,7 @@ type stressConfig struct {
 	cfg          Config
 	inputs       int  // feeding goroutines (with onWorkers: one source a worker)
 	onWorkers    bool // RunOnWorkers instead of inputs
+	run          bool // input 0 is a source Run reads
 	movers       bool
 	redispatch   bool
 	panics       bool // handlers, Trace, CPUFunc, hooks and releases panic now and then
@@ -85,10 +86,10 @@ type stressConfig struct {
 
 func (c stressConfig) String() string {
 	return fmt.Sprintf("workers %d buckets %d %s %s qlimit %d %s flowlimit %v rfs %v trace %v rebalance %v; "+
-		"inputs %d onWorkers %v movers %v redispatch %v panics %v tableChanges %v close after %v within %v",
+		"inputs %d onWorkers %v run %v movers %v redispatch %v panics %v tableChanges %v close after %v within %v",
 		c.cfg.Workers, c.cfg.Buckets, c.cfg.Dispatch, c.cfg.Policy, c.cfg.Queue.Limit, c.cfg.Queue.Overflow,
 		c.cfg.Queue.FlowLimit, c.cfg.RFS.Enabled, c.cfg.Trace != nil, c.cfg.Rebalance.Interval > 0,
-		c.inputs, c.onWorkers, c.movers, c.redispatch, c.panics, c.tableChanges, c.closeAfter, c.closeTimeout)
+		c.inputs, c.onWorkers, c.run, c.movers, c.redispatch, c.panics, c.tableChanges, c.closeAfter, c.closeTimeout)
 }
 
 // stressState is a per-worker state; with movers it implements Mover.
@@ -148,6 +149,7 @@ func runStressRound(t *testing.T, seed uint64) (frames uint64) {
 	cfg.RFS.Enabled = rng.IntN(3) == 0
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	sc.onWorkers = cfg.Dispatch == Direct && rng.IntN(2) == 0
+	sc.run = !sc.onWorkers && rng.IntN(2) == 0
 	sc.movers = rng.IntN(2) == 0
 	sc.redispatch = rng.IntN(2) == 0
 	sc.panics = rng.IntN(3) == 0
@@ -279,7 +281,22 @@ func runStressRound(t *testing.T, seed uint64) (frames uint64) {
 			}
 		}()
 	} else {
+		if sc.run {
+			// Input 0 is a source Run reads (in worker 0 under HYBRID).
+			gs := &genSource{seed: seed, release: release}
+			srcFrames = append(srcFrames, &gs.countingSource)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := d.Run(ctx, gs); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) {
+					chk.errorf("Run: %v", err)
+				}
+			}()
+		}
 		for i := 0; i < sc.inputs; i++ {
+			if sc.run && i == 0 {
+				continue
+			}
 			in := d.NewInput()
 			wg.Add(1)
 			go func(src int) {
@@ -384,6 +401,37 @@ func runStressRound(t *testing.T, seed uint64) (frames uint64) {
 	}
 	chk.mu.Unlock()
 	return st.Frames
+}
+
+// genSource makes batches of frames of its flows for ever, each with a
+// release callback from release, and counts them as countingSource does.
+type genSource struct {
+	countingSource
+	seed    uint64
+	release func() func()
+	rng     *rand.Rand
+	seq     []uint32
+}
+
+func (s *genSource) ReadBatch(ctx context.Context, b *Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.rng == nil {
+		s.rng = rand.New(rand.NewPCG(s.seed, 99))
+		s.seq = make([]uint32, 16+s.rng.IntN(64))
+	}
+	n := 1 + s.rng.IntN(80)
+	frames := make([]Frame, n)
+	for i := range frames {
+		f := s.rng.IntN(len(s.seq))
+		s.seq[f]++
+		frames[i] = Frame{Data: dtFrame(9000+f, s.seq[f]), IfIndex: 1}
+	}
+	b.Frames, b.Release = frames, s.release()
+	s.read.Add(uint64(n))
+	s.last.Store(uint64(n))
+	return nil
 }
 
 // countingSource is a SliceSource that counts the frames it handed out,

@@ -136,7 +136,7 @@ func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 			req := w.attachQ[0]
 			w.attachQ = slices.Delete(w.attachQ, 0, 1) // keeps no finished source alive
 			w.mu.Unlock()
-			req.done <- w.readSource(req.ctx, req.src, tick)
+			req.done <- w.readSource(req, tick)
 		case w.d.spin:
 			w.mu.Unlock()
 			w.spinThenPark(tick)
