@@ -153,9 +153,11 @@ type QueueConfig struct {
 	// Default OverflowAuto: wait for a source that can wait, drop for a
 	// live one.
 	Overflow Overflow
-	// FlowLimit drops first, when a worker's queue is at least half full,
-	// the frames of flows holding more than half of its recent history
-	// (Linux's skb_flow_limit). Counted apart from QDrops.
+	// FlowLimit drops, while a worker's queue is at least half full and not
+	// yet full, the frames of flows holding more than half of its recent
+	// history (Linux's skb_flow_limit), so that an elephant's frames go
+	// before the small flows' are tail dropped. A frame that finds the
+	// queue full is left to Overflow's rule. Counted apart from QDrops.
 	FlowLimit bool
 	// StallTimeout is how long a live source (LiveSource) is held back by
 	// a full queue that does not move, under OverflowAuto: past it the

@@ -18,7 +18,7 @@ func TestFlowLimitRule(t *testing.T) {
 	const elephant = 0xdeadbeef
 	w.tail.Store(127) // qlen 127 < 256/2: not recorded, never dropped
 	for range 200 {
-		if w.overLimit(elephant, 256) {
+		if w.overLimit(elephant, 256, 0) {
 			t.Fatal("dropped with the queue under half full")
 		}
 	}
@@ -27,29 +27,123 @@ func TestFlowLimitRule(t *testing.T) {
 	}
 	w.tail.Store(128) // qlen 128 >= 128: Linux's "qlen < max_backlog >> 1" no longer holds
 	for i := 1; i <= 64; i++ {
-		if w.overLimit(elephant, 256) {
+		if w.overLimit(elephant, 256, 0) {
 			t.Fatalf("frame %d of the flow dropped while it held %d of the history", i, i)
 		}
 	}
-	if !w.overLimit(elephant, 256) {
+	if !w.overLimit(elephant, 256, 0) {
 		t.Fatal("65th frame of one flow in the history not dropped")
 	}
 	// 63 frames of other flows: the elephant holds 65 of 128 and is still
 	// over (its next frame makes 66 of 128, the oldest entry being its own).
 	for i := range 63 {
-		if w.overLimit(uint32(i*7919), 256) {
+		if w.overLimit(uint32(i*7919), 256, 0) {
 			t.Fatalf("a small flow (%d) dropped", i)
 		}
 	}
-	if !w.overLimit(elephant, 256) {
+	if !w.overLimit(elephant, 256, 0) {
 		t.Fatal("elephant holding more than half of the history not dropped")
 	}
 	// Another 64 small frames push the elephant's share down to half.
 	for i := range 64 {
-		w.overLimit(uint32(100000+i*7919), 256)
+		w.overLimit(uint32(100000+i*7919), 256, 0)
 	}
-	if w.overLimit(elephant, 256) {
+	if w.overLimit(elephant, 256, 0) {
 		t.Fatalf("elephant dropped holding %d of 128", w.flowHist.counts[flowLimitBucket(elephant)])
+	}
+}
+
+// TestFlowLimitAfterFullCheck: as in Linux's enqueue_to_backlog, a frame
+// that finds the queue full is not recorded in the flow-limit history, and
+// the queue length the check uses counts the frames of the input's batch
+// still pending for the worker.
+func TestFlowLimitAfterFullCheck(t *testing.T) {
+	w := &Worker{d: &Dispatcher{cfg: Config{Queue: QueueConfig{Limit: 256, Overflow: OverflowDrop}}}}
+	const elephant = 0xdeadbeef
+	w.tail.Store(256) // full
+	for range 200 {
+		if w.overLimit(elephant, 256, 0) {
+			t.Fatal("a frame for a full queue dropped by the flow limit")
+		}
+	}
+	w.tail.Store(100) // 100 queued + 156 pending: full too
+	if w.overLimit(elephant, 256, 156) || w.flowHist.n != 0 {
+		t.Fatalf("%d frames for a full queue recorded in the history", w.flowHist.n)
+	}
+	w.overLimit(elephant, 256, 28) // 128 of 256 with the pending ones: recorded
+	if w.flowHist.n != 1 {
+		t.Fatalf("%d frames recorded at half full counting the pending batch, want 1", w.flowHist.n)
+	}
+}
+
+// blockedRun dispatches n frames of one flow to one worker whose handler
+// blocks until they all are handed in, with the flow limit on, and returns
+// the sequence numbers handled (in order) and the stats.
+func blockedRun(t *testing.T, limit, n int) ([]uint32, Stats) {
+	t.Helper()
+	gate := make(chan struct{})
+	var seqs []uint32 // one worker: no lock needed
+	d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: limit, FlowLimit: true, Overflow: OverflowDrop}}, func(p *Packet) {
+		<-gate
+		seqs = append(seqs, synthSeq(p))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make([]Frame, n)
+	for i := range frames {
+		b := make([]byte, 64)
+		synth.Build(b, 0, uint32(i), false)
+		frames[i] = Frame{Data: b}
+	}
+	in := d.NewInput()
+	for i := 0; i < n; i += BatchSize {
+		if err := in.Dispatch(frames[i:min(i+BatchSize, n)], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.Close()
+	close(gate)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return seqs, checkAccounting(t, d, uint64(n))
+}
+
+// TestFlowLimitFullQueueIsQDrop: one flow fills a queue of 64 frames behind
+// a blocked handler. As in Linux, the frames that find the queue full are
+// queue drops and never enter the history, so none is a flow-limit drop.
+func TestFlowLimitFullQueueIsQDrop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const limit, n = 64, 640
+	seqs, st := blockedRun(t, limit, n)
+	ws := st.Workstreams[0]
+	if ws.FlowLimitDrops != 0 {
+		t.Errorf("FlowLimitDrops %d: frames that found the queue full entered the flow-limit history", ws.FlowLimitDrops)
+	}
+	if ws.QDrops != n-limit || len(seqs) != limit {
+		t.Errorf("QDrops %d, handled %d: want %d tail drops and the %d frames that fit", ws.QDrops, len(seqs), n-limit, limit)
+	}
+}
+
+// TestFlowLimitElephantAtHalfFull: with a queue of 1000 (netdev_max_backlog's
+// default) and a blocked handler, an elephant is queued freely up to half
+// the queue, its next 64 frames fill its share of the 128-frame history,
+// and every frame after that is a flow-limit drop: the queue never fills.
+func TestFlowLimitElephantAtHalfFull(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const limit, n = 1000, 2000
+	const queued = limit/2 + flowHistoryLen/2 // the 65th recorded frame is the first dropped
+	seqs, st := blockedRun(t, limit, n)
+	ws := st.Workstreams[0]
+	if len(seqs) != queued || ws.FlowLimitDrops != n-queued || ws.QDrops != 0 {
+		t.Errorf("handled %d, FlowLimitDrops %d, QDrops %d: want the first %d frames handled and the other %d flow-limited",
+			len(seqs), ws.FlowLimitDrops, ws.QDrops, queued, n-queued)
+	}
+	for i, s := range seqs {
+		if s != uint32(i) {
+			t.Fatalf("handled frame %d has sequence %d: not the first %d frames in order", i, s, queued)
+		}
 	}
 }
 
@@ -61,10 +155,10 @@ func TestFlowLimitHashesFlowids(t *testing.T) {
 		t.Errorf("flowLimitBucket(1) = %#x, want hash_32(1, 12) = %#x", got, 0x61C88647>>20)
 	}
 	w := &Worker{d: &Dispatcher{cfg: Config{Queue: QueueConfig{Limit: 256, Overflow: OverflowDrop}}}}
-	w.tail.Store(256)
+	w.tail.Store(200) // at least half full, not full
 	// Four flows with the same low 12 bits, each a quarter of the history.
 	for i := range 512 {
-		if id := uint32(i%4) << 12; w.overLimit(id, 256) {
+		if id := uint32(i%4) << 12; w.overLimit(id, 256, 0) {
 			t.Fatalf("flow %#x dropped holding a quarter of the history", id)
 		}
 	}

@@ -20,7 +20,7 @@ func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, en
 		// waits for a second state lock while it holds one.
 		inline = false
 	}
-	drop := !inline && d.cfg.Queue.FlowLimit && d.workers[w].overLimit(c.FlowID, p.limit)
+	drop := !inline && d.cfg.Queue.FlowLimit && d.workers[w].overLimit(c.FlowID, p.limit, p.pendingLen(w))
 	if p.tr != nil {
 		p.traceHandOff(w, inline, drop, ent != nil)
 	}
