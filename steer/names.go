@@ -6,20 +6,28 @@ import (
 )
 
 // Policy is how a frame's worker is chosen: netisr_select_cpuid's
-// NETISR_POLICY_* plus the RSS layer's rss_m2cpuid.
+// NETISR_POLICY_*, with the RSS indirection table as the CPU policy that
+// FreeBSD's options RSS gives its IP handlers.
 type Policy uint8
 
 const (
-	// PolicyRSS is the CPU policy with FreeBSD RSS's rss_m2cpuid: bucket =
-	// flowid & (buckets-1), worker = table[bucket]. The default, because the
-	// indirection table can be reprogrammed and rebalanced.
+	// PolicyRSS is NETISR_POLICY_CPU as FreeBSD's IP handlers have it under
+	// options RSS: ip_nh's rss_soft_m2cpuid_v4 (ip6_nh's _v6) hashes in
+	// software when the NIC's hash does not fit, then rss_hash2cpuid looks
+	// the hash up (ether_nh's rss_m2cpuid looks up the hash as given):
+	// bucket = flowid & (buckets-1), worker = table[bucket]. The default,
+	// because the indirection table can be reprogrammed and rebalanced.
+	// rss_hash2cpuid maps only the six RSS hash types and gives
+	// OPAQUE_HASH and the _EX types no CPU; here every hash goes through
+	// the table (docs/freebsd-linux.md says why).
 	PolicyRSS Policy = iota
 	// PolicyFlow is NETISR_POLICY_FLOW with netisr_default_flow2cpu:
 	// worker = flowid % workers.
 	PolicyFlow
 	// PolicySource is NETISR_POLICY_SOURCE: worker = (source id + ingress
 	// interface index) % workers. Every policy falls back to it for frames
-	// with HashType NONE.
+	// without a hash: HashType NONE, and OPAQUE (whose HASHPROP bit is
+	// clear), which FreeBSD's FLOW policy would take modulo its threads.
 	PolicySource
 	// PolicyCPU is NETISR_POLICY_CPU with a caller-supplied function
 	// (Config.CPUFunc); when it declines, SOURCE decides.
@@ -32,15 +40,19 @@ type DispatchMode uint8
 
 const (
 	// Deferred always queues the frame to the selected worker
-	// (NETISR_DISPATCH_DEFERRED). The default.
+	// (NETISR_DISPATCH_DEFERRED). The default: FreeBSD's global default is
+	// DIRECT, which for one reader would steer nothing, and its IP
+	// handlers are HYBRID under options RSS.
 	Deferred DispatchMode = iota
 	// Hybrid runs the handler inline when the caller is itself the selected
 	// worker and that worker has nothing queued, and queues otherwise
 	// (NETISR_DISPATCH_HYBRID).
 	Hybrid
 	// Direct runs the handler in the caller's goroutine
-	// (NETISR_DISPATCH_DIRECT). The frame is still classified and accounted
-	// to the workstream its policy selects.
+	// (NETISR_DISPATCH_DIRECT). The frame is still classified, and a worker
+	// selected by the policy: the handler gets that worker's state, and the
+	// frame is accounted to it. FreeBSD's DIRECT selects nothing and counts
+	// the packet on the current CPU's workstream.
 	Direct
 )
 

@@ -68,7 +68,7 @@ func (p *producer) rssView(bucket uint32) (w int, current bool) {
 	return int(v), v == p.d.table.ents[bucket].Load()
 }
 
-// rss is rss_m2cpuid (table[bucket]) with the no-reorder rule: the bucket
+// rss is rss_hash2cpuid's lookup (table[bucket]) with the no-reorder rule: the bucket
 // follows a reprogrammed table only once its old worker has handled this
 // producer's last frame of the bucket (mayLeave).
 func (p *producer) rss(bucket uint32) int {

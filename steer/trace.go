@@ -26,6 +26,9 @@ type Decision struct {
 	Inline      bool   // handled in the dispatching goroutine (DIRECT, HYBRID)
 	Dropped     bool   // dropped by the flow limit before the hand-off
 
+	Dispatch DispatchMode // the dispatch mode in force
+	Workers  int          // the number of workers
+
 	// A move under the last_qtail rule, of the bucket (RSS) or of the flow
 	// (RFS): Moving says one was wanted, Moved that it happened now.
 	Moving, Moved bool
@@ -64,16 +67,25 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 		fmt.Fprintf(&b, "  hash supplied by the source\n")
 	}
 	fmt.Fprintf(&b, "  flowid 0x%08x, hash type %s\n", c.FlowID, c.HashType)
+	// FreeBSD's DIRECT dispatch runs the handler on the current CPU
+	// without calling netisr_select_cpuid; the library still selects a
+	// worker, whose state the handler gets and whose counters it updates.
+	sel := "netisr_select_cpuid"
+	if dc.Dispatch == Direct {
+		sel += " (FreeBSD's DIRECT selects no CPU; here a worker is selected for its per-worker state and counters)"
+	}
 	switch {
 	case dc.Fallback:
-		fmt.Fprintf(&b, "  netisr_select_cpuid: no hash, SOURCE policy (source %d + ifindex %d) %% workers\n", dc.InputID, dc.Frame.IfIndex)
+		fmt.Fprintf(&b, "  %s: no hash, SOURCE policy (source %d + ifindex %d) %% %d workers = worker %d\n",
+			sel, dc.InputID, dc.Frame.IfIndex, dc.Workers, dc.Worker)
 	case dc.Policy == PolicyRSS:
-		fmt.Fprintf(&b, "  netisr_select_cpuid: policy rss (rss_m2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
-			c.FlowID, dc.Mask, dc.Bucket, dc.Bucket, dc.TableWorker)
-	case dc.Policy == PolicyFlow:
-		fmt.Fprintf(&b, "  netisr_select_cpuid: policy flow (netisr_default_flow2cpu): 0x%08x %% workers\n", c.FlowID)
+		fmt.Fprintf(&b, "  %s: policy rss (%s, rss_hash2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
+			sel, m2cpuid(k), c.FlowID, dc.Mask, dc.Bucket, dc.Bucket, dc.TableWorker)
+	case dc.Policy == PolicyFlow && dc.Workers > 0:
+		fmt.Fprintf(&b, "  %s: policy flow (netisr_default_flow2cpu): 0x%08x %% %d workers = worker %d\n",
+			sel, c.FlowID, dc.Workers, c.FlowID%uint32(dc.Workers))
 	default:
-		fmt.Fprintf(&b, "  netisr_select_cpuid: policy %s\n", dc.Policy)
+		fmt.Fprintf(&b, "  %s: policy %s\n", sel, dc.Policy)
 	}
 	if dc.RFS {
 		if dc.Desired >= 0 {
@@ -105,6 +117,21 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	return int64(n), err
 }
 
+// m2cpuid names the function FreeBSD's RSS CPU policy calls for a frame of
+// this key: the IP handlers' rss_soft_m2cpuid_v4 or _v6 (which hash in
+// software when the NIC's hash does not fit the configuration), or, for a
+// frame that is not IP, ether_nh's rss_m2cpuid (which takes the hash as
+// given).
+func m2cpuid(k *FlowKey) string {
+	switch {
+	case k.Src.Is4():
+		return "rss_soft_m2cpuid_v4"
+	case k.Src.Is6():
+		return "rss_soft_m2cpuid_v6"
+	}
+	return "rss_m2cpuid"
+}
+
 // The trace is a recorder per step: each step that has something to say
 // writes it into the producer's Decision (p.tr, nil while Config.Trace is
 // unset, so the steps pay one nil check), and handOff, the last step,
@@ -114,7 +141,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 func (p *producer) traceSelect(f *Frame, c *Classification, bucket uint32) {
 	d := p.d
 	*p.tr = Decision{Frame: f, Class: c, InputID: p.source, KeyFingerprint: d.keyName, Policy: d.cfg.Policy,
-		Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
+		Dispatch: d.cfg.Dispatch, Workers: len(d.workers), Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
 		Fallback: !c.HashType.IsHash()}
 }
 
