@@ -15,7 +15,12 @@ import (
 // WorkstreamStats is one worker's row of `netstat -Q`, plus the drops netisr
 // has no column for.
 type WorkstreamStats struct {
-	WSID  int // workstream id (the worker index)
+	// WSID is the workstream id: the worker's index, the number the
+	// indirection table, Packet.Worker and SetDesired name it by. FreeBSD's
+	// WSID is the CPU id (sysctl_netisr_workstream sets both from the CPU,
+	// exposing them apart in case they ever differ); here they differ, as
+	// workers may be unpinned or share a CPU, and CPU holds the CPU.
+	WSID  int
 	CPU   int // pinned CPU, -1 when unpinned
 	Len   int // frames queued now
 	WMark int // the most frames ever queued at once

@@ -70,6 +70,8 @@ type Worker struct {
 }
 
 // Index returns the workstream id (netstat -Q's WSID), 0 to Workers-1.
+// FreeBSD's WSID is the CPU id; here it is the index, and [Worker.CPU]
+// the CPU.
 func (w *Worker) Index() int { return w.index }
 
 // CPU returns the CPU the worker is pinned to, or -1 when unpinned.
