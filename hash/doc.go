@@ -3,12 +3,18 @@
 // alternative.
 //
 // A NIC with several receive queues hashes each frame's addresses and ports
-// with a secret key and picks a queue from the result. FreeBSD does the same
-// in software when the NIC gave no hash (rss_hash_ip4_4tuple and friends in
-// sys/netinet/in_rss.c and sys/netinet6/in6_rss.c, over the key and the
-// Toeplitz function of sys/net/rss_config.c), and records the result in
-// m->m_pkthdr.flowid with an M_HASHTYPE_* value saying what was hashed. This
-// package is that layer:
+// with a secret key and picks a queue from the result. A FreeBSD kernel
+// built with options RSS does the same in software when the NIC's hash is
+// missing or of a type the configuration does not trust
+// (rss_mbuf_software_hash_v4 and _v6 in sys/netinet/in_rss.c and
+// sys/netinet6/in6_rss.c, through rss_hash_ip4_4tuple and friends; rss_hash
+// in sys/net/rss_config.c calls toeplitz_hash of sys/net/toeplitz.c with the
+// key), wherever it needs the hash: when netisr selects a CPU for an IP
+// packet with more than one netisr thread, and after reassembly. It records
+// the result in m->m_pkthdr.flowid with an M_HASHTYPE_* value saying what
+// was hashed. A GENERIC kernel (no options RSS) computes no such hash on
+// receive and steers by the NIC's flowid as it comes. This package is that
+// layer:
 //
 //   - [Toeplitz] hashes a byte string with a key of 8 to 64 bytes, using
 //     tables precomputed per key, so [Toeplitz.Sum] allocates nothing and is
@@ -28,12 +34,14 @@
 //     which tuples a configuration allows (rss_gethashconfig's mask).
 //   - [SipHash] is SipHash-2-4 with a 128-bit key, the function Linux's
 //     flow hash uses; [Algorithm] names the two functions for a
-//     configuration.
+//     configuration, as FreeBSD's loader tunable net.inet.rss.hashalgo
+//     chooses between Toeplitz (its default) and a naive byte sum.
 //
 // # Keys
 //
 // The library's default is a fresh random key per instance ([RandomKey]), as
-// Linux seeds its flow hash at boot: whoever knows the key can choose
+// Linux keys its flow hash with random bytes drawn once per boot, on first
+// use (net_get_random_once): whoever knows the key can choose
 // addresses and ports that all land on one worker. [MicrosoftKey], the key
 // FreeBSD ships as its default rss_key and the one in Microsoft's
 // verification suite, gives reproducible output for tests and teaching.

@@ -5,6 +5,13 @@ import "strconv"
 // HashType says what a flowid was computed from, with the names and values
 // of FreeBSD's M_HASHTYPE_* (sys/sys/mbuf.h). Types with the HASHPROP bit
 // (0x80) are real hashes with RSS properties; OPAQUE only promises ordering.
+// FreeBSD's RSS CPU lookup (rss_hash2cpuid, sys/net/rss_config.c) maps only
+// the six RSS types without _EX to a CPU; OPAQUE_HASH and the _EX types get
+// none (NETISR_CPUID_NONE). FreeBSD's main branch also has the flag
+// M_HASHTYPE_INNER (0x40): the hash was computed over a tunnel's inner
+// headers, and M_HASHTYPE_GET masks the flag off. It has no value here:
+// package steer's TunnelsInner hashes the inner headers and gives the inner
+// tuple's type.
 type HashType uint8
 
 // The hash types. The _EX variants describe NIC hashing over the addresses

@@ -13,9 +13,13 @@ const (
 )
 
 // MicrosoftKey is the 40-byte key from Microsoft's RSS verification suite.
-// FreeBSD ships it as the default rss_key (sys/net/rss_config.c), and most
-// NIC drivers program it when they are given no key. Use it for reproducible
-// output and teaching; it is public, so it does not resist aiming.
+// It is FreeBSD's rss_key (sys/net/rss_config.c), which FreeBSD's drivers
+// program under options RSS (rss_getkey; without it em, igb and ix program
+// random bits), and the default of a few NICs' drivers (Linux's hns3 and
+// Hyper-V netvsc, in 6.18). Most Linux drivers program a random key drawn
+// once per boot (netdev_rss_key_fill, net/ethtool/ioctl.c in 6.18). Use it
+// for reproducible output and teaching; it is public, so it does not resist
+// aiming.
 var MicrosoftKey = [DefaultKeyLen]byte{
 	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2,
 	0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,

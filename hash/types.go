@@ -12,7 +12,11 @@ import (
 // allows is hashed: TCP over IPv4 gets its 4-tuple (RSS_TCP_IPV4) when
 // [TypeTCPIPv4] is in the set, and its 2-tuple (RSS_IPV4) otherwise; UDP
 // likewise with [TypeUDPIPv4]; everything else over IPv4, fragments
-// included, its 2-tuple. The same holds for IPv6.
+// included, its 2-tuple. The same holds for IPv6. FreeBSD's
+// rss_mbuf_software_hash_v4 has a third case, which the library leaves out:
+// with the 4-tuple type in the set, a TCP segment whose whole 20-byte header
+// is not in the first mbuf (a UDP datagram shorter than 8 bytes) gets no
+// hash at all; package steer hashes any 4 bytes of ports.
 //
 // A set is written, and parsed by [Types.UnmarshalText], as its names
 // joined by commas: "ipv4,tcp_ipv4,ipv6,tcp_ipv6" is [DefaultTypes].
@@ -27,9 +31,11 @@ const (
 	TypeUDPIPv4 Types = 1 << 7 // RSS_HASHTYPE_RSS_UDP_IPV4: the UDP/IPv4 4-tuple
 	TypeUDPIPv6 Types = 1 << 9 // RSS_HASHTYPE_RSS_UDP_IPV6: the UDP/IPv6 4-tuple
 
-	// DefaultTypes is FreeBSD's default set: TCP by its 4-tuple, everything
-	// else by its addresses (UDP too, so that a fragmented datagram stays
-	// with its unfragmented siblings).
+	// DefaultTypes is FreeBSD's default set (rss_gethashconfig) without its
+	// two _EX types (RSS_IPV6_EX, RSS_TCP_IPV6_EX), which only a NIC
+	// computes and a Types cannot hold: TCP by its 4-tuple, everything else
+	// by its addresses (UDP too, so that a fragmented datagram stays with
+	// its unfragmented siblings).
 	DefaultTypes = TypeIPv4 | TypeTCPIPv4 | TypeIPv6 | TypeTCPIPv6
 	// AllTypes is every type a set can hold: UDP by its 4-tuple as well.
 	AllTypes = DefaultTypes | TypeUDPIPv4 | TypeUDPIPv6
