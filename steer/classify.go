@@ -53,13 +53,21 @@ import (
 //     requires (a TCP or UDP header cut short after its ports, as a small
 //     snap length leaves it, still hashes with its flow). Fewer than four
 //     bytes give [ReasonShortTransport] and a 2-tuple hash. Other protocols
-//     (ICMP, GRE, ESP, ...) hash over their addresses, ports zero.
+//     (ICMP, GRE, ESP, ...) hash over their addresses, ports zero. FreeBSD
+//     gives no hash at all to a TCP segment whose 20-byte header is not
+//     whole, or, with UDP's 4-tuple type configured, to a UDP datagram
+//     under 8 bytes (rss_mbuf_software_hash_v4/v6): in a kernel that means
+//     a malformed packet, here mostly a capture's snap length, and keeping
+//     such frames with their flow is what a capture's reader wants.
 //   - Hash type, from the configured set (HashConfig.Types): TCP gets
 //     RSS_TCP_IPV4/6 (4-tuple) when its type is in the set, else RSS_IPV4/6
 //     (2-tuple, ports still recorded in the key). UDP likewise with
 //     RSS_UDP_IPV4/6, which the default set leaves out. SCTP is hashed like
 //     UDP; its 4-tuple hash is typed OPAQUE_HASH, because FreeBSD defines no
-//     SCTP RSS hash type. Everything else IP gets RSS_IPV4/6.
+//     SCTP RSS hash type. FreeBSD hashes SCTP over its 2-tuple whatever the
+//     set (in_rss.c); the 4-tuple under UDP's type is the library's choice,
+//     so that many associations between two hosts can spread. Everything
+//     else IP gets RSS_IPV4/6.
 //   - Hash function: Toeplitz, or SipHash-2-4 over the same tuple.
 //
 // A frame whose link or IP header is unusable gets HashType NONE, FlowID 0

@@ -48,10 +48,18 @@ var ErrConfig = errors.New("invalid configuration")
 // queues that hold back a source that can wait (nothing is dropped from a
 // file) and drop at the tail for a live one. A configuration that cannot
 // steer is an error from New that says what to change.
+//
+// These defaults mirror a tuned FreeBSD kernel: options RSS (the software
+// Toeplitz hash and its indirection table) and net.isr.maxthreads=-1 (one
+// netisr thread per CPU), with deferred dispatch. A stock GENERIC kernel has
+// no options RSS and one netisr thread, and dispatches DIRECT, so the
+// receiving thread handles every packet: Config{Workers: 1, Policy:
+// PolicyFlow, Dispatch: Direct} runs as it does (docs/freebsd-linux.md).
 type Config struct {
 	// Workers is the number of worker goroutines (workstreams, FreeBSD's
-	// net.isr.maxthreads). Zero means len(CPUs) when CPUs is set, else
-	// DefaultWorkers(). More or fewer workers than CPUs are both fine.
+	// net.isr.maxthreads, whose default is 1). Zero means len(CPUs) when
+	// CPUs is set, else DefaultWorkers(), as net.isr.maxthreads=-1 gives
+	// one thread per CPU. More or fewer workers than CPUs are both fine.
 	Workers int
 	// CPUs pins the workers: worker i locks its goroutine to a thread bound
 	// to CPUs[i % len(CPUs)] (net.isr.bindthreads). Empty means unpinned.
@@ -111,7 +119,10 @@ type HashConfig struct {
 	Key []byte `json:"-"`
 	// Symmetric puts the endpoints in canonical order before hashing, so
 	// that both directions of a connection get one flowid (for stream
-	// reassembly).
+	// reassembly). FreeBSD has no counterpart. Linux's own flow hash is
+	// symmetric by construction (__flow_hash_consistentify in
+	// net/core/flow_dissector.c sorts the addresses, and apart from them the
+	// ports, before SipHash), except for IPv6 with a flow label.
 	Symmetric bool
 	// Types is the set of RSS hash types in use (rss_gethashconfig): TCP
 	// and UDP get their 4-tuple when their type is in the set, their
@@ -133,8 +144,9 @@ type HashConfig struct {
 	// a tunnelled frame is hashed by its outer header, as FreeBSD's RSS and
 	// a NIC do. TunnelsInner opens VXLAN, GENEVE, GRE (with ERSPAN and
 	// transparent Ethernet), GTP-U and IP in IP, up to MaxTunnelDepth deep,
-	// and hashes the innermost IP header. MPLS and PPPoE are walked either
-	// way.
+	// and hashes the innermost IP header, as a NIC that hashes inner
+	// headers does (FreeBSD's main branch flags such a hash
+	// M_HASHTYPE_INNER). MPLS and PPPoE are walked either way.
 	Tunnels TunnelMode
 	// VXLANPorts are the UDP destination ports taken for VXLAN with
 	// TunnelsInner. Nil means VXLANPort (4789, IANA's); Linux's legacy

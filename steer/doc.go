@@ -13,7 +13,12 @@
 // closed with [Input.Close] when the goroutine is done; [Dispatcher.Run]
 // makes and closes one) takes every frame through four steps, each in one
 // place in the code and the same for every dispatch mode, with RFS and with
-// tracing:
+// tracing. FreeBSD takes a packet through netisr twice: ether_input calls
+// netisr_dispatch(NETISR_ETHER), whose handler (DIRECT) runs ether_demux,
+// which calls netisr_dispatch(NETISR_IP); the software hash is computed
+// inside that second netisr_select_cpuid, by the protocol's nh_m2cpuid
+// (rss_soft_m2cpuid_v4, under options RSS). The library makes one pass, and hashes as a step of
+// its own, so that every frame carries its flowid whatever the policy:
 //
 //  1. Classify (ether_demux). [Classifier.Classify] walks the Ethernet header,
 //     up to four 802.1Q/802.1ad tags, the shims that hide an IP header
@@ -46,7 +51,11 @@
 //     cannot extend. Config.Hash.Key is the
 //     Toeplitz key (nil: a fresh random key; at least [MinKeyLen] bytes, so
 //     that an IPv6 4-tuple is hashed in full); Config.Hash.Symmetric gives
-//     both directions of a connection one flowid.
+//     both directions of a connection one flowid. FreeBSD hashes a
+//     reassembled datagram again (ip_reass: rss_mbuf_software_hash_v4, then
+//     netisr_dispatch(NETISR_IP_DIRECT)), so that it ends on its 4-tuple's
+//     CPU; the library does not reassemble, and a handler that does can
+//     re-steer the datagram with [Packet.Redispatch].
 //
 //  3. Select (netisr_select_cpuid). The [Policy] picks the worker: RSS, the
 //     default, is bucket = flowid & (buckets-1), worker = table[bucket],
@@ -54,17 +63,29 @@
 //     assigned round-robin) that can be read and reprogrammed at run time
 //     ([Dispatcher.Table], [Dispatcher.SetTable], [Dispatcher.SetBucket]);
 //     FLOW is flowid % workers; SOURCE uses the source id and ingress
-//     interface, and places every frame with HashType NONE; CPU asks
-//     Config.CPUFunc. With Config.RFS enabled, RFS is a stage of selection:
-//     a flow whose consumer named a worker ([Dispatcher.SetDesired], Linux's
-//     rps_record_sock_flow) moves there, under the order rule below.
+//     interface, and places every frame without a hash (HashType NONE or
+//     OPAQUE); CPU asks Config.CPUFunc. RSS is the CPU policy of FreeBSD's
+//     IP handlers under options RSS (rss_soft_m2cpuid_v4, whose
+//     rss_hash2cpuid looks the bucket up); Linux's RPS has no bucket table
+//     and picks from the queue's rps_map by the hash's high bits
+//     (reciprocal_scale). With Config.RFS enabled, RFS is the first stage
+//     of selection: a flow whose consumer named a worker
+//     ([Dispatcher.SetDesired], Linux's rps_record_sock_flow) moves there,
+//     under the order rule below. That is Linux's answer, the flow follows
+//     the application; FreeBSD's is the reverse, the application follows
+//     the flow: it reads a socket's flowid and RSS bucket (IP_FLOWID,
+//     IP_RSSBUCKETID) and pins the thread to that bucket's CPU
+//     (rss_getcpu), as a handler here may read [Packet.FlowID] and
+//     [Dispatcher.Table].
 //
 //  4. Hand off (netisr_dispatch_src, netisr_queue_src). [DispatchMode]
 //     DIRECT runs the handler in the caller's goroutine; DEFERRED, the
 //     default, queues the frame to its worker; HYBRID runs it inline only
 //     when the caller is itself the selected worker (a handler
 //     re-dispatching with [Packet.Redispatch]) and that worker's queue is
-//     empty. Every mode accounts the frame to the selected worker. Queued
+//     empty. Every mode accounts the frame to the selected worker, DIRECT
+//     too, where FreeBSD selects no CPU and counts the packet on the
+//     current one: here the handler gets that worker's state. Queued
 //     frames travel in batches of up to [BatchSize] per worker, because one
 //     channel operation per frame costs more than all of the steering.
 //

@@ -9,8 +9,11 @@ import (
 )
 
 // MaxVLANDepth is how many stacked 802.1Q/802.1ad tags the classifier walks
-// in one Ethernet header (FreeBSD and Linux walk two in hardware; QinQinQ
-// exists in the wild). A frame with more gets [ReasonTooManyVLANs].
+// in one Ethernet header (QinQinQ exists in the wild). FreeBSD's
+// ether_input_internal untags one in-band 802.1Q tag and leaves the next to
+// the vlan(4) interface; Linux's flow dissector walks tags up to its limit
+// of 15 headers and records two (its VLAN and CVLAN keys, 6.18). A frame
+// with more gets [ReasonTooManyVLANs].
 const MaxVLANDepth = 4
 
 // MaxEncaps is how many shim and tunnel headers a flow key records

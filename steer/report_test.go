@@ -71,3 +71,36 @@ func reportRows(report, title string) [][]string {
 	}
 	return rows
 }
+
+// TestStockKernelConfig: the Config the docs give for a stock GENERIC
+// kernel (one netisr thread, FLOW, DIRECT) handles every frame in the
+// dispatching goroutine, counted as Disp'd on the one workstream, as
+// netstat -Q shows a GENERIC kernel's traffic.
+func TestStockKernelConfig(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	handled := 0 // the dispatching goroutine's alone, if DIRECT holds
+	d, err := New(Config{Workers: 1, Policy: PolicyFlow, Dispatch: Direct}, func(*Packet) { handled++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	frames := make([]Frame, n)
+	for i := range frames {
+		frames[i] = Frame{Data: dtFrame(i, 1)}
+	}
+	in := d.NewInput()
+	if err := in.Dispatch(frames, nil); err != nil {
+		t.Fatal(err)
+	}
+	if handled != n {
+		t.Errorf("%d of %d frames handled when Dispatch returned: not DIRECT", handled, n)
+	}
+	in.Close()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ws := checkAccounting(t, d, n).Workstreams
+	if len(ws) != 1 || ws[0].Dispatched != n || ws[0].Queued != 0 || ws[0].Handled != n {
+		t.Errorf("workstreams %+v: want one, with Disp'd %d and nothing queued", ws, n)
+	}
+}
