@@ -24,8 +24,9 @@
 // flow, the worker handling it now ([Entry].Current, rps_dev_flow.cpu), the
 // queue position of its last enqueued frame ([Entry].LastTail,
 // rps_dev_flow.last_qtail), the last desired worker seen, counters and
-// first/last-seen times. Linux indexes that table by hash & mask and lets
-// colliding flows share a slot; this one is keyed by the full flowid, in
+// first/last-seen times. Linux indexes that table by hash & mask (up to
+// 6.14; by hash_32 since 6.15, rfs_slot) and lets colliding flows share a
+// slot; this one is keyed by the full flowid, in
 // 8-way associative sets, so two flows never share state by accident.
 //
 // # The unit of steering

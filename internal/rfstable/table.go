@@ -90,8 +90,8 @@ type Stats struct {
 
 // Table is a bounded, set-associative table of per-flow state keyed by the
 // full 32-bit flowid: the analogue of Linux's per-queue rps_dev_flow_table,
-// which instead indexes by hash & mask and lets colliding flows share a
-// slot. Its memory is allocated once by [New] and never grows.
+// which instead indexes by hash & mask (up to 6.14; hash_32 since 6.15) and
+// lets colliding flows share a slot. Its memory is allocated once by [New] and never grows.
 //
 // Concurrency: the hot-path methods [Table.Lookup] and [Table.Find] require
 // the caller to hold the table's lock ([Table.Lock]) and are meant for one
