@@ -96,7 +96,6 @@ func (c stressConfig) String() string {
 type stressState struct{}
 
 type stressMover struct {
-	stressState
 	panics bool
 	rng    *rand.Rand // the worker's own: hooks run under the state's rule
 }
