@@ -59,7 +59,7 @@ func TestFilterFlags(t *testing.T) {
 
 func TestFilterError(t *testing.T) {
 	_, perr := filter.Parse("{ 0x28, 0, 0, 12 },")
-	_, cerr := filter.Compile(filter.Options{Tcpdump: "rps-no-such-tcpdump"}, "tcp")
+	_, cerr := filter.Compile(filter.Options{Tcpdump: "rps-no-such-tcpdump"}, "ip protochain 6")
 	if err := FilterError(perr); !errors.Is(err, cli.ErrUsage) || !errors.Is(err, filter.ErrProgram) {
 		t.Errorf("a bad program: %v, want a usage error", err)
 	}

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,10 +14,13 @@ import (
 )
 
 // requireTcpdump skips a test without tcpdump, or fails it when
-// STEER_REQUIRE_PRIV=1 (CI installs tcpdump).
+// STEER_REQUIRE_PRIV=1 or CI=true (CI installs tcpdump).
 func requireTcpdump(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("tcpdump"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("needs tcpdump (CI=true requires it): %v", err)
+		}
 		netns.SkipOrFatal(t, "needs tcpdump: "+err.Error())
 	}
 }
@@ -77,7 +81,7 @@ func TestTestdataIsTcpdumps(t *testing.T) {
 	exprs, progs := testdata(t)
 	frames := corpus()
 	for _, e := range exprs {
-		got, err := Compile(Options{}, e)
+		got, err := Compile(Options{Compiler: CompilerTcpdump}, e)
 		if err != nil {
 			t.Errorf("%q: %v", e, err)
 			continue
@@ -97,10 +101,25 @@ func TestTestdataIsTcpdumps(t *testing.T) {
 	}
 }
 
+// TestBuiltinTestdata: the built-in compiler's program for each
+// expression of testdata/tcpdump.txt accepts exactly the frames its
+// predicate says, without tcpdump.
+func TestBuiltinTestdata(t *testing.T) {
+	exprs, _ := testdata(t)
+	frames := corpus()
+	for _, e := range exprs {
+		p, err := Compile(Options{Compiler: CompilerBuiltin}, e)
+		if err != nil {
+			t.Errorf("%q: %v", e, err)
+			continue
+		}
+		checkAgainstPredicate(t, e, p, frames)
+	}
+}
+
 // TestCompileArgs: arguments given as tcpdump takes them are one
 // expression.
 func TestCompileArgs(t *testing.T) {
-	requireTcpdump(t)
 	a, err := Compile(Options{}, "tcp", "port", "80")
 	if err != nil {
 		t.Fatal(err)
@@ -115,16 +134,24 @@ func TestCompileArgs(t *testing.T) {
 }
 
 func TestCompileErrors(t *testing.T) {
-	requireTcpdump(t)
-	for expr, msg := range map[string]string{
-		"tcp port":       "syntax error",
-		"port 99999":     "65535",
-		"vlan 5000":      "4095",
-		"host 1.2.3.4.5": "1.2.3.4.5",
-	} {
-		_, err := Compile(Options{}, expr)
-		if !errors.Is(err, ErrExpression) || !strings.Contains(err.Error(), msg) || strings.Contains(err.Error(), "tcpdump: ") {
-			t.Errorf("%q: %v; want ErrExpression with tcpdump's message (%q) without its prefix", expr, err, msg)
+	for _, c := range []Compiler{CompilerBuiltin, CompilerTcpdump} {
+		if c == CompilerTcpdump {
+			requireTcpdump(t)
+		}
+		for expr, msg := range map[string]string{
+			"tcp port":            "syntax error",
+			"port 99999":          "65535",
+			"vlan 5000":           "4095",
+			"tcp and udp":         "rejects all packets",
+			"net 10.0.0.1/8":      "non-network bits",
+			"ip6 host 10.0.0.1":   "ip6",
+			"tcp[0] / 0 = 1":      "division by zero",
+			"ether host 1:2:3:4:": "bogus ethernet address",
+		} {
+			_, err := Compile(Options{Compiler: c}, expr)
+			if !errors.Is(err, ErrExpression) || !strings.Contains(err.Error(), msg) || strings.Contains(err.Error(), "tcpdump: ") {
+				t.Errorf("%v: %q: %v; want ErrExpression with libpcap's message (%q) without tcpdump's prefix", c, expr, err, msg)
+			}
 		}
 	}
 	if _, err := Compile(Options{}, " "); !errors.Is(err, ErrExpression) {
@@ -132,16 +159,28 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
-// TestNoTcpdump: without tcpdump an expression is ErrNoCompiler, with a
-// message that says what to give instead; a program text still works.
-func TestNoTcpdump(t *testing.T) {
+// TestFallback: what the built-in compiler does not cover (a host name,
+// protochain) goes to tcpdump when it is installed, and is ErrNoCompiler,
+// naming the construct and saying what to give instead, when it is not or
+// when the built-in compiler is asked for; a program text needs neither.
+func TestFallback(t *testing.T) {
 	opts := Options{Tcpdump: "rps-no-such-tcpdump"}
-	_, err := Compile(opts, "tcp", "port", "80")
-	if !errors.Is(err, ErrNoCompiler) || !strings.Contains(err.Error(), "tcpdump -dd tcp port 80") {
-		t.Errorf("got %v", err)
+	if p, err := Compile(opts, "tcp", "port", "80"); err != nil || p.Len() != 20 {
+		t.Errorf("without tcpdump, tcp port 80: %v, %v", p, err)
 	}
-	if _, err := Compile(opts, "tcp[13] & 2 != 0"); err == nil || !strings.Contains(err.Error(), "tcpdump -dd 'tcp[13] & 2 != 0'") {
-		t.Errorf("the suggested command is not quoted for the shell: %v", err)
+	_, err := Compile(opts, "ip", "protochain", "6")
+	if !errors.Is(err, ErrNoCompiler) || !strings.Contains(err.Error(), "protochain") || !strings.Contains(err.Error(), "tcpdump -dd ip protochain 6") {
+		t.Errorf("protochain without tcpdump: %v", err)
+	}
+	if _, err := Compile(opts, "host", "localhost"); err == nil || !strings.Contains(err.Error(), `"localhost"`) {
+		t.Errorf("a host name without tcpdump: %v", err)
+	}
+	_, err = Compile(Options{Compiler: CompilerTcpdump, Tcpdump: "rps-no-such-tcpdump"}, "tcp[13] & 2 != 0")
+	if !errors.Is(err, ErrNoCompiler) || !strings.Contains(err.Error(), "tcpdump -dd 'tcp[13] & 2 != 0'") {
+		t.Errorf("tcpdump asked for, not installed: the suggested command is not quoted for the shell: %v", err)
+	}
+	if _, err := Compile(Options{Compiler: CompilerBuiltin}, "ip protochain 6"); !errors.Is(err, ErrNoCompiler) {
+		t.Errorf("protochain with the built-in compiler: %v", err)
 	}
 	_, progs := testdata(t)
 	p, err := Compile(opts, progs["tcp port 80"])
@@ -159,6 +198,33 @@ func TestNoTcpdump(t *testing.T) {
 		if !slices.Equal(p.Instructions(), want) {
 			t.Errorf("%q: %v", text, p.Instructions())
 		}
+	}
+	requireTcpdump(t)
+	if p, err := Compile(Options{}, "host localhost"); err != nil || p.Len() < 10 {
+		t.Errorf("a host name with tcpdump: %v, %v", p, err)
+	}
+}
+
+func TestCompilerText(t *testing.T) {
+	for _, c := range []Compiler{CompilerAuto, CompilerBuiltin, CompilerTcpdump} {
+		b, err := c.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Compiler
+		if err := got.UnmarshalText(b); err != nil || got != c {
+			t.Errorf("%v: %q gives %v, %v", c, b, got, err)
+		}
+	}
+	var c Compiler
+	if err := c.UnmarshalText([]byte("libpcap")); err == nil {
+		t.Error("an unknown name is taken")
+	}
+	if _, err := Compiler(7).MarshalText(); err == nil {
+		t.Error("an unknown compiler marshals")
+	}
+	if _, err := Compile(Options{Compiler: 7}, "tcp"); err == nil {
+		t.Error("an unknown compiler compiles")
 	}
 }
 
