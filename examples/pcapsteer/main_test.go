@@ -1125,7 +1125,7 @@ func TestFilterForms(t *testing.T) {
 	}
 	// -d prints the program, as tcpdump -d does, and runs nothing.
 	out, _, err := runCmd(t, "-d", "-f", tcpProgram)
-	if err != nil || !strings.HasPrefix(out, "(000) ldh [12]\n(001) jneq #2048,2\n") || strings.Contains(out, "Workstreams") {
+	if err != nil || !strings.HasPrefix(out, "(000) ldh      [12]\n(001) jeq      #0x800           jt 2\tjf 4\n") || strings.Contains(out, "Workstreams") {
 		t.Errorf("-d: %v\n%s", err, out)
 	}
 	if _, _, err := runCmd(t, "-d"); !errors.Is(err, cli.ErrUsage) {

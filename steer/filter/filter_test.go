@@ -303,7 +303,7 @@ func TestDisassemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "(000) ldh [12]\n(001) jneq #34525,1\n(002) ret #262144\n(003) ret #0\n"
+	want := "(000) ldh      [12]\n(001) jeq      #0x86dd          jt 2\tjf 3\n(002) ret      #262144\n(003) ret      #0\n"
 	if got := p.Disassemble(); got != want {
 		t.Errorf("Disassemble:\n%s\nwant:\n%s", got, want)
 	}

@@ -61,11 +61,12 @@ func New(raw []bpf.RawInstruction, text string) (*Program, error) {
 
 // Classic BPF opcode fields (linux/filter.h, net/bpf.h).
 const (
-	clsMask = 0x07
-	clsJmp  = 0x05
-	clsRet  = 0x06
-	jmpMask = 0xf0
-	jmpJA   = 0x00
+	skfAdOff = 0xfffff000 // SKF_AD_OFF, Linux's ancillary loads
+	clsMask  = 0x07
+	clsJmp   = 0x05
+	clsRet   = 0x06
+	jmpMask  = 0xf0
+	jmpJA    = 0x00
 )
 
 // check validates raw as a program the kernel would take, as far as its
@@ -229,15 +230,94 @@ func (p *Program) Instructions() []bpf.RawInstruction {
 // Len returns the number of instructions.
 func (p *Program) Len() int { return len(p.raw) }
 
-// Disassemble returns the program in BPF assembly, one instruction a line,
-// numbered as `tcpdump -d` numbers them.
+// Disassemble returns the program as `tcpdump -d` prints it (libpcap's
+// bpf_image): one instruction a line, "(NNN) op operand", a branch with
+// the numbers of the instructions it goes to.
 func (p *Program) Disassemble() string {
 	var b strings.Builder
-	insns, _ := bpf.Disassemble(p.raw)
-	for i, ins := range insns {
-		fmt.Fprintf(&b, "(%03d) %v\n", i, ins)
+	for i, ins := range p.raw {
+		b.WriteString(image(ins, i))
+		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// ancillary names Linux's ancillary loads (SKF_AD_*) by their offset from
+// SKF_AD_OFF, as libpcap prints them.
+var ancillary = map[uint32]string{
+	0: "proto", 4: "type", 8: "ifidx", 12: "nla", 16: "nlan", 20: "mark", 24: "queue",
+	28: "hatype", 32: "rxhash", 36: "cpu", 40: "xor_x", 44: "vlan_tci", 48: "vlanp",
+	52: "poff", 56: "random", 60: "vlan_tpid",
+}
+
+// image formats instruction ins, the n-th, as libpcap's bpf_image.
+func image(ins bpf.RawInstruction, n int) string {
+	k := ins.K
+	sk := int32(k) // libpcap prints most operands with %d
+	hex := fmt.Sprintf("#0x%x", k)
+	dec := fmt.Sprintf("#%d", sk)
+	abs := fmt.Sprintf("[%d]", sk)
+	if name, ok := ancillary[k-skfAdOff]; ok && k >= skfAdOff {
+		abs = "[" + name + "]"
+	}
+	ind := fmt.Sprintf("[x + %d]", sk)
+	mem := fmt.Sprintf("M[%d]", sk)
+	op, operand := "unimp", fmt.Sprintf("0x%x", ins.Op)
+	aluName := [...]string{"add", "sub", "mul", "div", "or", "and", "lsh", "rsh", "neg", "mod", "xor"}
+	switch c := ins.Op; {
+	case c == 0x06: // ret #k
+		op, operand = "ret", dec
+	case c == 0x16: // ret a
+		op, operand = "ret", ""
+	case c == 0x20, c == 0x28, c == 0x30: // ld[hb] [k]
+		op, operand = [...]string{"ld", "ldh", "ldb"}[(c>>3)&3], abs
+	case c == 0x80: // ld len
+		op, operand = "ld", "#pktlen"
+	case c == 0x40, c == 0x48, c == 0x50: // ld[hb] [x+k]
+		op, operand = [...]string{"ld", "ldh", "ldb"}[(c>>3)&3], ind
+	case c == 0x00:
+		op, operand = "ld", hex
+	case c == 0x01:
+		op, operand = "ldx", hex
+	case c == 0xb1:
+		op, operand = "ldxb", fmt.Sprintf("4*([%d]&0xf)", sk)
+	case c == 0x60:
+		op, operand = "ld", mem
+	case c == 0x61:
+		op, operand = "ldx", mem
+	case c == 0x02:
+		op, operand = "st", mem
+	case c == 0x03:
+		op, operand = "stx", mem
+	case c == 0x05: // ja
+		op, operand = "ja", fmt.Sprintf("%d", int32(n+1)+sk)
+	case c&^0x78 == 0x05 && (c>>4)&7 >= 1 && (c>>4)&7 <= 4: // jeq, jgt, jge, jset
+		op = [...]string{"", "jeq", "jgt", "jge", "jset"}[(c>>4)&7]
+		operand = hex
+		if c&0x08 != 0 {
+			operand = "x"
+		}
+	case c&^0xf8 == 0x04 && c>>4 <= 0xa && c != 0x8c: // alu
+		op = aluName[c>>4]
+		switch {
+		case c == 0x84:
+			operand = ""
+		case c&0x08 != 0:
+			operand = "x"
+		case c>>4 == 4 || c>>4 == 5 || c>>4 == 0xa: // or, and, xor
+			operand = hex
+		default:
+			operand = dec
+		}
+	case c == 0x07:
+		op, operand = "tax", ""
+	case c == 0x87:
+		op, operand = "txa", ""
+	}
+	if ins.Op&0x07 == 0x05 && ins.Op&0xf0 != 0 {
+		return fmt.Sprintf("(%03d) %-8s %-16s jt %d\tjf %d", n, op, operand, n+1+int(ins.Jt), n+1+int(ins.Jf))
+	}
+	return fmt.Sprintf("(%03d) %-8s %s", n, op, operand)
 }
 
 // UserSpace returns nil if Match can run the program, or an error wrapping
