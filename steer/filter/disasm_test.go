@@ -1,10 +1,67 @@
 package filter
 
 import (
+	"math/rand"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/rpsgo/rps/internal/netns"
 )
+
+// TestDisassembleMatchesTcpdump: for hundreds of expressions, tcpdump's
+// program (-dd) disassembled by Program.Disassemble is exactly what
+// `tcpdump -d` prints; live programs too (tcpdump -i lo: ancillary loads,
+// jumps), when tcpdump can open lo.
+func TestDisassembleMatchesTcpdump(t *testing.T) {
+	requireTcpdump(t)
+	g := &exprGen{r: rand.New(rand.NewSource(4))}
+	exprs := append([]string{}, handExprs...)
+	for i := 0; i < 150; i++ {
+		exprs = append(exprs, g.expr(i%4))
+	}
+	live := true
+	if _, err := Compile(Options{Interface: "lo", Compiler: CompilerTcpdump}, "vlan"); err != nil {
+		live = false
+		t.Logf("no live programs: %v", err)
+	}
+	checked := 0
+	for _, e := range uniq(exprs) {
+		forms := [][]string{{"-y", "EN10MB"}}
+		if live && strings.Contains(e, "vlan") {
+			forms = append(forms, []string{"-i", "lo", "-p"})
+		}
+		for _, args := range forms {
+			raw, msg, err := runTcpdump("tcpdump", 10*time.Second, e, args...)
+			if err != nil || msg != "" {
+				continue
+			}
+			p, err := New(raw, e)
+			if err != nil {
+				t.Fatalf("%q: %v", e, err)
+			}
+			out, err := exec.Command("tcpdump", append(args, "-d", "--", e)...).Output()
+			if err != nil {
+				t.Fatalf("%q: tcpdump -d: %v", e, err)
+			}
+			if got := p.Disassemble(); got != string(out) {
+				t.Errorf("%q %v:\n%s\ntcpdump -d:\n%s", e, args, got, out)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d programs checked (live ones: %v)", checked, live)
+	if checked < 150 {
+		t.Errorf("only %d programs checked", checked)
+	}
+	if live {
+		return
+	}
+	netns.SkipOrFatal(t, "tcpdump cannot open lo: live programs not checked")
+}
 
 // TestDisassembleInstructions: the instructions tcpdump rarely or never
 // prints, formatted as libpcap's bpf_image formats them.
