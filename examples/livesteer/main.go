@@ -57,8 +57,9 @@
 //	sudo go run ./examples/livesteer -i eth0 -s 128 -p -json -duration 5s | jq .totals
 //
 // A capture filter follows the flags as tcpdump takes it, or comes with -f
-// EXPR or -F FILE: a pcap-filter(7) expression (compiled by tcpdump, as
-// tcpdump -i IFACE would attach it) or a program as `tcpdump -dd` prints it.
+// EXPR or -F FILE: a pcap-filter(7) expression (compiled as tcpdump -i IFACE
+// would attach it, in Go; see package steer/filter) or a program as
+// `tcpdump -dd` prints it.
 // It runs in the kernel on every socket (SO_ATTACH_FILTER), so the frames
 // it rejects never reach user space and are counted nowhere; in a fanout
 // group it replaces the drop-everything filter once every socket has

@@ -119,12 +119,12 @@
 //
 // It has tcpdump's habits where they fit. A capture filter follows the flags
 // as tcpdump takes it (pcapsteer -r f.pcap tcp port 80), or comes with -f
-// EXPR or -F FILE; it is a pcap-filter(7) expression, compiled by tcpdump
-// when it is installed, or a program as `tcpdump -dd` prints it, which needs
-// nothing else (see package steer/filter). The program runs in user space
-// before the dispatcher: the frames it rejects are counted as filtered,
-// neither handled nor dropped, and -d prints the program instead of
-// running. -c N stops after N frames have passed the filter. -w FILE writes
+// EXPR or -F FILE; it is a pcap-filter(7) expression, compiled in Go (by
+// tcpdump only for what that compiler leaves to it, such as host names), or
+// a program as `tcpdump -dd` prints it (see package steer/filter). The
+// program runs in user space before the dispatcher: the frames it rejects
+// are counted as filtered, neither handled nor dropped, and -d prints the
+// program as tcpdump -d does instead of running. -c N stops after N frames have passed the filter. -w FILE writes
 // the steered frames as pcap, in one file, or, with a %d in the name, one
 // file per worker, each written by its worker alone. -json prints the
 // report on standard output as one JSON document (field names in

@@ -102,12 +102,12 @@ type Config struct {
 // CompileFilter returns the program for a filter in tcpdump's syntax
 // ("tcp port 80", or its words as separate arguments), or for a program text
 // as `tcpdump -dd` prints it, for Config.Filter on the interface named
-// ifname: an expression is compiled by tcpdump as `tcpdump -i ifname` would
-// attach it, which on Linux also matches the 802.1Q tag the kernel has
-// taken out of the frame (see package steer/filter). Call it where Open
-// will be called, in the interface's network namespace. Its errors are
-// steer/filter's: ErrExpression for an expression tcpdump rejects,
-// ErrNoCompiler without tcpdump.
+// ifname: an expression is compiled as `tcpdump -i ifname` would attach it,
+// which on Linux also matches the 802.1Q tag the kernel has taken out of
+// the frame (see package steer/filter). Call it where Open will be called,
+// in the interface's network namespace. Its errors are steer/filter's:
+// ErrExpression for an expression libpcap rejects, ErrNoCompiler for one
+// only tcpdump compiles when tcpdump is not installed.
 func CompileFilter(ifname string, expr ...string) ([]SockFilter, error) {
 	p, err := filter.Compile(filter.Options{Interface: ifname}, expr...)
 	if err != nil {

@@ -17,8 +17,10 @@ var (
 	// ErrExpression wraps the error of an expression the compiler
 	// rejected (a syntax error, an unknown host name).
 	ErrExpression = errors.New("filter: invalid filter expression")
-	// ErrNoCompiler is returned for an expression when no tcpdump is
-	// installed to compile it.
+	// ErrNoCompiler is returned for an expression no available compiler
+	// covers: one the built-in compiler leaves to tcpdump (a host name,
+	// protochain) when tcpdump is not installed, or the compiler asked
+	// for in Options does not cover.
 	ErrNoCompiler = errors.New("filter: no compiler for filter expressions")
 	// ErrUserSpace is returned by NewSource for a program the user-space
 	// virtual machine cannot run.
