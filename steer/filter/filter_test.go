@@ -309,6 +309,29 @@ func TestDisassemble(t *testing.T) {
 	}
 }
 
+// TestMatchNegate: a program with neg (libpcap's unary minus) runs in
+// user space; x/net/bpf's machine fails on neg, which rejected every
+// frame.
+func TestMatchNegate(t *testing.T) {
+	// ld len; neg; jeq #-60; ret #262144; ret #0
+	p, err := Parse("{ 0x80, 0, 0, 0 }, { 0x84, 0, 0, 0 }, { 0x15, 0, 1, 0xffffffc4 }, { 0x6, 0, 0, 0x40000 }, { 0x6, 0, 0, 0 },")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[int]bool{60: true, 61: false, 0: false} {
+		if _, ok := p.Match(make([]byte, n)); ok != want {
+			t.Errorf("%d bytes: accepted %v, want %v", n, ok, want)
+		}
+	}
+	c, err := Compile(Options{Compiler: CompilerBuiltin}, "-len = -60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Match(make([]byte, 60)); !ok {
+		t.Errorf("-len = -60 rejects a 60-byte frame:\n%s", c.Disassemble())
+	}
+}
+
 func TestMatchSnapLen(t *testing.T) {
 	// ret #64: accept every frame, keep 64 bytes.
 	p, err := Parse("{ 0x6, 0, 0, 64 }")

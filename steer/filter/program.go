@@ -51,6 +51,12 @@ func New(raw []bpf.RawInstruction, text string) (*Program, error) {
 	}
 	p := &Program{text: text, raw: append([]bpf.RawInstruction(nil), raw...)}
 	insns, ok := bpf.Disassemble(p.raw)
+	for i, ins := range insns {
+		if _, neg := ins.(bpf.NegateA); neg {
+			// x/net/bpf's machine fails on neg: A*0xffffffff is -A.
+			insns[i] = bpf.ALUOpConstant{Op: bpf.ALUOpMul, Val: 0xffffffff}
+		}
+	}
 	if !ok {
 		p.vmErr = fmt.Errorf("%w: it has instructions the virtual machine does not know", ErrUserSpace)
 	} else if vm, err := bpf.NewVM(insns); err != nil {
