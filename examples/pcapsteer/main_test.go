@@ -1093,8 +1093,9 @@ const tcpProgram = `{ 0x28, 0, 0, 0x0000000c },
 { 0x6, 0, 0, 0x00040000 },
 { 0x6, 0, 0, 0x00000000 },`
 
-// TestFilterForms: a program as tcpdump -dd prints it needs no tcpdump,
-// and -f, -F and the trailing arguments give the same run.
+// TestFilterForms: a program as tcpdump -dd prints it and an expression
+// need no tcpdump, and -f, -F and the trailing arguments give the same
+// run.
 func TestFilterForms(t *testing.T) {
 	progFile := writeFile(t, "tcp.dd", []byte(tcpProgram))
 	var want uint64
@@ -1112,15 +1113,13 @@ func TestFilterForms(t *testing.T) {
 		}
 	}
 	exprFile := writeFile(t, "tcp.txt", []byte("tcp\n"))
-	if _, err := exec.LookPath("tcpdump"); err == nil {
-		for _, args := range [][]string{{"tcp"}, {"-f", "tcp"}, {"-F", exprFile}} {
-			out, _, err := runCmd(t, args...)
-			if err != nil {
-				t.Fatalf("%q: %v", args, err)
-			}
-			if _, handled, _ := reportTotals(t, out); handled != want {
-				t.Errorf("%q: %d handled, the program gives %d", args, handled, want)
-			}
+	for _, args := range [][]string{{"tcp"}, {"-f", "tcp"}, {"-F", exprFile}} {
+		out, _, err := runCmd(t, args...)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if _, handled, _ := reportTotals(t, out); handled != want {
+			t.Errorf("%q: %d handled, the program gives %d", args, handled, want)
 		}
 	}
 	// -d prints the program, as tcpdump -d does, and runs nothing.

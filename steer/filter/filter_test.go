@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -368,4 +369,30 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLiveInterface: a live program for an Ethernet or loopback interface
+// is compiled in Go, without privileges; a missing interface is an error
+// that names it.
+func TestLiveInterface(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("live programs are Linux's")
+	}
+	p, err := Compile(Options{Interface: "lo", Compiler: CompilerBuiltin}, "vlan 100 and tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UserSpace(); !errors.Is(err, ErrUserSpace) {
+		t.Errorf("the live program of vlan 100 runs in user space: %v", err)
+	}
+	if !strings.Contains(p.Disassemble(), "[vlanp]") {
+		t.Errorf("the live program reads no tag metadata:\n%s", p.Disassemble())
+	}
+	file, err := Compile(Options{Compiler: CompilerBuiltin}, "vlan 100 and tcp")
+	if err != nil || file.UserSpace() != nil {
+		t.Fatalf("file form: %v, %v", err, file.UserSpace())
+	}
+	if _, err := Compile(Options{Interface: "rps-no-such-if0", Compiler: CompilerBuiltin}, "tcp"); err == nil || !strings.Contains(err.Error(), "rps-no-such-if0") {
+		t.Errorf("a missing interface: %v", err)
+	}
 }
