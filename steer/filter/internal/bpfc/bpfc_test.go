@@ -303,3 +303,26 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadsKept: a test whose branches meet only once the second phase
+// has folded what follows (1 + 1 = 2 is arithmetic, known only then)
+// still loads its operand, even one compared with a constant in A, as
+// libpcap's program does, so a frame too short for the load is rejected.
+func TestLoadsKept(t *testing.T) {
+	prog, err := Compile("ip and (1 < ip[19] or 1 + 1 = 2)", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(mustDisassemble(t, prog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, 34)
+	frame[12] = 0x08
+	if n, _ := vm.Run(frame); n == 0 {
+		t.Errorf("an IPv4 frame is rejected:\n%v", prog)
+	}
+	if n, _ := vm.Run(frame[:33]); n != 0 {
+		t.Errorf("a frame without ip[19] is accepted:\n%v", prog)
+	}
+}

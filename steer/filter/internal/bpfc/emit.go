@@ -65,12 +65,20 @@ func intern(b *block, blocks map[internKey]*block, done map[*block]*block) *bloc
 }
 
 // resolve follows b through blocks that branch the same way without
-// loading anything.
+// loading anything. A block that loads a value and then goes the same
+// way on both branches (its successors met only in the second phase,
+// which moves no branch) stays: libpcap's program makes its loads, which
+// reject a frame too short for them.
 func resolve(b *block) *block {
-	for !b.leaf() && b.jt == b.jf && b.t.a.isConst() {
+	for !b.leaf() && b.jt == b.jf && loadsNothing(b.t) {
 		b = b.jt
 	}
 	return b
+}
+
+// loadsNothing says whether t compares constants.
+func loadsNothing(t test) bool {
+	return t.a.isConst() && (t.x == nil || t.x.isConst())
 }
 
 func emit(root *block) ([]bpf.RawInstruction, error) {
@@ -82,7 +90,7 @@ func emit(root *block) ([]bpf.RawInstruction, error) {
 		for !root.leaf() && root.jt == root.jf {
 			root = root.jt
 		}
-		if !root.leaf() && !first.t.a.isConst() {
+		if !root.leaf() && !loadsNothing(first.t) {
 			e.pre = append(e.pre, first.t.a)
 			if first.t.x != nil {
 				e.pre = append(e.pre, first.t.x)
