@@ -203,8 +203,31 @@ func lastWord(s string) string {
 	return f[len(f)-1]
 }
 
+// chain returns primitives that test the same few fields joined by one
+// operator, where libpcap's optimizer pulls tests of one value up past
+// tests of another and settles tests by those before them.
+func (g *exprGen) chain() string {
+	pool := []string{"ether proto 0x800", "ether proto 0x86dd", "ether proto 0x806", "ip", "ip6", "arp",
+		"ip proto 6", "ip proto 17", "tcp", "udp", "icmp", "vlan", "ether[12:2] = 0x800", "ip[9] = 6",
+		"not ip", "not tcp", "port 80", "port 53", "tcp[13] & 2 != 0", "ether multicast", "less 100",
+		"ip[9] = 17", "ip6[6] = 6", "host 10.0.0.1", "ether src 02:00:00:00:00:01"}
+	op := g.pick(" or ", " and ", " or ", " || ")
+	var parts []string
+	for n := 2 + g.r.Intn(5); n > 0; n-- {
+		parts = append(parts, pool[g.r.Intn(len(pool))])
+	}
+	s := strings.Join(parts, op)
+	if g.chance(3) {
+		s = fmt.Sprintf("(%s)%s%s", s, g.pick(" and ", " or "), g.chain())
+	}
+	return s
+}
+
 // expr returns an expression of about depth levels of and/or/not.
 func (g *exprGen) expr(depth int) string {
+	if g.chance(8) {
+		return g.chain()
+	}
 	if depth <= 0 || g.chance(3) {
 		p := g.primitive()
 		if tail := g.idTail(p); tail != "" && g.chance(2) {

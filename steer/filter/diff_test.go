@@ -59,14 +59,44 @@ var handExprs = []string{
 	"tcp port 5201 or udp port 53 or icmp", "not tcp", "! ip6 && ! arp", "tcp || udp", "sctp port 80",
 	"port 80 and (tcp or udp)", "(host 10.0.0.1)", "not not tcp", "ip and not (tcp or udp) and not icmp",
 	"tcp port http", "port domain", "tcp portrange ftp-data-ssh", "ip proto \\udp or ip6 proto \\icmp",
+	// Grammar corners: ids in parentheses, qualifiers of every kind,
+	// every indexable protocol, the link-layer protocols.
+	"port (80)", "host (10.0.0.1)", "(80 or 443) and tcp", "tcp and (80 or 443)", "port 80 and (443)",
+	"not 80", "port 80 and not (443 or 22)", "port 80 or not not 443", "host 10.0.0.1 and (not 10.0.0.2 or 10.0.0.3)",
+	"(tcp port 80) or 443", "tcp port 80 and (udp) or 53", "src or dst host 10.0.0.1", "src and dst net 10",
+	"dst or src port 80", "src 10.0.0.1", "dst 80", "src port 80 or dst 443", "tcp src 80", "ether src or dst 1:2:3:4:5:6",
+	"ip proto 6 or 17", "proto \\tcp or \\udp", "ether proto 0x800 or 0x86dd", "vlan (100)", "mpls (100) and mpls 200",
+	"greater (100)", "less 0x40", "byte 13 > 0x10", "byte 12 == 8", "tcp[tcpflags] = tcp-syn|tcp-ack",
+	"(tcp[0] + 1) * 2 = 162", "(tcp[0]) = 0", "((tcp[0])) = 0", "(5) = 5", "((5) + 1) = 6", "-(5) = -5",
+	"- 5 % 3 = -2", "len = (60)", "ip[0] & 0xf0 = 0x40 and ip[0] & 0xf > 5", "ip6[6] = 6 && ip6[40:2] = 80",
+	"arp[6:2] = 1", "rarp[6:2] = 3", "icmp6[0] = 135", "sctp[2:2] = 80", "igmp[0] = 0x11", "pim[0] & 0xf = 1",
+	"vrrp[0] = 0x21", "carp[0] = 0x21", "ah[0] = 1", "ether[12:2] = 0x800", "link[0] & 1 = 1", "fddi[0] = 1", "tr[0] = 1",
+	"wlan[0] = 1", "ppp[0] = 1", "slip[0] = 1", "atalk[0] = 1", "decnet[0] = 1", "lat[0]=1", "sca[0] = 1", "moprc[0]=1", "mopdl[0]=1",
+	"iso[0] = 1", "stp[0] = 1", "ip6 multicast or ip multicast", "ether multicast and not ether broadcast",
+	"tcp port 80 and vlan", "vlan and vlan 100 and vlan", "mpls 16 and mpls 17 and mpls and ip6 and tcp",
+	"host 10.0.0.1 and mpls", "mpls and host 10.0.0.1 or 10.0.0.2", "vlan and arp host 10.0.0.1", "ip6 host ::ffff:10.0.0.1",
+	"host ::", "ip6 net ::/0", "net 0.0.0.0/0", "net 10.0.0.0/33", "net 10 mask 255.0.0.0", "net 10.1.2.3 mask 255.255.255.255",
+	"host 10.1", "host 10.1.2", "net 192.168.1", "src net 172.16/12", "net 172.16.0.0/12 or net fd00::/8",
+	"portrange 80-80", "portrange 1024-80", "tcp portrange http-https", "udp port domain", "tcp port domain",
+	"sctp port 80", "port 0", "port 65535", "portrange 0-65535", "ether host ff:ff:ff:ff:ff:ff", "ether dst 01.00.5e.00.00.01",
+	"ether src 0200.0000.0001", "tcp[13] & 2 = 2 and tcp[13] & 16 = 0", "icmp[icmptype] == icmp-unreach and icmp[icmpcode] = 3",
+	"not ip and not ip6 and not arp", "!(tcp||udp)", "tcp && !port 22", "ip and (tcp or udp) and not (port 53 or port 123)",
+	"less 64 or greater 1500", "len > 1500 - 14", "ip[2:2] > 576", "ip6[4:2] > 1000", "udp[4:2] - 8 = 0",
+	"tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420", "icmp6 and ip6[40] = 128", "ip proto 58 or ip6 proto 1",
+	"ip6 proto 44", "proto 44", "ip6 and ip6[6] = 44 and ip6[40] = 6", "tcp or (ip6 and ip6[6] = 44)",
+	"esis", "isis", "clnp", "l1 or l2", "iih", "lsp", "snp", "csnp", "psnp", "iso proto \\esis", "isis proto 15",
+	"ether proto \\iso", "ether proto \\stp", "ether proto \\ipx", "ether proto \\netbeui", "ether proto \\loopback",
+	"ether proto 0x9000", "ipx", "netbeui", "atalk", "aarp", "stp",
 }
 
 // compareResult is what one expression gave.
 type compareResult struct {
 	expr    string
 	bothErr bool
-	// buggy: tcpdump's program reads a register it never set.
+	// buggy: tcpdump's program is wrong (it reads a register it never
+	// set, or clobbers one), and note says how.
 	buggy      bool
+	note       string
 	mineErr    error
 	theirErr   error
 	frames     int
@@ -100,6 +130,15 @@ func compareExpr(expr string, opts Options, n int, run judge, unopt bool) compar
 	res.mine, res.mineErr = Compile(mo, expr)
 	res.them, res.theirErr = Compile(to, expr)
 	rejectsAll := func(err error) bool { return err != nil && strings.Contains(err.Error(), "rejects all packets") }
+	if unopt && res.mineErr == nil && res.theirErr != nil && !rejectsAll(res.theirErr) {
+		// libpcap's optimizer can fail on a live program ("no
+		// destination found for block-local relative jump"): its
+		// unoptimized program is the reference then.
+		if res.unopt = compileUnoptimized(expr, opts); res.unopt != nil {
+			res.them, res.theirErr = res.unopt, nil
+			res.note = "tcpdump's optimizer fails on it; compared with its unoptimized program"
+		}
+	}
 	switch {
 	case res.mineErr != nil && res.theirErr != nil:
 		res.bothErr = true
@@ -113,6 +152,7 @@ func compareExpr(expr string, opts Options, n int, run judge, unopt bool) compar
 	}
 	if readsUnset(res.them.raw) {
 		res.buggy = true
+		res.note = "skipped: tcpdump's program reads a register before setting it"
 		return res
 	}
 	res.frames = n
@@ -129,6 +169,11 @@ func compareExpr(expr string, opts Options, n int, run judge, unopt bool) compar
 			if k3, ok3 := run(res.unopt, i); k1 == k3 && ok1 == ok3 {
 				res.explained++
 				continue
+			}
+			if vlanRegisterClash(res.unopt.raw) {
+				res.buggy, res.disagree = true, nil
+				res.note = "skipped: tcpdump's program uses a vlan offset's scratch word for arithmetic"
+				return res
 			}
 		}
 		res.disagree = append(res.disagree, i)
@@ -188,7 +233,7 @@ func report(t *testing.T, what string, results []compareResult, frames [][]byte,
 		switch {
 		case r.buggy:
 			buggy++
-			t.Logf("%s: %q: skipped: tcpdump's program reads a register before setting it", what, r.expr)
+			t.Logf("%s: %q: %s", what, r.expr, r.note)
 			continue
 		case r.bothErr:
 			rejected++
@@ -203,6 +248,9 @@ func report(t *testing.T, what string, results []compareResult, frames [][]byte,
 		}
 		compiled++
 		pairs += r.frames
+		if r.note != "" {
+			t.Logf("%s: %q: %s", what, r.expr, r.note)
+		}
 		if r.explained > 0 {
 			explained += r.explained
 			explainedExprs++
@@ -222,7 +270,7 @@ func report(t *testing.T, what string, results []compareResult, frames [][]byte,
 			t.Errorf("%s: %q: %d of %d frames judged otherwise", what, r.expr, len(r.disagree), r.frames)
 		}
 	}
-	t.Logf("%s: %d expressions (%d compiled by both, %d rejected by both, %d skipped for tcpdump's register bug), %d frames, %d expression-frame pairs, %d expressions in disagreement",
+	t.Logf("%s: %d expressions (%d compiled by both, %d rejected by both, %d skipped for tcpdump's register bugs), %d frames, %d expression-frame pairs, %d expressions in disagreement",
 		what, len(results), compiled, rejected, buggy, len(frames), pairs, bad)
 	if explainedExprs > 0 {
 		t.Logf("%s: %d expression-frame pairs (%d expressions) where the built-in program agrees with tcpdump's unoptimized program, not its optimized one", what, explained, explainedExprs)
@@ -401,4 +449,35 @@ var liveExprs = []string{
 	"vlan or ip", "not vlan", "not vlan and ip6", "vlan 100 or vlan 200", "ip or vlan and udp", "(ip or vlan) and tcp",
 	"vlan and mpls", "vlan and host 10.0.0.1", "vlan and ether proto 0x88cc", "vlan and ip[9] = 6", "vlan and tcp[13] & 2 != 0",
 	"vlan and vlan and vlan", "vlan 4095", "tcp and vlan", "ether host 02:00:00:00:00:01 and vlan",
+}
+
+// vlanRegisterClash reports whether an unoptimized live program of
+// libpcap's stores into a scratch word that holds a vlan offset (one
+// that "ld M[r]; add #4; st M[r]" raises) elsewhere than where it sets
+// it to zero first: libpcap's register allocator gives the offset a word
+// that arithmetic before the vlan already uses, and the program then
+// reads at offsets that arithmetic left.
+func vlanRegisterClash(raw []bpf.RawInstruction) bool {
+	offsets := map[uint32]bool{}
+	for i := 0; i+2 < len(raw); i++ {
+		if raw[i].Op == 0x60 && raw[i+1].Op == 0x04 && raw[i+1].K == 4 && raw[i+2].Op == 0x02 && raw[i+2].K == raw[i].K {
+			offsets[raw[i].K] = true
+		}
+	}
+	for i, ins := range raw {
+		if (ins.Op != 0x02 && ins.Op != 0x03) || !offsets[ins.K] {
+			continue
+		}
+		prologue := true // ld #0; st M[r]; st M[s]
+		for j := 0; j < i; j++ {
+			if (j == 0 && raw[j] != bpf.RawInstruction{Op: 0x00}) || (j > 0 && raw[j].Op != 0x02) {
+				prologue = false
+			}
+		}
+		raised := i >= 2 && raw[i-1].Op == 0x04 && raw[i-1].K == 4 && raw[i-2].Op == 0x60 && raw[i-2].K == ins.K
+		if !prologue && !raised {
+			return true
+		}
+	}
+	return false
 }
