@@ -43,11 +43,12 @@
 // The built-in compiler is checked against tcpdump (4.99, libpcap 1.10)
 // by compiling thousands of generated expressions with both and running
 // both programs over thousands of frames (TestDifferential), with no
-// disagreement. Where libpcap's optimizer makes a program read bytes it
-// did not mean to (a later test reading X after the optimizer dropped its
-// load; in live programs, moving the first vlan's change of offsets ahead
-// of its metadata test), the built-in program keeps the meaning libpcap's
-// unoptimized program has.
+// disagreement. Where libpcap's own program is wrong (a later test
+// reading X after its optimizer dropped the load; in live programs, the
+// first vlan's change of offsets moved ahead of its metadata test, the
+// jumps of its ID test broken, or its offset kept in a scratch word that
+// arithmetic before it uses), the built-in program keeps the meaning the
+// expression has.
 //
 // # File and live programs
 //

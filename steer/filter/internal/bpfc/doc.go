@@ -29,8 +29,11 @@
 //
 // It does not reproduce libpcap's bugs that make a program read the wrong
 // bytes: a later test reading X after the optimizer dropped the load of
-// X in a test it had settled, and, in live programs, a pull-up moving the
-// first vlan's change of offsets before its out-of-band check.
+// X in a test it had settled; in live programs, a pull-up moving the
+// first vlan's change of offsets before its out-of-band check, the
+// peephole breaking the jumps inside the vlan ID test, and the register
+// allocator giving the vlan offset a scratch word that arithmetic before
+// the vlan uses.
 //
 // # What it covers
 //
