@@ -19,6 +19,13 @@ type skbMeta struct {
 // It returns the program's return value; a load past the end, or a
 // division by zero, returns 0.
 func runLive(prog []bpf.RawInstruction, frame []byte, m skbMeta) uint32 {
+	v, _ := runLiveShort(prog, frame, m)
+	return v
+}
+
+// runLiveShort is runLive, and whether the program stopped at a load past
+// the frame's end.
+func runLiveShort(prog []bpf.RawInstruction, frame []byte, m skbMeta) (uint32, bool) {
 	var a, x uint32
 	var mem [16]uint32
 	load := func(off uint64, size int) (uint32, bool) {
@@ -55,13 +62,13 @@ func runLive(prog []bpf.RawInstruction, frame []byte, m skbMeta) uint32 {
 			}
 			v, ok := load(uint64(k), sizes[op&0x18])
 			if !ok {
-				return 0
+				return 0, true
 			}
 			a = v
 		case op&7 == 0 && op&0xe0 == 0x40: // ld [x+k]
 			v, ok := load(uint64(x)+uint64(k), sizes[op&0x18])
 			if !ok {
-				return 0
+				return 0, true
 			}
 			a = v
 		case op == 0x00:
@@ -77,7 +84,7 @@ func runLive(prog []bpf.RawInstruction, frame []byte, m skbMeta) uint32 {
 		case op == 0xb1:
 			v, ok := load(uint64(k), 1)
 			if !ok {
-				return 0
+				return 0, true
 			}
 			x = 4 * (v & 0xf)
 		case op == 0x02:
@@ -98,7 +105,7 @@ func runLive(prog []bpf.RawInstruction, frame []byte, m skbMeta) uint32 {
 				a *= v
 			case 0x30:
 				if v == 0 {
-					return 0
+					return 0, false
 				}
 				a /= v
 			case 0x40:
@@ -113,7 +120,7 @@ func runLive(prog []bpf.RawInstruction, frame []byte, m skbMeta) uint32 {
 				a = -a
 			case 0x90:
 				if v == 0 {
-					return 0
+					return 0, false
 				}
 				a %= v
 			case 0xa0:
@@ -143,18 +150,18 @@ func runLive(prog []bpf.RawInstruction, frame []byte, m skbMeta) uint32 {
 				pc += int(ins.Jf)
 			}
 		case op == 0x06:
-			return k
+			return k, false
 		case op == 0x16:
-			return a
+			return a, false
 		case op == 0x07:
 			x = a
 		case op == 0x87:
 			a = x
 		default:
-			return 0
+			return 0, false
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // liveView returns what a live socket's filter sees of frame: the frame

@@ -107,15 +107,23 @@ type compareResult struct {
 	// built-in program disagrees with tcpdump's but agrees with it.
 	unopt     *Program
 	explained int
+	// short counts the live frames where the built-in program agrees
+	// with neither of tcpdump's, and one of the three stopped at a load
+	// past the frame's end.
+	short int
 }
 
 // judge runs p over the frame numbered i: the bytes it keeps, whether it
-// accepts the frame.
-type judge func(p *Program, i int) (int, bool)
+// accepts the frame, whether it stopped at a load past the frame's end
+// (when the judge can tell).
+type judge func(p *Program, i int) (keep int, ok, short bool)
 
 // matchJudge runs programs in user space (Program.Match) over frames.
 func matchJudge(frames [][]byte) judge {
-	return func(p *Program, i int) (int, bool) { return p.Match(frames[i]) }
+	return func(p *Program, i int) (int, bool, bool) {
+		keep, ok := p.Match(frames[i])
+		return keep, ok, false
+	}
 }
 
 // compareExpr compiles expr with both compilers and runs both programs
@@ -157,8 +165,8 @@ func compareExpr(expr string, opts Options, n int, run judge, unopt bool) compar
 	}
 	res.frames = n
 	for i := 0; i < n; i++ {
-		k1, ok1 := run(res.mine, i)
-		k2, ok2 := run(res.them, i)
+		k1, ok1, short1 := run(res.mine, i)
+		k2, ok2, short2 := run(res.them, i)
 		if k1 == k2 && ok1 == ok2 {
 			continue
 		}
@@ -166,8 +174,13 @@ func compareExpr(expr string, opts Options, n int, run judge, unopt bool) compar
 			res.unopt = compileUnoptimized(expr, opts)
 		}
 		if res.unopt != nil {
-			if k3, ok3 := run(res.unopt, i); k1 == k3 && ok1 == ok3 {
+			k3, ok3, short3 := run(res.unopt, i)
+			if k1 == k3 && ok1 == ok3 {
 				res.explained++
+				continue
+			}
+			if short1 || short2 || short3 {
+				res.short++
 				continue
 			}
 			if vlanRegisterClash(res.unopt.raw) {
@@ -225,7 +238,7 @@ func runCompare(exprs []string, opts Options, n int, run judge, unopt bool) []co
 // with both or with neither, and no frame gets two outcomes.
 func report(t *testing.T, what string, results []compareResult, frames [][]byte, run judge) {
 	t.Helper()
-	compiled, rejected, pairs, bad, shown, buggy, explained, explainedExprs := 0, 0, 0, 0, 0, 0, 0, 0
+	compiled, rejected, pairs, bad, shown, buggy, explained, explainedExprs, short, shortExprs := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 	for _, r := range results {
 		if r.mine != nil && readsUnset(r.mine.raw) {
 			t.Errorf("%s: %q: the built-in program reads a register before setting it:\n%s", what, r.expr, r.mine.Disassemble())
@@ -251,6 +264,11 @@ func report(t *testing.T, what string, results []compareResult, frames [][]byte,
 		if r.note != "" {
 			t.Logf("%s: %q: %s", what, r.expr, r.note)
 		}
+		if r.short > 0 {
+			short += r.short
+			shortExprs++
+			t.Logf("%s: %q: %d frames cut shorter than a field it reads judged otherwise than by either of tcpdump's programs", what, r.expr, r.short)
+		}
 		if r.explained > 0 {
 			explained += r.explained
 			explainedExprs++
@@ -262,8 +280,8 @@ func report(t *testing.T, what string, results []compareResult, frames [][]byte,
 		bad++
 		if shown++; shown <= 5 {
 			f := frames[r.disagree[0]]
-			k1, ok1 := run(r.mine, r.disagree[0])
-			k2, ok2 := run(r.them, r.disagree[0])
+			k1, ok1, _ := run(r.mine, r.disagree[0])
+			k2, ok2, _ := run(r.them, r.disagree[0])
 			t.Errorf("%s: %q: %d of %d frames judged otherwise; frame %d (% x): built-in %d,%v, tcpdump %d,%v\nbuilt-in:\n%s\ntcpdump:\n%s",
 				what, r.expr, len(r.disagree), r.frames, r.disagree[0], f, k1, ok1, k2, ok2, r.mine.Disassemble(), r.them.Disassemble())
 		} else {
@@ -274,6 +292,9 @@ func report(t *testing.T, what string, results []compareResult, frames [][]byte,
 		what, len(results), compiled, rejected, buggy, len(frames), pairs, bad)
 	if explainedExprs > 0 {
 		t.Logf("%s: %d expression-frame pairs (%d expressions) where the built-in program agrees with tcpdump's unoptimized program, not its optimized one", what, explained, explainedExprs)
+	}
+	if shortExprs > 0 {
+		t.Logf("%s: %d expression-frame pairs (%d expressions) judged otherwise than by both of tcpdump's programs, all on frames cut shorter than a field the expression reads", what, short, shortExprs)
 	}
 }
 
@@ -435,9 +456,9 @@ func TestDifferentialLive(t *testing.T) {
 			}
 		}
 	}
-	run := func(p *Program, i int) (int, bool) {
-		v := runLive(p.raw, views[i].data, views[i].meta)
-		return min(int(v), len(views[i].data)), v > 0
+	run := func(p *Program, i int) (int, bool, bool) {
+		v, short := runLiveShort(p.raw, views[i].data, views[i].meta)
+		return min(int(v), len(views[i].data)), v > 0, short
 	}
 	report(t, "live", runCompare(exprs, Options{Interface: "lo"}, len(views), run, true), viewFrames, run)
 }

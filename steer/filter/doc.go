@@ -42,8 +42,12 @@
 //
 // The built-in compiler is checked against tcpdump (4.99, libpcap 1.10)
 // by compiling thousands of generated expressions with both and running
-// both programs over thousands of frames (TestDifferential), with no
-// disagreement. Where libpcap's own program is wrong (a later test
+// both programs over thousands of frames, whole and cut short
+// (TestDifferential), with no disagreement; live programs agree on every
+// frame that holds the fields the expression reads, and may differ from
+// libpcap's, as libpcap's optimized and unoptimized programs differ from
+// each other, on a frame cut shorter (which a live socket sees only from
+// a malformed frame). Where libpcap's own program is wrong (a later test
 // reading X after its optimizer dropped the load; in live programs, the
 // first vlan's change of offsets moved ahead of its metadata test, the
 // jumps of its ID test broken, or its offset kept in a scratch word that

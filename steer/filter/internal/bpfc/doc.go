@@ -65,5 +65,9 @@
 // (SKF_AD_VLAN_TAG_PRESENT, SKF_AD_VLAN_TAG) or in the frame; only in the
 // second case do the primitives after it look 4 bytes further. The
 // program's tests are specialized for each case instead of keeping the
-// offset in a scratch word, as libpcap does.
+// offset in a scratch word, as libpcap does; so its optimizer sees more
+// tests as the same than libpcap's, whose value numbers lose the offset
+// where paths with both meet, and the two programs can make different
+// loads. They agree on every frame that holds the fields the expression
+// reads, and may differ on one cut shorter.
 package bpfc
