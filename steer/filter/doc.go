@@ -16,7 +16,8 @@
 //     privileges.
 //
 // The built-in compiler writes, for Ethernet frames, the program libpcap
-// 1.10 writes, or one with the same outcome on every frame: libpcap's
+// 1.10 writes, or one with the same outcome on every frame (a live
+// program: on every frame that holds the fields it reads): libpcap's
 // grammar (and and or of equal precedence, left to right; "host a or b"
 // inheriting the qualifiers), its tests in its order and at its offsets,
 // and its optimizer's choice of which tests to skip, which decides what a
@@ -25,8 +26,9 @@
 // and their combinations; ether host, src, dst, proto, broadcast and
 // multicast; ip, ip6, arp, rarp, tcp, udp, sctp, icmp, icmp6, igmp, pim,
 // vrrp, ah, esp and the link-layer protocols libpcap names (iso, stp,
-// ipx, atalk, ...); proto with numbers and names; vlan and mpls with their
-// IDs, nested; greater, less, len; byte-offset expressions (ip[6:2] &
+// ipx, atalk, ...); proto with numbers and names; vlan (a tag of type
+// 0x8100, 0x88a8 or 0x9100, as libpcap 1.10 takes) and mpls (0x8847) with
+// their IDs, nested; greater, less, len; byte-offset expressions (ip[6:2] &
 // 0x1fff = 0, tcp[tcpflags] & (tcp-syn|tcp-ack) != 0, icmp[icmptype] =
 // icmp-echo) with their arithmetic; and, or, not and parentheses. Port and
 // protocol names are read from /etc/services and /etc/protocols, as
