@@ -80,10 +80,11 @@
 //
 //  4. Hand off (netisr_dispatch_src, netisr_queue_src). [DispatchMode]
 //     DIRECT runs the handler in the caller's goroutine; DEFERRED, the
-//     default, queues the frame to its worker; HYBRID runs it inline only
-//     when the caller is itself the selected worker (a handler
-//     re-dispatching with [Packet.Redispatch]) and that worker's queue is
-//     empty. Every mode accounts the frame to the selected worker, DIRECT
+//     default, queues the frame to its worker; HYBRID runs it inline when
+//     the caller is itself the selected worker and that worker is idle: a
+//     worker reading a source ([Dispatcher.Run] reads in worker 0 under
+//     HYBRID; [Dispatcher.RunOnWorkers]) or a handler re-dispatching with
+//     [Packet.Redispatch]. Every mode accounts the frame to the selected worker, DIRECT
 //     too, where FreeBSD selects no CPU and counts the packet on the
 //     current one: here the handler gets that worker's state. Queued
 //     frames travel in batches of up to [BatchSize] per worker, because one

@@ -45,8 +45,10 @@ const (
 	// handlers are HYBRID under options RSS.
 	Deferred DispatchMode = iota
 	// Hybrid runs the handler inline when the caller is itself the selected
-	// worker and that worker has nothing queued, and queues otherwise
-	// (NETISR_DISPATCH_HYBRID).
+	// worker and that worker is idle, and queues otherwise
+	// (NETISR_DISPATCH_HYBRID). The caller is a worker when it reads a
+	// source: Run reads in worker 0 under Hybrid (see Run for when it
+	// cannot), RunOnWorkers in every worker; or when a handler re-dispatches.
 	Hybrid
 	// Direct runs the handler in the caller's goroutine
 	// (NETISR_DISPATCH_DIRECT). The frame is still classified, and a worker

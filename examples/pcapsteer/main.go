@@ -218,7 +218,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (workstreams); 0: one per -cpus entry, else steer.DefaultWorkers(), one per CPU this process may run on")
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
 	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
-	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (as deferred here: the reader is no worker)")
+	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (the reader is worker 0 and handles its own frames inline when it is idle)")
 	key := fs.String("key", "random", fmt.Sprintf("hash `key`: random; for toeplitz also microsoft (reproducible flowids), symmetric, or %d to %d bytes in hex; for siphash %d bytes in hex", steer.MinKeyLen, hash.MaxKeyLen, hash.SipHashKeyLen))
 	symmetric := fs.Bool("symmetric", false, "hash both directions of a connection alike (canonical order)")
 	var hf capture.HashFlags
