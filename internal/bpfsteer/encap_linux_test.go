@@ -447,7 +447,7 @@ func (g *encGen) gtpu(d int) []byte {
 		l = g.n(l + 10)
 	}
 	h = be16(h, uint16(l))
-	h = be32(h, uint32(g.n(1<<31)))
+	h = be32(h, g.r.Uint32()>>1)
 	return append(append(h, opt...), body...)
 }
 

@@ -115,12 +115,12 @@ func (w *Writer) AppendPacket(dst []byte, ts time.Time, data []byte, wireLen int
 			frac /= 1000
 		}
 	}
-	wireLen = min(max(wireLen, len(data)), math.MaxUint32)
+	wire := uint32(min(int64(max(wireLen, len(data))), math.MaxUint32))
 	data = data[:min(len(data), w.snap)]
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, uint32(sec))
 	dst = le.AppendUint32(dst, uint32(frac))
 	dst = le.AppendUint32(dst, uint32(len(data)))
-	dst = le.AppendUint32(dst, uint32(wireLen))
+	dst = le.AppendUint32(dst, wire)
 	return append(dst, data...), nil
 }

@@ -349,7 +349,7 @@ func VXLANCapture(frames, flows int, seed uint64) [][]byte {
 		}
 		f := Flow{Src: netip.AddrFrom4([4]byte{10, 0, byte(n >> 8), byte(n)}), Dst: netip.AddrFrom4([4]byte{10, 0, 200, byte(n % 7)}),
 			SrcPort: uint16(33000 + n), DstPort: 80}
-		sport := uint16(49152 + (n*2654435761)%16384)
+		sport := uint16(49152 + uint32(n)*2654435761%16384)
 		out = append(out, Frame(eth(layers.EthernetTypeIPv4), cat(udpOver(outer4a, outer4b, sport, 4789),
 			l(&layers.VXLAN{ValidIDFlag: true, VNI: 42}, eth(layers.EthernetTypeIPv4)), inner(f))...))
 	}
