@@ -3,16 +3,15 @@ package main
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/rpsgo/rps/steer"
 )
 
 // BenchmarkDispatch is the dispatcher's cost per frame (classify, hash,
 // select, batched hand-off) to 1, 2 and 4 workers with a handler that does
-// nothing, unpinned and pinned, with the sources' usual 64 frames per
-// Dispatch call; and unpinned with 256, where each of 4 workers still gets
-// full 64-frame hand-offs.
+// nothing, unpinned and, where each worker gets a CPU of its own, pinned,
+// with the sources' usual 64 frames per Dispatch call; and unpinned with
+// 256, where each of 4 workers still gets full 64-frame hand-offs.
 func BenchmarkDispatch(b *testing.B) {
 	for _, src := range []int{steer.BatchSize, 4 * steer.BatchSize} {
 		for _, pinned := range []bool{false, true} {
@@ -24,8 +23,8 @@ func BenchmarkDispatch(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					cfg := steer.Config{Workers: w}
 					if pinned {
-						if cfg.CPUs = pinnedCPUs(); cfg.CPUs == nil {
-							b.Skip("pinning needs Linux")
+						if cfg.CPUs = pinCPUs(w); cfg.CPUs == nil {
+							b.Skip("no CPU of its own for each worker (or no pinning on this system)")
 						}
 					}
 					dispatchCaseBatch(b, frames64(), cfg, func(*steer.Packet) {}, src)
@@ -35,12 +34,21 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 }
 
+// BenchmarkSingleQueue is the single-queue baseline with a handler that
+// does nothing: one goroutine classifying each frame with the library's
+// classifier. It costs at least what BenchmarkClassify in ./steer does.
+func BenchmarkSingleQueue(b *testing.B) {
+	b.ReportAllocs()
+	el := runSingleN(frames64(), func([]byte, uint32) {}, b.N)
+	reportRate(b, el, b.N)
+}
+
 // BenchmarkIdiomatic is the common Go pipeline over the same frames, for the
 // ratio against BenchmarkDispatch.
 func BenchmarkIdiomatic(b *testing.B) {
 	for _, w := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			idiomaticCase(b, frames64(), w, func([]byte) {})
+			idiomaticCase(b, frames64(), w, func([]byte, uint32) {})
 		})
 	}
 }
@@ -51,36 +59,41 @@ func BenchmarkIdiomatic(b *testing.B) {
 func BenchmarkRatioIdiomatic(b *testing.B) {
 	fs := frames64()
 	ours, _ := runDispatch(b, fs, steer.Config{Workers: 1}, func(*steer.Packet) {}, b.N)
-	idio := runIdiomatic(fs, 1, func([]byte) {}, b.N)
+	idio := runIdiomatic(fs, 1, func([]byte, uint32) {}, b.N)
 	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "ours-ns/frame")
 	b.ReportMetric(float64(idio.Nanoseconds())/float64(b.N), "idiomatic-ns/frame")
 	b.ReportMetric(float64(idio)/float64(ours), "x-faster")
 }
 
-// BenchmarkSteeredVsSingleQueue compares 2 workers with the single-queue
-// baseline (1 worker) under a handler that spends about a microsecond of
-// CPU per frame, on the same b.N frames, and reports the ratio beside its
-// ceiling 2T/(T+d), for handler time T and dispatch cost d.
+// BenchmarkSteeredVsSingleQueue compares, on the same frames with the
+// spin1us handler (the machine's calibration, as go run ./bench keeps it),
+// the library with 2 workers against the single-queue baseline (one
+// goroutine that classifies each frame and runs the handler itself), and
+// reports beside the ratio the measured ceiling (2 single-queue loops at
+// once over halves of the frames) and the library with 1 worker, all run
+// in turn within each iteration. Run it with -count 6 or more for benchstat.
 func BenchmarkSteeredVsSingleQueue(b *testing.B) {
 	fs := frames64()
-	sp := newSpinner(time.Microsecond)
-	h := func(*steer.Packet) { sp.spin() }
+	cal, err := loadCalibration(defaultCalibrationFile(), 0, machine().CPU, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sp := spinner{iters: cal.Iters}
+	h := func([]byte, uint32) { sp.spin() }
+	ph := func(*steer.Packet) { sp.spin() }
 	workers := min(2, steer.DefaultWorkers())
 	n := max(b.N, 20000)
-	single, _ := runDispatch(b, fs, steer.Config{Workers: 1}, h, n)
-	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers}, h, n)
-	noop, _ := runDispatch(b, fs, steer.Config{Workers: 1}, func(*steer.Packet) {}, n)
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		sp.spin()
-	}
-	T := float64(time.Since(start).Nanoseconds()) / float64(n)
-	d := float64(noop.Nanoseconds()) / float64(n)
-	ratio := float64(single) / float64(steered)
-	b.ReportMetric(T, "handler-ns")
-	b.ReportMetric(d, "dispatch-ns")
-	b.ReportMetric(1e3*float64(n)/float64(single.Nanoseconds()), "single-Mpps")
-	b.ReportMetric(1e3*float64(n)/float64(steered.Nanoseconds()), "steered-Mpps")
-	b.ReportMetric(ratio, "speedup")
-	b.ReportMetric(float64(workers)*T/(T+d), "ceiling")
+	b.ResetTimer()
+	single := runSingleN(fs, h, n)
+	steered, _ := runDispatch(b, fs, steer.Config{Workers: workers}, ph, n)
+	ceiling := runCeilingN(fs, workers, h, n)
+	one, _ := runDispatch(b, fs, steer.Config{Workers: 1}, ph, n)
+	b.StopTimer()
+	mpps := func(el interface{ Nanoseconds() int64 }) float64 { return 1e3 * float64(n) / float64(el.Nanoseconds()) }
+	b.ReportMetric(mpps(single), "single-Mpps")
+	b.ReportMetric(mpps(steered), "steered-Mpps")
+	b.ReportMetric(mpps(one), "1worker-Mpps")
+	b.ReportMetric(float64(single)/float64(steered), "x-single")
+	b.ReportMetric(float64(single)/float64(ceiling), "ceiling-x-single")
+	b.ReportMetric(float64(cal.Iters), "spin-iters")
 }

@@ -17,7 +17,7 @@ import (
 // already has (one AF_PACKET socket at trafgen's full rate) is not run
 // twice; frames are a second's worth at the offered rate.
 func TestCaptureCases(t *testing.T) {
-	s := &suite{o: options{count: 1, scale: 1}}
+	s := &suite{o: options{count: 1}}
 	all := s.captureCases(2, nil)
 	if len(all) == 0 {
 		t.Fatal("no capture cases")
@@ -75,7 +75,7 @@ func TestPrintCapture(t *testing.T) {
 		rs = append(rs, run("afpacket", 500_000, 500_000, 0, rep), run("afxdp", 500_000, 500_000, lost, rep))
 	}
 	var b bytes.Buffer
-	printCapture(&b, rs, medians(rs))
+	printCapture(&b, groups(rs))
 	out := b.String()
 	var best, rows []string
 	for _, l := range strings.Split(out, "\n") {
@@ -106,7 +106,7 @@ func TestXDPFlags(t *testing.T) {
 	if err != nil || !benchXDPUnbatched || benchXDPBatch != time.Millisecond {
 		t.Fatalf("-xdp-unbatched -xdp-batch-timeout 1ms: %+v, %v, %v, %v", o, benchXDPUnbatched, benchXDPBatch, err)
 	}
-	s := &suite{o: options{count: 1, scale: 1}}
+	s := &suite{o: options{count: 1}}
 	n := 0
 	for _, c := range s.captureCases(2, nil) {
 		if c.Source == "afxdp-unbatched" {

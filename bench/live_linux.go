@@ -241,7 +241,7 @@ func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver
 		errs := make(chan error, len(srcs))
 		wws := wk.baseline(len(srcs))
 		for i, s := range rc.stamped {
-			go func() { errs <- readDirect(rctx, s, wws[i]) }()
+			go func() { errs <- readDirect(rctx, s, wws[i], &singleQueue{cls: newClassifier(true)}) }()
 		}
 		go func() {
 			var first error

@@ -27,7 +27,7 @@ func TestLiveCaptures(t *testing.T) {
 	}
 	defer e.Close()
 	workers := min(2, steer.DefaultWorkers())
-	s := &suite{o: options{count: 1, scale: 1}}
+	s := &suite{o: options{count: 1}}
 	for _, c := range s.captureCases(workers, nil) {
 		if c.Rate != liveRates[0] {
 			continue

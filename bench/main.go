@@ -86,22 +86,31 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	out     string
-	quick   bool
-	count   int
-	scale   float64
-	exps    string
-	rrDur   time.Duration
-	rrConns int
-	rrWork  time.Duration
-	noPlots bool
-	verbose bool
+	out         string
+	quick       bool
+	count       int
+	warm, dur   time.Duration
+	exps        string
+	rrDur       time.Duration
+	rrConns     int
+	rrWork      time.Duration
+	noPlots     bool
+	verbose     bool
+	spinIters   int
+	calibration string
+	loadSample  time.Duration
+	compare     string // -compare OLD: the old results; the new are the argument
+	compareNew  string
 }
 
 func main() {
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		cli.Exit("bench", err)
+		return
+	}
+	if o.compare != "" {
+		cli.Exit("bench", compareFiles(os.Stdout, o.compare, o.compareNew))
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -122,10 +131,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"Measures the steering library against single-queue baselines and prints the\n"+
 			"median of each configuration; see the package documentation for the experiments.", stderr)
 	fs.StringVar(&o.out, "out", "bench-results", "`directory` for results.csv, results.json and the plots")
-	fs.BoolVar(&o.quick, "quick", false, "run a small subset in memory only (workers and skew, 64-byte frames, 1024 flows; no pcap, live or rr) in under two minutes")
-	fs.IntVar(&o.count, "count", 3, "`runs` of each configuration; tables and plots use the median")
-	fs.Float64Var(&o.scale, "scale", 1, "multiply the frames per run by this `factor`")
-	fs.StringVar(&o.exps, "exp", "", "comma-separated `experiments` to run (workers,sizes,modes,skew,pcap,live,rr); default all")
+	fs.BoolVar(&o.quick, "quick", false, "a smoke run: a small subset in memory only (workers and skew, 64-byte frames, 1024 flows; no pcap, latency, live or rr), short runs, 3 of each, in under a minute")
+	fs.IntVar(&o.count, "count", 0, "`runs` of each configuration, interleaved (default 6, 3 with -quick); tables and plots show their median and spread")
+	fs.DurationVar(&o.dur, "duration", 0, "measured `time` of each in-memory and file run (default 1s, 250ms with -quick; the sizes and modes experiments take half)")
+	fs.DurationVar(&o.warm, "warmup", 0, "`time` each in-memory and file run runs before it is measured, not counted (default 200ms, 100ms with -quick)")
+	fs.StringVar(&o.exps, "exp", "", "comma-separated `experiments` to run (workers,sizes,modes,skew,pcap,latency,live,rr); default all")
+	fs.IntVar(&o.spinIters, "spin-iters", 0, "`iterations` of the spin1us handler's loop; 0: the machine's calibration (see -calibration)")
+	fs.StringVar(&o.calibration, "calibration", defaultCalibrationFile(), "`file` keeping the spin1us handler's iteration count for this machine, calibrated and written on first use")
+	fs.StringVar(&o.compare, "compare", "", "compare the results in `OLD` (results.json or results.txt) with those named by the argument, as benchstat does, and run nothing")
 	fs.DurationVar(&o.rrDur, "rr-duration", 0, "measured `time` per request/response run (default 10s)")
 	fs.IntVar(&o.rrConns, "rr-conns", 300, "TCP `connections` in the request/response experiment")
 	fs.DurationVar(&o.rrWork, "rr-work", 20*time.Microsecond, "CPU `time` the forwarder spends per frame")
@@ -134,14 +147,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&benchXDPBatch, "xdp-batch-timeout", 0, "live AF_XDP sockets' batch timeout (afxdp.Config.BatchTimeout): how `long` a read waits for a full batch; 0: the library's default, negative: none")
 	fs.BoolVar(&benchXDPUnbatched, "xdp-unbatched", false, "the live capture comparison also runs an AF_XDP socket with no batch timeout")
 	fs.BoolVar(&o.verbose, "v", false, "print a line per run even on a terminal")
-	if err := cli.Parse(fs, args); err != nil {
+	rest, err := cli.ParseWithArgs(fs, args)
+	if err != nil {
 		return o, err
 	}
 	switch {
-	case o.count < 1:
+	case o.compare != "" && len(rest) != 1:
+		return o, cli.Usagef("-compare OLD NEW: want one NEW results file after the flags, have %d arguments", len(rest))
+	case o.compare == "" && len(rest) > 0:
+		return o, cli.Usagef("unexpected argument %q", rest[0])
+	case o.count < 0:
 		return o, cli.Usagef("-count %d: want at least 1", o.count)
-	case o.scale <= 0:
-		return o, cli.Usagef("-scale %g: want a positive factor", o.scale)
+	case o.dur < 0 || o.warm < 0:
+		return o, cli.Usagef("-duration %v -warmup %v: want positive times", o.dur, o.warm)
+	case o.spinIters < 0:
+		return o, cli.Usagef("-spin-iters %d: want a positive count", o.spinIters)
 	case benchQLimit < 0 || benchQLimit > steer.MaxQLimit:
 		return o, cli.Usagef("-qlimit %d: want 0 to %d", benchQLimit, steer.MaxQLimit)
 	case benchXDPBatch < -afxdp.MaxBatchTimeout || benchXDPBatch > afxdp.MaxBatchTimeout:
@@ -152,16 +172,54 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, cli.Usagef("-exp: unknown experiment %q (want %s)", e, strings.Join(experiments, ","))
 		}
 	}
+	if o.compare != "" {
+		o.compareNew = rest[0]
+	}
+	o.defaults()
 	return o, nil
 }
 
-// experiments are the names -exp takes.
-var experiments = []string{"workers", "sizes", "modes", "skew", "pcap", "live", "rr"}
+// defaults fills in what the flags left at zero.
+func (o *options) defaults() {
+	pick := func(v *time.Duration, full, quick time.Duration) {
+		if *v == 0 {
+			*v = full
+			if o.quick {
+				*v = quick
+			}
+		}
+	}
+	pick(&o.dur, time.Second, 250*time.Millisecond)
+	pick(&o.warm, 200*time.Millisecond, 100*time.Millisecond)
+	pick(&o.loadSample, time.Second, 500*time.Millisecond)
+	if o.count == 0 {
+		o.count = 6
+		if o.quick {
+			o.count = 3
+		}
+	}
+}
 
-// writeAll writes the CSV, the JSON and the plots into o.out.
+// experiments are the names -exp takes.
+var experiments = []string{"workers", "sizes", "modes", "skew", "pcap", "latency", "live", "rr"}
+
+// writeAll writes the plots, the CSV, the JSON and the benchmark format
+// into o.out: the plots first, so that what they left out is in the notes
+// the JSON keeps.
 func writeAll(rep *Report, o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("%w", err)
+	}
+	var files []string
+	if !o.noPlots {
+		notes := len(rep.Notes)
+		var err error
+		if files, err = writePlots(o.out, rep); err != nil {
+			return err
+		}
+		for _, n := range rep.Notes[notes:] {
+			fmt.Fprintln(os.Stderr, "bench: note:", n)
+		}
 	}
 	write := func(name string, f func(*os.File) error) error {
 		file, err := os.Create(filepath.Join(o.out, name))
@@ -180,13 +238,14 @@ func writeAll(rep *Report, o options) error {
 	if err := write("results.json", func(f *os.File) error { return writeJSON(f, rep) }); err != nil {
 		return err
 	}
-	if !o.noPlots {
-		files, err := writePlots(o.out, rep)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "bench: wrote %s/results.csv, results.json and %s\n", o.out, strings.Join(files, ", "))
+	if err := write("results.txt", func(f *os.File) error { return writeBenchfmt(f, rep) }); err != nil {
+		return err
 	}
+	plots := "no plot"
+	if len(files) > 0 {
+		plots = strings.Join(files, ", ")
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s/results.csv, results.json, results.txt (benchstat's format); %s\n", o.out, plots)
 	return nil
 }
 

@@ -3,13 +3,20 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 var palette = []color.Color{
@@ -21,21 +28,55 @@ var palette = []color.Color{
 	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, // grey
 }
 
-const plotW, plotH = 5 * vg.Inch, 3.4 * vg.Inch
+// The plots are 5 x 3.4 inches at 192 dots an inch (960 x 653 pixels),
+// with a footer that says where and how they were made.
+const (
+	plotW, plotH = 5 * vg.Inch, 3.4 * vg.Inch
+	plotDPI      = 192
+	footerH      = 0.3 * vg.Inch
+)
 
-// writePlots draws the PNG plots the results allow and returns their names.
+// minPlotRun is the shortest measured run a plot is drawn from, and
+// minBalancePeriods the fewest rebalancer periods a run of the skew
+// experiment must last for the balance plot: shorter runs cannot show what
+// the plots are about.
+const (
+	minPlotRun        = 100 * time.Millisecond
+	minBalancePeriods = 10
+)
+
+// writePlots draws the PNG plots the results allow and returns their
+// names; a plot whose runs are too short is left out with a note on
+// rep.Notes.
 func writePlots(dir string, rep *Report) ([]string, error) {
-	meds := medians(rep.Results)
+	gs := groups(rep.Results)
+	footer := footerLines(rep)
 	var files []string
 	save := func(p *plot.Plot, name string) error {
-		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
+		if err := savePlot(p, filepath.Join(dir, name), footer); err != nil {
 			return fmt.Errorf("drawing %s: %w", name, err)
 		}
 		files = append(files, name)
 		return nil
 	}
+	// long keeps the groups whose every run lasted at least d.
+	long := func(d time.Duration, what string) []*group {
+		var out, short []*group
+		for _, g := range gs {
+			if g.sum(func(r *Result) float64 { return r.Seconds }).Min*float64(time.Second) >= float64(d) {
+				out = append(out, g)
+			} else {
+				short = append(short, g)
+			}
+		}
+		if len(short) > 0 && len(out) == 0 && len(gs) > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("plots: %s not drawn: runs shorter than %v", what, d))
+		}
+		return out
+	}
+	tgs := long(minPlotRun, "throughput, speed-up and latency")
 	for _, h := range []string{handlerNone, handlerSpin, handlerStateful} {
-		p, ok, err := throughputPlot(meds, h)
+		p, ok, err := throughputPlot(tgs, h)
 		if err != nil {
 			return files, err
 		}
@@ -45,12 +86,17 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 			}
 		}
 	}
-	type maker func([]Result) (*plot.Plot, bool, error)
 	for _, m := range []struct {
 		name string
-		f    maker
-	}{{"speedup.png", speedupPlot}, {"balance.png", balancePlot}, {"latency.png", latencyPlot}, {"rr.png", rrPlot}} {
-		p, ok, err := m.f(meds)
+		gs   []*group
+		f    func([]*group) (*plot.Plot, bool, error)
+	}{
+		{"speedup.png", tgs, speedupPlot},
+		{"balance.png", long(minBalancePeriods*rebalancePeriod, "per-worker balance"), balancePlot},
+		{"latency.png", tgs, latencyPlot},
+		{"rr.png", gs, rrPlot},
+	} {
+		p, ok, err := m.f(m.gs)
 		if err != nil {
 			return files, err
 		}
@@ -63,19 +109,115 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 	return files, nil
 }
 
+// footerLines says where, when and how the plotted figures were made.
+func footerLines(rep *Report) []string {
+	m := rep.Machine
+	l1 := fmt.Sprintf("%s, %d CPUs, %s, %s, commit %s, %s", m.CPU, m.Cores, m.Kernel, m.Go, orNone(m.Commit),
+		rep.Started.Format(time.DateOnly))
+	l2 := fmt.Sprintf("%s: %d runs each, median and min-max; load %.1f before, %.1f after", rep.Command, rep.Count,
+		rep.Before.Load1, rep.After.Load1)
+	if rep.Quick {
+		l2 = "SMOKE RUN (-quick), " + l2
+	}
+	return []string{l1, l2}
+}
+
+// savePlot draws p above the footer into a PNG file at path.
+func savePlot(p *plot.Plot, path string, footer []string) error {
+	img := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(plotDPI))
+	dc := draw.New(img)
+	p.Draw(draw.Crop(dc, 0, 0, footerH, 0))
+	sty := draw.TextStyle{Color: palette[5], Font: font.From(plot.DefaultFont, vg.Points(6)),
+		Handler: plot.DefaultTextHandler}
+	for i, l := range footer {
+		y := dc.Min.Y + footerH - vg.Points(8)*vg.Length(i+1)
+		dc.FillText(sty, vg.Point{X: dc.Min.X + vg.Points(4), Y: y}, l)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font.Size = vg.Points(9)
+		a.Tick.Label.Font.Size = vg.Points(8)
+	}
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 	return p
 }
 
-func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed, points bool) error {
-	l, err := plotter.NewLine(xys)
+// logY puts p's Y axis on a log scale with ticks at 1, 2 and 5 times the
+// powers of ten.
+func logY(p *plot.Plot) {
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		var ticks []plot.Tick
+		for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+			for _, m := range []float64{1, 2, 5} {
+				v := m * math.Pow(10, e)
+				if v >= lo && v <= hi {
+					ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+				}
+			}
+		}
+		return ticks
+	})
+}
+
+// points are medians with their min-max error bars.
+type points struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+func (ps *points) add(x float64, s summary) {
+	ps.XYs = append(ps.XYs, plotter.XY{X: x, Y: s.Med})
+	ps.YErrors = append(ps.YErrors, struct{ Low, High float64 }{s.Med - s.Min, s.Max - s.Med})
+}
+
+func (ps *points) sort() {
+	idx := make([]int, len(ps.XYs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		switch {
+		case ps.XYs[a].X < ps.XYs[b].X:
+			return -1
+		case ps.XYs[a].X > ps.XYs[b].X:
+			return 1
+		}
+		return 0
+	})
+	xys, errs := make(plotter.XYs, len(idx)), make(plotter.YErrors, len(idx))
+	for i, j := range idx {
+		xys[i], errs[i] = ps.XYs[j], ps.YErrors[j]
+	}
+	ps.XYs, ps.YErrors = xys, errs
+}
+
+// addPoints draws ps as a line through the medians, with error bars.
+func addPoints(p *plot.Plot, name string, ps *points, c color.Color, dashed bool) error {
+	if len(ps.XYs) == 0 {
+		return nil
+	}
+	ps.sort()
+	l, err := plotter.NewLine(ps.XYs)
 	if err != nil {
 		return fmt.Errorf("plot line %s: %w", name, err)
 	}
@@ -84,33 +226,46 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed, 
 	if dashed {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
-	p.Add(l)
-	if points {
-		s, err := plotter.NewScatter(xys)
-		if err != nil {
-			return fmt.Errorf("plot points %s: %w", name, err)
-		}
-		s.Color = c
-		s.Shape = draw.CircleGlyph{}
-		p.Add(s)
-		p.Legend.Add(name, l, s)
-		return nil
+	s, err := plotter.NewScatter(ps.XYs)
+	if err != nil {
+		return fmt.Errorf("plot points %s: %w", name, err)
 	}
+	s.Color = c
+	s.Shape = draw.CircleGlyph{}
+	eb, err := plotter.NewYErrorBars(ps)
+	if err != nil {
+		return fmt.Errorf("plot error bars %s: %w", name, err)
+	}
+	eb.Color = c
+	eb.CapWidth = vg.Points(5)
+	p.Add(l, s, eb)
+	p.Legend.Add(name, l, s)
+	return nil
+}
+
+func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return fmt.Errorf("plot line %s: %w", name, err)
+	}
+	l.Color = c
+	l.Width = vg.Points(1)
+	l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	p.Add(l)
 	p.Legend.Add(name, l)
 	return nil
 }
 
-// series returns the points (workers, rate) of the median results that
-// match.
-func series(meds []Result, exp, impl, handler string, pinned bool) plotter.XYs {
-	var xys plotter.XYs
-	for _, r := range meds {
+// find returns the groups of experiment exp that match.
+func find(gs []*group, exp, impl, handler string, pinned bool) []*group {
+	var out []*group
+	for _, g := range gs {
+		r := g.first()
 		if r.Experiment == exp && r.Impl == impl && r.Handler == handler && r.Pinned == pinned {
-			xys = append(xys, plotter.XY{X: float64(r.Workers), Y: r.Mpps})
+			out = append(out, g)
 		}
 	}
-	slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
-	return xys
+	return out
 }
 
 func workerTicks(p *plot.Plot, maxW float64) {
@@ -122,67 +277,86 @@ func workerTicks(p *plot.Plot, maxW float64) {
 	p.X.Min, p.X.Max = 0.8, maxW+0.2
 }
 
-// throughputPlot is Mpps against workers for one handler: the library
-// (unpinned and pinned), the idiomatic pipeline, the single-queue baseline
-// and the linear ideal from it.
-func throughputPlot(meds []Result, h string) (*plot.Plot, bool, error) {
-	rps := series(meds, "workers", "rps", h, false)
-	single := series(meds, "workers", "single", h, false)
+// throughputPlot is Mpps against workers for one handler, on a log scale
+// (the baselines are up to twenty times apart): the single-queue baseline,
+// the measured ceiling of w independent single queues, the library
+// unpinned and pinned, and the idiomatic pipeline.
+func throughputPlot(gs []*group, h string) (*plot.Plot, bool, error) {
+	rps := find(gs, "workers", "rps", h, false)
+	single := find(gs, "workers", "single", h, false)
 	if len(rps) == 0 || len(single) == 0 {
 		return nil, false, nil
 	}
-	maxW := rps[len(rps)-1].X
-	p := newPlot("throughput, handler "+h+" (64 B, 1024 flows)", "workers", "Mpps")
-	b := single[0].Y
-	if err := addLine(p, "single queue", plotter.XYs{{X: 1, Y: b}, {X: maxW, Y: b}}, palette[5], false, false); err != nil {
-		return nil, false, err
+	p := newPlot("throughput, handler "+h+" (64 B, 1024 flows)", "workers", "Mpps (log)")
+	logY(p)
+	maxW := 1.0
+	series := []struct {
+		name   string
+		impl   string
+		pinned bool
+		c      color.Color
+		dashed bool
+	}{
+		{"single queue (w=1) and ceiling", "ceiling", false, palette[5], true},
+		{"rps", "rps", false, palette[0], false},
+		{"rps pinned", "rps", true, palette[2], false},
+		{"idiomatic Go", "idiomatic", false, palette[1], false},
 	}
-	if err := addLine(p, "ideal (linear)", plotter.XYs{{X: 1, Y: b}, {X: maxW, Y: b * maxW}}, palette[5], true, false); err != nil {
-		return nil, false, err
-	}
-	if err := addLine(p, "rps", rps, palette[0], false, true); err != nil {
-		return nil, false, err
-	}
-	if pin := series(meds, "workers", "rps", h, true); len(pin) > 0 {
-		if err := addLine(p, "rps pinned", pin, palette[2], false, true); err != nil {
-			return nil, false, err
+	for _, s := range series {
+		var ps points
+		if s.impl == "ceiling" {
+			ps.add(1, single[0].sum(mpps))
 		}
-	}
-	if idio := series(meds, "workers", "idiomatic", h, false); len(idio) > 0 {
-		if err := addLine(p, "idiomatic Go", idio, palette[1], false, true); err != nil {
+		for _, g := range find(gs, "workers", s.impl, h, s.pinned) {
+			ps.add(float64(g.first().Workers), g.sum(mpps))
+			maxW = max(maxW, float64(g.first().Workers))
+		}
+		if err := addPoints(p, s.name, &ps, s.c, s.dashed); err != nil {
 			return nil, false, err
 		}
 	}
 	workerTicks(p, maxW)
-	p.Y.Min = 0
 	return p, true, nil
 }
 
-// speedupPlot is the library's throughput over the single-queue baseline
-// against workers, one line per handler, with the ideal.
-func speedupPlot(meds []Result) (*plot.Plot, bool, error) {
+// speedupPlot is the library's throughput over the single-queue baseline's
+// (ratios paired by repetition) against workers, one line per handler,
+// with the measured ceiling of each.
+func speedupPlot(gs []*group) (*plot.Plot, bool, error) {
 	p := newPlot("speed-up over the single-queue baseline", "workers", "x single queue")
-	any := false
+	drawn := false
 	maxW := 1.0
 	for i, h := range []string{handlerNone, handlerSpin, handlerStateful} {
-		rps := series(meds, "workers", "rps", h, false)
-		single := series(meds, "workers", "single", h, false)
-		if len(rps) == 0 || len(single) == 0 || single[0].Y == 0 {
+		single := find(gs, "workers", "single", h, false)
+		if len(single) == 0 {
 			continue
 		}
-		for j := range rps {
-			rps[j].Y /= single[0].Y
+		var rps, ceil points
+		for _, g := range find(gs, "workers", "rps", h, false) {
+			rps.add(float64(g.first().Workers), g.ratio(single[0], mpps))
+			maxW = max(maxW, float64(g.first().Workers))
 		}
-		maxW = max(maxW, rps[len(rps)-1].X)
-		if err := addLine(p, h, rps, palette[i], false, true); err != nil {
+		if len(rps.XYs) == 0 {
+			continue
+		}
+		ceil.add(1, summary{N: 1, Min: 1, Med: 1, Max: 1})
+		for _, g := range find(gs, "workers", "ceiling", h, false) {
+			ceil.add(float64(g.first().Workers), g.ratio(single[0], mpps))
+		}
+		if err := addPoints(p, "rps, "+h, &rps, palette[i], false); err != nil {
 			return nil, false, err
 		}
-		any = true
+		if len(ceil.XYs) > 1 {
+			if err := addPoints(p, "ceiling, "+h, &ceil, palette[i], true); err != nil {
+				return nil, false, err
+			}
+		}
+		drawn = true
 	}
-	if !any {
+	if !drawn {
 		return nil, false, nil
 	}
-	if err := addLine(p, "ideal", plotter.XYs{{X: 1, Y: 1}, {X: maxW, Y: maxW}}, palette[5], true, false); err != nil {
+	if err := addLine(p, "linear", plotter.XYs{{X: 1, Y: 1}, {X: maxW, Y: maxW}}, palette[5]); err != nil {
 		return nil, false, err
 	}
 	workerTicks(p, maxW)
@@ -190,121 +364,134 @@ func speedupPlot(meds []Result) (*plot.Plot, bool, error) {
 	return p, true, nil
 }
 
-// balancePlot is the share of frames each worker handled under Zipf(1.0)
-// flow sizes, without and with the rebalancer.
-func balancePlot(meds []Result) (*plot.Plot, bool, error) {
-	var off, on *Result
-	for i := range meds {
-		r := &meds[i]
-		if r.Experiment == "skew" && r.Impl == "rps" {
+// balancePlot is the share of frames each worker handled in the measured
+// time under Zipf(1.0) flow sizes, without and with the rebalancer.
+func balancePlot(gs []*group) (*plot.Plot, bool, error) {
+	var off, on *group
+	for _, g := range gs {
+		if r := g.first(); r.Experiment == "skew" && r.Impl == "rps" {
 			if r.Rebalance {
-				on = r
+				on = g
 			} else {
-				off = r
+				off = g
 			}
 		}
 	}
-	if off == nil || on == nil || len(off.PerWorker) == 0 {
+	if off == nil || on == nil || len(off.first().PerWorker) == 0 {
 		return nil, false, nil
 	}
-	p := newPlot(fmt.Sprintf("per-worker load, Zipf %.1f over %d flows", off.Zipf, off.Flows), "worker", "share of frames (%)")
-	w := vg.Points(14)
-	for i, r := range []*Result{off, on} {
-		var sum uint64
-		for _, v := range r.PerWorker {
-			sum += v
+	r0 := off.first()
+	p := newPlot(fmt.Sprintf("per-worker load, Zipf %.1f over %d flows", r0.Zipf, r0.Flows), "worker", "share of frames (%)")
+	nw := len(r0.PerWorker)
+	for i, g := range []*group{off, on} {
+		var ps points
+		for wk := 0; wk < nw; wk++ {
+			s := g.sum(func(r *Result) float64 {
+				var sum uint64
+				for _, v := range r.PerWorker {
+					sum += v
+				}
+				if wk >= len(r.PerWorker) || sum == 0 {
+					return 0
+				}
+				return 100 * float64(r.PerWorker[wk]) / float64(sum)
+			})
+			ps.add(float64(wk)+0.1*float64(2*i-1), s)
 		}
-		vals := make(plotter.Values, len(r.PerWorker))
-		for j, v := range r.PerWorker {
-			vals[j] = 100 * float64(v) / float64(max(sum, 1))
+		name := fmt.Sprintf("static table (busiest/mean %s)", g.sum(imbal).rng("%.2f"))
+		if i == 1 {
+			name = fmt.Sprintf("rebalancer every %v (busiest/mean %s)", rebalancePeriod, g.sum(imbal).rng("%.2f"))
 		}
-		b, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return nil, false, fmt.Errorf("bar chart: %w", err)
+		if err := addPoints(p, name, &ps, palette[i], false); err != nil {
+			return nil, false, err
 		}
-		b.Color = palette[i]
-		b.LineStyle.Width = 0
-		b.Offset = vg.Length(2*i-1) * w / 2
-		p.Add(b)
-		name := fmt.Sprintf("static table (max/mean %.2f)", r.Imbalance)
-		if r.Rebalance {
-			name = fmt.Sprintf("rebalancer (max/mean %.2f)", r.Imbalance)
-		}
-		p.Legend.Add(name, b)
 	}
-	names := make([]string, len(off.PerWorker))
-	for i := range names {
-		names[i] = fmt.Sprint(i)
+	var ticks []plot.Tick
+	for wk := 0; wk < nw; wk++ {
+		ticks = append(ticks, plot.Tick{Value: float64(wk), Label: fmt.Sprint(wk)})
 	}
-	p.NominalX(names...)
-	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = -0.5, float64(nw)-0.5
 	p.Y.Min, p.Y.Max = 0, 100
 	return p, true, nil
 }
 
-// latencyPlot is the distribution (CDF) of the dispatch-to-handler latency
-// of the library at the most workers, per handler.
-func latencyPlot(meds []Result) (*plot.Plot, bool, error) {
-	p := newPlot("dispatch-to-handler latency (sampled 1/1024)", "µs (log)", "fraction of frames below")
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	any := false
-	i := 0
-	for _, h := range []string{handlerNone, handlerSpin, handlerStateful} {
-		var best *Result
-		for j := range meds {
-			r := &meds[j]
-			if r.Experiment == "workers" && r.Impl == "rps" && !r.Pinned && r.Handler == h && r.lat != nil {
-				if best == nil || r.Workers > best.Workers {
-					best = r
-				}
-			}
-		}
-		if best == nil {
+// latencyPlot is the latency experiment's p50 (dashed) and p99 against the
+// offered rate, per implementation.
+func latencyPlot(gs []*group) (*plot.Plot, bool, error) {
+	type line struct {
+		name string
+		p50  points
+		p99  points
+	}
+	var lines []*line
+	byName := map[string]*line{}
+	for _, g := range gs {
+		r := g.first()
+		if r.Experiment != "latency" {
 			continue
 		}
-		var xys plotter.XYs
-		var cum uint64
-		n := best.lat.Count()
-		best.lat.Buckets(func(lo, width, c uint64) {
-			cum += c
-			x := float64(lo+width) / 1e3
-			xys = append(xys, plotter.XY{X: max(x, 0.01), Y: float64(cum) / float64(n)})
-		})
-		if err := addLine(p, fmt.Sprintf("%s, %d workers", h, best.Workers), xys, palette[i], false, false); err != nil {
-			return nil, false, err
+		name := "single queue"
+		if r.Impl != "single" {
+			name = fmt.Sprintf("%s, %d worker(s)", r.Impl, r.Workers)
 		}
-		i++
-		any = true
+		l := byName[name]
+		if l == nil {
+			l = &line{name: name}
+			byName[name] = l
+			lines = append(lines, l)
+		}
+		x := float64(r.Rate) / 1e3
+		l.p50.add(x, g.sum(func(r *Result) float64 { return r.LatP50 }))
+		l.p99.add(x, g.sum(func(r *Result) float64 { return r.LatP99 }))
 	}
-	if !any {
+	if len(lines) == 0 {
 		return nil, false, nil
 	}
-	p.Y.Min, p.Y.Max = 0, 1
+	p := newPlot("latency at fixed offered rates, handler spin1us (p99; p50 dashed)", "offered kpps", "µs (log)")
+	logY(p)
+	for i, l := range lines {
+		if err := addPoints(p, l.name+" p99", &l.p99, palette[i%len(palette)], false); err != nil {
+			return nil, false, err
+		}
+		if err := addPoints(p, l.name+" p50", &l.p50, palette[i%len(palette)], true); err != nil {
+			return nil, false, err
+		}
+	}
 	return p, true, nil
 }
 
 // rrPlot is the request/response transactions per second by workers.
-func rrPlot(meds []Result) (*plot.Plot, bool, error) {
-	var vals plotter.Values
+func rrPlot(gs []*group) (*plot.Plot, bool, error) {
+	var ps points
 	var names []string
-	for _, r := range meds {
-		if r.Experiment == "rr" {
-			vals = append(vals, r.TPS)
+	for _, g := range gs {
+		if r := g.first(); r.Experiment == "rr" {
+			ps.add(float64(len(names)), g.sum(tps))
 			names = append(names, fmt.Sprintf("%d worker(s)", r.Workers))
 		}
 	}
-	if len(vals) == 0 {
+	if len(names) == 0 {
 		return nil, false, nil
 	}
 	p := newPlot("1-byte TCP request/response through the forwarder", "", "transactions/s")
+	vals := make(plotter.Values, len(ps.XYs))
+	for i, xy := range ps.XYs {
+		vals[i] = xy.Y
+	}
 	b, err := plotter.NewBarChart(vals, vg.Points(30))
 	if err != nil {
 		return nil, false, fmt.Errorf("bar chart: %w", err)
 	}
 	b.Color = palette[0]
-	p.Add(b)
+	eb, err := plotter.NewYErrorBars(&ps)
+	if err != nil {
+		return nil, false, fmt.Errorf("error bars: %w", err)
+	}
+	eb.CapWidth = vg.Points(8)
+	p.Add(b, eb)
 	p.NominalX(names...)
 	p.Y.Min = 0
+	p.Legend.Add(strings.Join([]string{"median, bars min-max"}, ""), b)
 	return p, true, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,13 +24,16 @@ type Result struct {
 	Policy     string  `json:"policy,omitempty"`
 	Pinned     bool    `json:"pinned"`
 	Rebalance  bool    `json:"rebalance"`
-	Rate       int     `json:"offered_pps,omitempty"` // live: trafgen's rate; 0 as fast as it goes
+	Rate       int     `json:"offered_pps,omitempty"` // live and latency: the rate offered; 0 as fast as it goes
 	Rep        int     `json:"rep"`
+	QLimit     int     `json:"qlimit,omitempty"`   // the library's queue limit in force
+	CPUs       []int   `json:"cpus,omitempty"`     // the CPUs the workers were pinned to, one each
+	WarmSec    float64 `json:"warm_sec,omitempty"` // the warm-up before the measured time, not counted
 
-	Frames         uint64   `json:"frames"`
-	Seconds        float64  `json:"seconds"`
+	Frames         uint64   `json:"frames"`  // handled in the measured time
+	Seconds        float64  `json:"seconds"` // the measured time
 	Mpps           float64  `json:"mpps"`
-	Gbps           float64  `json:"gbps"` // frame bytes (no preamble, gap or FCS) * 8 / time
+	Gbps           float64  `json:"gbps,omitempty"` // live: frame bytes (no preamble, gap or FCS) * 8 / time
 	NsPerFrame     float64  `json:"ns_per_frame"`
 	UserSec        float64  `json:"user_sec"`
 	SysSec         float64  `json:"sys_sec"`
@@ -72,9 +74,26 @@ type Report struct {
 	Started time.Time `json:"started"`
 	Seconds float64   `json:"seconds"`
 	Quick   bool      `json:"quick"`
-	SpinNs  float64   `json:"spin_ns"` // the spin1us handler's measured time per call at the start
-	Notes   []string  `json:"notes"`   // what was skipped and why
-	Results []Result  `json:"results"`
+	Count   int       `json:"count"`      // repetitions of each configuration
+	Warmup  float64   `json:"warmup_s"`   // in memory and from a file: the warm-up of each run, not counted
+	Measure float64   `json:"duration_s"` // in memory and from a file: the measured time of each run
+	QLimit  int       `json:"qlimit"`     // the queue limit of the inputs that wait
+
+	// Spin is the spin1us handler's calibration; SpinCost its cost
+	// measured at the start and at the end of the invocation.
+	Spin     Calibration `json:"spin"`
+	SpinCost spinDrift   `json:"spin_cost"`
+
+	// Before and After are the machine's load sampled just before the
+	// first run and just after the last; StealRun is the share of CPU time
+	// the hypervisor took over all the runs.
+	Before   load    `json:"load_before"`
+	After    load    `json:"load_after"`
+	StealRun float64 `json:"steal_run"`
+
+	Warnings []string `json:"warnings"` // what makes the figures doubtful
+	Notes    []string `json:"notes"`    // what was skipped and why
+	Results  []Result `json:"results"`
 }
 
 // finish fills the derived figures of r from the raw counts.
@@ -82,7 +101,6 @@ func (r *Result) finish(el time.Duration, before, after usage, lat *hist) {
 	r.Seconds = el.Seconds()
 	if r.Seconds > 0 {
 		r.Mpps = float64(r.Frames) / r.Seconds / 1e6
-		r.Gbps = float64(r.Frames) * float64(r.FrameSize) * 8 / r.Seconds / 1e9
 	}
 	if r.Frames > 0 {
 		r.NsPerFrame = float64(el.Nanoseconds()) / float64(r.Frames)
@@ -94,6 +112,11 @@ func (r *Result) finish(el time.Duration, before, after usage, lat *hist) {
 		r.CPUShare = (r.UserSec + r.SysSec) / w
 	}
 	r.Imbalance = imbalance(r.PerWorker)
+	r.setLatency(lat)
+}
+
+// setLatency sets r's latency figures from lat, when it has values.
+func (r *Result) setLatency(lat *hist) {
 	if lat != nil && lat.Count() > 0 {
 		r.lat = lat
 		r.LatSamples = lat.Count()
@@ -123,7 +146,7 @@ var csvHeader = []string{"experiment", "impl", "source", "handler", "frame_size"
 	"dispatch", "policy", "pinned", "rebalance", "rep", "frames", "seconds", "mpps", "gbps", "ns_per_frame",
 	"user_sec", "sys_sec", "cpu_share", "allocs_per_frame", "per_worker", "imbalance", "drops", "kernel_drops",
 	"lat_samples", "lat_p50_us", "lat_p99_us", "lat_p999_us", "tps", "retrans", "offered_pps", "sent", "lost",
-	"send_pps", "batches", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "note"}
+	"send_pps", "batches", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "qlimit", "cpus", "warm_sec", "note"}
 
 // writeCSV writes a header and one row per result. The machine and the
 // command line are in the JSON written beside it.
@@ -138,6 +161,10 @@ func writeCSV(w io.Writer, rs []Result) error {
 		for i, v := range r.PerWorker {
 			pw[i] = strconv.FormatUint(v, 10)
 		}
+		cpus := make([]string, len(r.CPUs))
+		for i, v := range r.CPUs {
+			cpus[i] = strconv.Itoa(v)
+		}
 		row := []string{r.Experiment, r.Impl, r.Source, r.Handler, strconv.Itoa(r.FrameSize), strconv.Itoa(r.Flows),
 			f(r.Zipf), strconv.Itoa(r.Workers), r.Dispatch, r.Policy, strconv.FormatBool(r.Pinned),
 			strconv.FormatBool(r.Rebalance), strconv.Itoa(r.Rep), strconv.FormatUint(r.Frames, 10), f(r.Seconds),
@@ -145,7 +172,8 @@ func writeCSV(w io.Writer, rs []Result) error {
 			strings.Join(pw, " "), f(r.Imbalance), strconv.FormatUint(r.Drops, 10), strconv.FormatUint(r.KernelDrops, 10),
 			strconv.FormatUint(r.LatSamples, 10), f(r.LatP50), f(r.LatP99), f(r.LatP999), f(r.TPS),
 			strconv.FormatUint(r.Retrans, 10), strconv.Itoa(r.Rate), strconv.FormatUint(r.Sent, 10),
-			strconv.FormatUint(r.Lost, 10), f(r.SendPPS), strconv.FormatUint(r.Batches, 10), f(r.ReaderNs), f(r.TotalNs), r.Capture, r.Note}
+			strconv.FormatUint(r.Lost, 10), f(r.SendPPS), strconv.FormatUint(r.Batches, 10), f(r.ReaderNs), f(r.TotalNs), r.Capture,
+			strconv.Itoa(r.QLimit), strings.Join(cpus, " "), f(r.WarmSec), r.Note}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("writing CSV: %w", err)
 		}
@@ -173,24 +201,58 @@ func (r *Result) groupKey() string {
 		r.FrameSize, r.Flows, r.Zipf, r.Workers, r.Dispatch, r.Policy, r.Pinned, r.Rebalance, r.Rate)
 }
 
-// medians returns one result per configuration, the repetition with the
-// median rate (throughput, or TPS for request/response), in first-seen
-// order.
-func medians(rs []Result) []Result {
-	var order []string
-	groups := map[string][]Result{}
-	for _, r := range rs {
-		k := r.groupKey()
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
+// group is the repetitions of one configuration, in the order they ran.
+type group struct {
+	runs []*Result
+}
+
+// first is the group's first run, for the fields every run shares.
+func (g *group) first() *Result { return g.runs[0] }
+
+// sum summarizes figure f over the group's runs.
+func (g *group) sum(f func(*Result) float64) summary {
+	v := make([]float64, len(g.runs))
+	for i, r := range g.runs {
+		v[i] = f(r)
 	}
-	out := make([]Result, 0, len(order))
-	for _, k := range order {
-		g := groups[k]
-		sort.SliceStable(g, func(i, j int) bool { return g[i].Mpps+g[i].TPS < g[j].Mpps+g[j].TPS })
-		out = append(out, g[len(g)/2])
+	return summarize(v)
+}
+
+// ratio summarizes f(run)/f(base's run of the same repetition) over the
+// repetitions both have: the ratios are paired, so that a drift of the
+// machine between repetitions moves both sides of each.
+func (g *group) ratio(base *group, f func(*Result) float64) summary {
+	var v []float64
+	for _, r := range g.runs {
+		for _, b := range base.runs {
+			if b.Rep == r.Rep && f(b) != 0 {
+				v = append(v, f(r)/f(b))
+			}
+		}
+	}
+	return summarize(v)
+}
+
+// groups gathers rs by configuration, in first-seen order.
+func groups(rs []Result) []*group {
+	var out []*group
+	idx := map[string]*group{}
+	for i := range rs {
+		k := rs[i].groupKey()
+		g := idx[k]
+		if g == nil {
+			g = &group{}
+			idx[k] = g
+			out = append(out, g)
+		}
+		g.runs = append(g.runs, &rs[i])
 	}
 	return out
 }
+
+func mpps(r *Result) float64   { return r.Mpps }
+func nsPer(r *Result) float64  { return r.NsPerFrame }
+func cpuOf(r *Result) float64  { return r.CPUShare }
+func imbal(r *Result) float64  { return r.Imbalance }
+func allocs(r *Result) float64 { return r.AllocsPerFrame }
+func tps(r *Result) float64    { return r.TPS }

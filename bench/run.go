@@ -11,12 +11,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
-	"github.com/rpsgo/rps/steer/afxdp"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
@@ -45,17 +43,21 @@ func (s *suite) want(exp string) bool {
 	return slices.Contains(strings.Split(s.o.exps, ","), exp)
 }
 
-func (s *suite) frames(n int) int { return max(int(float64(n)*s.o.scale), 256) }
-
 func (s *suite) note(format string, args ...any) {
 	s.notes = append(s.notes, fmt.Sprintf(format, args...))
 }
+
+// latencyRates are the offered rates of the latency experiment, in frames
+// a second: below the single-queue baseline's saturation with the spin1us
+// handler (about 1 Mpps), so that both it and the library are measured
+// where they keep up.
+var latencyRates = []int{250_000, 500_000, 750_000}
 
 // cases returns the configurations, experiment by experiment.
 func (s *suite) cases() []Case {
 	q := s.o.quick
 	if q && s.o.exps != "" {
-		for _, e := range []string{"sizes", "modes", "pcap", "live", "rr"} {
+		for _, e := range []string{"sizes", "modes", "pcap", "latency", "live", "rr"} {
 			if s.want(e) {
 				s.note("%s: not run with -quick, which runs the workers and skew experiments in memory only", e)
 			}
@@ -64,35 +66,33 @@ func (s *suite) cases() []Case {
 	ws := workerCounts()
 	nCPU := ws[len(ws)-1]
 	var cs []Case
-	base := Case{Source: "mem", Size: 64, Flows: 1024, Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
-	count := func(h string) int {
-		switch {
-		case h == handlerSpin && q:
-			return s.frames(1 << 17)
-		case h == handlerSpin:
-			return s.frames(1 << 19)
-		case q:
-			return s.frames(1 << 20)
+	base := Case{Source: "mem", Size: 64, Flows: 1024, Dispatch: steer.Deferred, Policy: steer.PolicyRSS,
+		Warm: s.o.warm, Dur: s.o.dur}
+	// pinned says which pinnings to run with w workers: unpinned, and
+	// pinned where each worker gets a CPU of its own.
+	pinned := func(w int) []bool {
+		if q || pinCPUs(w) == nil {
+			return []bool{false}
 		}
-		return s.frames(1 << 22)
+		return []bool{false, true}
 	}
 	if s.want("workers") {
 		handlers := []string{handlerNone, handlerSpin, handlerStateful}
-		pins := []bool{false, true}
 		if q {
-			handlers, pins = handlers[:2], pins[:1]
-		}
-		if pinnedCPUs() == nil {
-			pins = pins[:1]
+			handlers = handlers[:2]
 		}
 		for _, h := range handlers {
 			c := base
-			c.Experiment, c.Handler, c.Frames = "workers", h, count(h)
+			c.Experiment, c.Handler = "workers", h
 			c.Impl, c.Workers = "single", 1
 			cs = append(cs, c)
+			for _, w := range ws[1:] {
+				c.Impl, c.Workers = "ceiling", w
+				cs = append(cs, c)
+			}
 			for _, w := range ws {
 				c.Workers = w
-				for _, pin := range pins {
+				for _, pin := range pinned(w) {
 					c.Impl, c.Pinned = "rps", pin
 					cs = append(cs, c)
 				}
@@ -105,7 +105,7 @@ func (s *suite) cases() []Case {
 		for _, size := range []int{64, 128, 512, 1500} {
 			for _, flows := range []int{1, 16, 1024, 100000} {
 				c := base
-				c.Experiment, c.Handler, c.Size, c.Flows, c.Frames = "sizes", handlerNone, size, flows, s.frames(1<<21)
+				c.Experiment, c.Handler, c.Size, c.Flows, c.Dur = "sizes", handlerNone, size, flows, s.o.dur/2
 				c.Impl, c.Workers = "single", 1
 				cs = append(cs, c)
 				c.Impl, c.Workers = "rps", nCPU
@@ -114,15 +114,13 @@ func (s *suite) cases() []Case {
 		}
 	}
 	if s.want("modes") && !q {
-		pins := []bool{false, true}
-		if pinnedCPUs() == nil {
-			pins = pins[:1]
-		}
+		c := base
+		c.Experiment, c.Handler, c.Dur = "modes", handlerSpin, s.o.dur/2
+		c.Impl, c.Workers = "single", 1
+		cs = append(cs, c)
 		for _, m := range []steer.DispatchMode{steer.Direct, steer.Hybrid, steer.Deferred} {
 			for _, p := range []steer.Policy{steer.PolicyRSS, steer.PolicyFlow, steer.PolicySource} {
-				for _, pin := range pins {
-					c := base
-					c.Experiment, c.Handler, c.Frames = "modes", handlerSpin, s.frames(1<<18)
+				for _, pin := range pinned(nCPU) {
 					c.Impl, c.Workers, c.Dispatch, c.Policy, c.Pinned = "rps", nCPU, m, p, pin
 					cs = append(cs, c)
 				}
@@ -130,12 +128,11 @@ func (s *suite) cases() []Case {
 		}
 	}
 	if s.want("skew") {
+		c := base
+		c.Experiment, c.Handler, c.Zipf = "skew", handlerSpin, 1.0
+		c.Impl, c.Workers = "single", 1
+		cs = append(cs, c)
 		for _, reb := range []bool{false, true} {
-			c := base
-			c.Experiment, c.Handler, c.Zipf, c.Frames = "skew", handlerSpin, 1.0, s.frames(1<<18)
-			if !q {
-				c.Frames = s.frames(1 << 19)
-			}
 			c.Impl, c.Workers, c.Rebalance = "rps", nCPU, reb
 			cs = append(cs, c)
 		}
@@ -152,30 +149,51 @@ func (s *suite) cases() []Case {
 			}
 		}
 	}
+	if s.want("latency") && !q {
+		for _, rate := range latencyRates {
+			c := base
+			c.Experiment, c.Handler, c.Rate = "latency", handlerSpin, rate
+			c.Impl, c.Workers = "single", 1
+			cs = append(cs, c)
+			for _, w := range []int{1, nCPU} {
+				c.Impl, c.Workers = "rps", w
+				cs = append(cs, c)
+				if nCPU == 1 {
+					break
+				}
+			}
+		}
+	}
 	if s.want("live") && !q { // -quick stays in memory
 		if why := liveMissing(); why != "" {
 			s.note("live: skipped: %s", why)
 		} else {
-			handlers := []string{handlerNone, handlerSpin}
-			for _, h := range handlers {
-				c := Case{Experiment: "live", Source: "afpacket", Handler: h, Size: 64, Flows: 1 << 24, Frames: s.frames(1 << 20),
-					Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
-				c.Impl, c.Workers = "single", 1
-				cs = append(cs, c)
-				for _, w := range ws {
-					c.Impl, c.Workers, c.Source = "rps", w, "afpacket"
-					cs = append(cs, c)
-				}
-				c.Workers = nCPU
-				c.Impl, c.Source = "rps-fanout", "fanout-hash"
-				cs = append(cs, c)
-				c.Impl = "kernel-fanout"
-				cs = append(cs, c)
-			}
-			cs = append(cs, s.captureCases(nCPU, cs)...)
+			cs = append(cs, s.liveCases(ws)...)
 		}
 	}
 	return cs
+}
+
+// liveCases are the live experiment's configurations.
+func (s *suite) liveCases(ws []int) []Case {
+	nCPU := ws[len(ws)-1]
+	var cs []Case
+	for _, h := range []string{handlerNone, handlerSpin} {
+		c := Case{Experiment: "live", Source: "afpacket", Handler: h, Size: 64, Flows: 1 << 24, Frames: 1 << 20,
+			Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
+		c.Impl, c.Workers = "single", 1
+		cs = append(cs, c)
+		for _, w := range ws {
+			c.Impl, c.Workers, c.Source = "rps", w, "afpacket"
+			cs = append(cs, c)
+		}
+		c.Workers = nCPU
+		c.Impl, c.Source = "rps-fanout", "fanout-hash"
+		cs = append(cs, c)
+		c.Impl = "kernel-fanout"
+		cs = append(cs, c)
+	}
+	return append(cs, s.captureCases(nCPU, cs)...)
 }
 
 // liveRates are the offered rates of the capture comparison, in frames a
@@ -195,9 +213,9 @@ func (s *suite) captureCases(workers int, have []Case) []Case {
 	var cs []Case
 	for _, rate := range liveRates {
 		c := Case{Experiment: "live", Handler: handlerNone, Size: 64, Flows: 1 << 24, Rate: rate,
-			Dispatch: steer.Deferred, Policy: steer.PolicyRSS, Frames: s.frames(1 << 20)}
+			Dispatch: steer.Deferred, Policy: steer.PolicyRSS, Frames: 1 << 20}
 		if rate > 0 {
-			c.Frames = s.frames(rate) // a second
+			c.Frames = rate // a second
 		}
 		if why == "" {
 			t := c
@@ -225,13 +243,16 @@ func (s *suite) job(c Case, rep int) job {
 		switch c.Source {
 		case "mem":
 			fs := s.sets.get(synth.Spec{Flows: c.Flows, Size: c.Size, Zipf: c.Zipf, Seed: 1})
-			return runMem(c, fs, s.sp, rep)
+			if c.Rate > 0 {
+				return runLatency(ctx, c, fs, s.sp, rep)
+			}
+			return runMem(ctx, c, fs, s.sp, rep)
 		case "pcap":
 			path, err := s.pcapFile()
 			if err != nil {
 				return c.result(rep), err
 			}
-			return runPcap(c, path, s.sp, rep)
+			return runPcap(ctx, c, path, s.sp, rep)
 		default:
 			if s.live == nil {
 				e, err := newLiveEnv(s.tmp)
@@ -258,7 +279,7 @@ func (s *suite) pcapFile() (string, error) {
 		return "", fmt.Errorf("%w", err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	frames := synth.Frames(synth.Spec{Flows: 1024, Size: 64, Seed: 1}, s.frames(1<<18))
+	frames := synth.Frames(synth.Spec{Flows: 1024, Size: 64, Seed: 1}, 1<<18)
 	err = writePcap(w, frames, time.Unix(1_700_000_000, 0))
 	if err == nil {
 		err = w.Flush()
@@ -315,18 +336,19 @@ func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report
 		return nil, fmt.Errorf("%w", err)
 	}
 	defer os.RemoveAll(tmp)
-	s := &suite{o: o, tmp: tmp, sp: newSpinner(time.Microsecond)}
+	rep := &Report{Machine: machine(), Command: commandLine(), Started: time.Now().UTC(), Quick: o.quick,
+		Count: o.count, QLimit: qlimit(), Warmup: o.warm.Seconds(), Measure: o.dur.Seconds()}
+	cal, err := loadCalibration(o.calibration, o.spinIters, rep.Machine.CPU, true)
+	if err != nil {
+		return nil, err
+	}
+	rep.Spin = cal
+	s := &suite{o: o, tmp: tmp, sp: spinner{iters: cal.Iters}}
 	defer func() {
 		for _, c := range s.closes {
 			c()
 		}
 	}()
-	rep := &Report{Machine: machine(), Command: commandLine(), Started: time.Now().UTC(), Quick: o.quick}
-	t0 := time.Now()
-	for i := 0; i < 2000; i++ {
-		s.sp.spin()
-	}
-	rep.SpinNs = float64(time.Since(t0).Nanoseconds()) / 2000
 	cases := s.cases()
 	var jobs []job
 	for r := 0; r < o.count; r++ {
@@ -338,6 +360,9 @@ func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report
 	for _, n := range s.notes {
 		fmt.Fprintln(progress, "bench: note:", n)
 	}
+	rep.Before = sampleLoad(o.loadSample)
+	rep.SpinCost.StartNs, rep.SpinCost.StartMedNs = spinCost(s.sp, 30)
+	ticks0, _ := readCPUTicks()
 	pr := newProgress(progress, len(jobs), o.verbose)
 	var runErr error
 	for _, j := range jobs {
@@ -359,281 +384,45 @@ func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report
 		pr.done(&r)
 	}
 	pr.finish()
+	rep.SpinCost.EndNs, rep.SpinCost.EndMedNs = spinCost(s.sp, 30)
+	if ticks1, ok := readCPUTicks(); ok {
+		_, rep.StealRun = share(ticks0, ticks1)
+	}
+	rep.After = sampleLoad(o.loadSample)
 	rep.Notes = s.notes
+	rep.Warnings = warnings(rep)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	printTables(stdout, rep)
 	return rep, runErr
 }
 
-// printTables prints the machine, then one table of medians per experiment.
-func printTables(w io.Writer, rep *Report) {
-	m := rep.Machine
-	fmt.Fprintf(w, "machine: %s, %d CPUs, %s, %s\ncommand: %s\nspin1us handler: %.0f ns per call\n",
-		m.CPU, m.Cores, m.Kernel, m.Go, rep.Command, rep.SpinNs)
-	meds := medians(rep.Results)
-	var exps []string
-	for _, r := range meds {
-		if !slices.Contains(exps, r.Experiment) {
-			exps = append(exps, r.Experiment)
+// warnings says what makes rep's figures doubtful: a busy machine before
+// or after the runs, a hypervisor that took time, a handler whose cost
+// drifted.
+func warnings(rep *Report) []string {
+	var w []string
+	for _, l := range []struct {
+		when string
+		l    load
+	}{{"before the runs", rep.Before}, {"after the runs", rep.After}} {
+		if why := l.l.busy(rep.Machine.Cores); why != "" {
+			w = append(w, fmt.Sprintf("the machine was busy %s: %s; the figures are not those of a quiet machine", l.when, why))
 		}
 	}
-	for _, e := range exps {
-		fmt.Fprintf(w, "\n== %s (median of runs)\n", e)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		if e == "rr" {
-			fmt.Fprintln(tw, "workers\ttps\tx 1 worker\tp50 ms\tp99 ms\tp99.9 ms\tretrans\tfwd CPU\t")
-			for _, r := range meds {
-				if r.Experiment != e {
-					continue
-				}
-				ratio := "-"
-				if b := baseline(meds, &r); b != nil && b.TPS > 0 {
-					ratio = fmt.Sprintf("%.2f", r.TPS/b.TPS)
-				}
-				fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t\n", r.Workers, r.TPS, ratio,
-					r.LatP50/1e3, r.LatP99/1e3, r.LatP999/1e3, r.Retrans, r.CPUShare)
-			}
-			tw.Flush()
-			fmt.Fprint(w, rrLegend)
-			continue
-		}
-		fmt.Fprintln(tw, "impl\tsource\thandler\tbytes\tflows\tw\tmode\tpin\tMpps\tGbit/s\tns/frame\tx single\tCPU\tsys s\tallocs/f\timbal\tdrops\tp50 µs\tp99 µs\tp99.9 µs\t")
-		for _, r := range meds {
-			if r.Experiment != e {
-				continue
-			}
-			ratio := "-"
-			if b := baseline(meds, &r); b != nil && b.Mpps > 0 {
-				ratio = fmt.Sprintf("%.2f", r.Mpps/b.Mpps)
-			}
-			mode := "-"
-			if r.Dispatch != "" {
-				mode = r.Dispatch + "/" + r.Policy
-				if r.Rebalance {
-					mode += "+rebal"
-				}
-			}
-			lat := func(v float64) string {
-				if r.LatSamples == 0 {
-					return "-"
-				}
-				return fmt.Sprintf("%.1f", v)
-			}
-			flows := fmt.Sprint(r.Flows)
-			if r.Zipf > 0 {
-				flows += fmt.Sprintf("z%g", r.Zipf)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%.2f\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.3f\t%.2f\t%d\t%s\t%s\t%s\t\n",
-				r.Impl, r.Source, r.Handler, r.FrameSize, flows, r.Workers, mode, yesNo(r.Pinned), r.Mpps, r.Gbps,
-				r.NsPerFrame, ratio, r.CPUShare, r.SysSec, r.AllocsPerFrame, r.Imbalance, r.Drops+r.KernelDrops,
-				lat(r.LatP50), lat(r.LatP99), lat(r.LatP999))
-		}
-		tw.Flush()
-		writeLegend(w, meds, e)
-		if e == "live" {
-			printCapture(w, rep.Results, meds)
+	if rep.StealRun > 0.02 {
+		w = append(w, fmt.Sprintf("the hypervisor stole %.1f%% of the CPU time during the runs", 100*rep.StealRun))
+	}
+	if d := rep.SpinCost.drift(); d > maxSpinDrift || d < -maxSpinDrift {
+		w = append(w, fmt.Sprintf("the spin1us handler's cost drifted %+.1f%% from the start to the end (%.0f to %.0f ns a call): the CPU's speed changed",
+			100*d, rep.SpinCost.StartNs, rep.SpinCost.EndNs))
+	}
+	if c := rep.Spin; c.NsPerCall > 0 && rep.SpinCost.StartNs > 0 {
+		if d := (rep.SpinCost.StartNs - c.NsPerCall) / c.NsPerCall; d > maxSpinDrift || d < -maxSpinDrift {
+			w = append(w, fmt.Sprintf("the spin1us handler costs %.0f ns a call, %+.0f%% from the %.0f ns it cost when calibrated (%s): results of this machine then and now do not compare",
+				rep.SpinCost.StartNs, 100*d, c.NsPerCall, c.When.Format(time.DateOnly)))
 		}
 	}
-	if slices.ContainsFunc(meds, func(r Result) bool { return r.Experiment != "rr" }) {
-		fmt.Fprint(w, columnLegend)
-	}
-	if len(rep.Notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range rep.Notes {
-			fmt.Fprintln(w, "  "+n)
-		}
-	}
-	fmt.Fprintf(w, "\n%d runs in %.0f s\n", len(rep.Results), rep.Seconds)
-}
-
-// implLegend says what each implementation in the tables is.
-var implLegend = map[string]string{
-	"rps": "this library: a steer.Dispatcher, frames in batches of 64 from one input (live: one AF_PACKET " +
-		"or AF_XDP socket read by one goroutine), classified, Toeplitz-hashed and queued to their worker",
-	"single": "the single-queue baseline: one goroutine calls the handler for every frame itself " +
-		"(no classification, no hash, no hand-off); live: one socket read by one goroutine",
-	"idiomatic": "the usual Go pipeline: gopacket's DecodingLayerParser, NetworkFlow and TransportFlow " +
-		"FastHash, and one channel send per frame to the chosen worker",
-	"rps-fanout": "this library over a kernel fanout group (fanout-hash: PACKET_FANOUT_HASH; fanout-ebpf: " +
-		"the library's Toeplitz hash and table in a socket-filter program, afpacket.NewSteering): one socket " +
-		"per worker, read by that worker (RunOnWorkers, DIRECT dispatch)",
-	"rps-xdp": "this library over AF_XDP sockets, one per worker on one shared UMEM, the library's Toeplitz " +
-		"hash and table in an XDP program picking the socket (afxdp.NewSteering), each read by its worker " +
-		"(RunOnWorkers, DIRECT dispatch)",
-	"tcpdump": "tcpdump -w /dev/null with a kernel filter for UDP and the same ring size (-B) as an " +
-		"AF_PACKET socket's default: libpcap's TPACKET_V3 ring read by one thread",
-	"kernel-fanout": "the same fanout group without the library: one goroutine per socket calls the handler",
-}
-
-// columnLegend says what the columns of the throughput tables mean.
-const columnLegend = `
-columns of the throughput tables: w workers; mode dispatch/policy (+rebal: the rebalancer on); pin workers pinned to CPUs;
-    Mpps millions of frames a second; Gbit/s frame bytes x 8 a second; ns/frame wall time per frame;
-    x single Mpps over the single-queue baseline's with the same handler, frame size and flows (-: none);
-    CPU (user+sys)/wall time, 1.00 is one core busy; sys s system time; allocs/f heap allocations per frame;
-    imbal frames of the busiest worker over the mean per worker (1.00 is even);
-    drops frames dropped by the dispatcher and by the kernel;
-    p50/p99/p99.9 µs dispatch-to-handler latency of one frame in 1024 (single: the handler call)
-`
-
-// printCapture prints the live experiment's capture comparison (the runs
-// with a handler that does nothing, by offered rate): per configuration and
-// rate, the most frames one run lost and the median over the runs of the
-// other figures; then the highest offered rate each configuration took
-// without losing a frame in any of its runs.
-func printCapture(w io.Writer, rs, meds []Result) {
-	captured := func(r *Result) bool { return r.Experiment == "live" && r.Handler == handlerNone && r.Sent > 0 }
-	if !slices.ContainsFunc(meds, func(r Result) bool { return captured(&r) }) {
-		return
-	}
-	fmt.Fprintf(w, "\n== live capture: loss and CPU a frame by offered rate (median of runs, lost: the most of a run)\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "impl\tsource\tw\tcapture\toffered\tsent kpps\tlost\tf/batch\treader ns/f\ttotal ns/f\t")
-	// config names a configuration without its rate.
-	config := func(r *Result) string { c := *r; c.Rate = 0; return c.groupKey() }
-	var order []string
-	for _, r := range meds {
-		if !captured(&r) {
-			continue
-		}
-		if k := config(&r); !slices.Contains(order, k) {
-			order = append(order, k)
-		}
-	}
-	for _, k := range order {
-		var top *captureFigures
-		for i := range meds {
-			r := &meds[i]
-			if !captured(r) || config(r) != k {
-				continue
-			}
-			f := captureMedians(rs, r.groupKey())
-			mode := r.Capture
-			if mode == "" {
-				mode = "-"
-			}
-			perBatch := "-"
-			if f.perBatch > 0 {
-				perBatch = fmt.Sprintf("%.1f", f.perBatch)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%d\t%s\t%.0f\t%.0f\t\n", r.Impl, r.Source, r.Workers, mode,
-				offered(r.Rate), f.sendPPS/1e3, f.lost, perBatch, f.readerNs, f.totalNs)
-			if f.lost == 0 && (top == nil || f.sendPPS > top.sendPPS) {
-				top = &f
-			}
-		}
-		if top != nil {
-			fmt.Fprintf(tw, "\t\t\t\tno loss up to\t%.0f\t0\t\t%.0f\t%.0f\t\n", top.sendPPS/1e3, top.readerNs, top.totalNs)
-		} else {
-			fmt.Fprintf(tw, "\t\t\t\tno loss up to\tnone\t\t\t\t\t\n")
-		}
-	}
-	tw.Flush()
-	fmt.Fprint(w, captureLegend)
-}
-
-// captureFigures are one live configuration's figures over its runs.
-type captureFigures struct {
-	lost                                 uint64 // the most of one run
-	sendPPS, perBatch, readerNs, totalNs float64
-}
-
-// captureMedians returns the medians over the runs in rs of the
-// configuration key (a groupKey), and the most frames one of them lost.
-func captureMedians(rs []Result, key string) captureFigures {
-	var f captureFigures
-	var send, batch, reader, total []float64
-	for i := range rs {
-		r := &rs[i]
-		if r.groupKey() != key {
-			continue
-		}
-		f.lost = max(f.lost, r.Lost)
-		send, reader, total = append(send, r.SendPPS), append(reader, r.ReaderNs), append(total, r.TotalNs)
-		if r.Batches > 0 {
-			batch = append(batch, float64(r.Frames+r.Drops)/float64(r.Batches))
-		}
-	}
-	f.sendPPS, f.perBatch, f.readerNs, f.totalNs = median(send), median(batch), median(reader), median(total)
-	return f
-}
-
-// median returns the median of v (the mean of the middle two for an even
-// count), or 0 for none.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
-	return v[len(v)/2]
-}
-
-// captureLegend says what the capture comparison's columns mean.
-var captureLegend = fmt.Sprintf(`  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair;
-  AF_PACKET sockets have the default 4 MiB ring, AF_XDP sockets the defaults: a %d-entry RX ring
-  and a UMEM of %d chunks.
-  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy)
-    and its batch timeout (how long a read waits for a full batch; unbatched: none);
-    offered the rate asked of trafgen (max: as fast as it goes); sent kpps frames over trafgen's
-    run, its start-up included; lost frames sent and never handled, every cause; f/batch frames
-    per non-empty batch a socket read gave; reader ns/f the CPU time of the reader (this process,
-    or tcpdump) per frame handled; total ns/f the same with trafgen's and the ksoftirqd threads',
-    which run the kernel's receive path (veth, XDP, the copy into the ring or the UMEM, the IP
-    stack); no loss up to: the highest offered rate without loss in any run
-`, afxdp.DefaultRingSize, afxdp.DefaultNumFrames)
-
-// rrLegend says what the request/response table's columns mean.
-const rrLegend = `  examples/forwarder between a client and a server namespace; TCP connections doing 1-byte
-  request/response through it.
-  columns: tps transactions a second; x 1 worker tps over the one-worker run's; p50/p99/p99.9 ms
-    transaction latency; retrans the client's TCP retransmissions; fwd CPU the forwarder's
-    (user+sys)/wall time
-`
-
-// writeLegend prints, after experiment e's table, what each of its
-// implementations is.
-func writeLegend(w io.Writer, meds []Result, e string) {
-	var seen []string
-	for _, r := range meds {
-		if r.Experiment == e && !slices.Contains(seen, r.Impl) {
-			seen = append(seen, r.Impl)
-		}
-	}
-	for _, impl := range seen {
-		if what := implLegend[impl]; what != "" {
-			fmt.Fprintf(w, "  %s: %s\n", impl, what)
-		}
-	}
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// baseline returns the median result r is compared with: the single-queue
-// run of the same experiment, handler, frame size and flows (for rr, the
-// one-worker run), or nil.
-func baseline(meds []Result, r *Result) *Result {
-	for i := range meds {
-		b := &meds[i]
-		if b.Experiment != r.Experiment || b.Handler != r.Handler || b.FrameSize != r.FrameSize || b.Flows != r.Flows || b.Zipf != r.Zipf || b.Rate != r.Rate {
-			continue
-		}
-		if r.Experiment == "rr" && b.Workers == 1 {
-			return b
-		}
-		if b.Impl == "single" {
-			return b
-		}
-	}
-	return nil
+	return w
 }
 
 // progress reports runs as they go: a bar on a terminal, a line per run

@@ -139,36 +139,51 @@ func TestWriteJSON(t *testing.T) {
 	}
 }
 
-func TestMediansAndBaseline(t *testing.T) {
+func TestGroupsAndBaseline(t *testing.T) {
 	rs := testResults()
-	for _, m := range []float64{30, 20} {
+	for i, m := range []float64{30, 20, 25} {
 		r := rs[1]
-		r.Mpps = m
+		r.Mpps, r.Rep = m, i+1
 		rs = append(rs, r)
+		b := rs[0]
+		b.Mpps, b.Rep = 10*float64(i+2), i+1
+		rs = append(rs, b)
 	}
-	meds := medians(rs)
-	if len(meds) != 2 {
-		t.Fatalf("%d groups, want 2", len(meds))
+	gs := groups(rs)
+	if len(gs) != 2 {
+		t.Fatalf("%d groups, want 2", len(gs))
 	}
-	if meds[1].Mpps != 20 {
-		t.Errorf("median of 15, 30, 20 = %v, want 20", meds[1].Mpps)
+	// An even count: the median is the mean of the middle two, not the
+	// upper one.
+	if s := gs[1].sum(mpps); s.Med != 22.5 || s.Min != 15 || s.Max != 30 || s.N != 4 {
+		t.Errorf("rps runs 15, 30, 20, 25: summary %+v, want median 22.5 of 15..30", s)
 	}
-	if b := baseline(meds, &meds[1]); b == nil || b.Impl != "single" {
-		t.Errorf("baseline of the rps run = %+v, want the single run", b)
+	b := baseline(gs, gs[1])
+	if b == nil || b.first().Impl != "single" {
+		t.Fatalf("baseline of the rps runs = %+v, want the single runs", b)
+	}
+	// Paired by repetition: 15/10, 30/20, 20/30, 25/40.
+	if s := gs[1].ratio(b, mpps); s.N != 4 || s.Min != 0.625 || s.Max != 1.5 || s.Med != (1.5+2.0/3)/2 {
+		t.Errorf("paired ratios %+v, want 4 of 0.625..1.5, median %v", s, (1.5+2.0/3)/2)
 	}
 }
 
-// TestQuickInMemory runs the -quick in-memory subset with tiny frame
-// counts, end to end: the runs, the tables and the files.
+// TestQuickInMemory runs the -quick in-memory subset with tiny runs, end
+// to end: the runs, the tables and the files; runs this short draw no
+// plot, and say so.
 func TestQuickInMemory(t *testing.T) {
-	o := options{quick: true, count: 1, scale: 0.002, exps: "workers,skew", out: t.TempDir()}
+	o := options{quick: true, count: 2, warm: 5 * time.Millisecond, dur: 10 * time.Millisecond, exps: "workers,skew",
+		out: t.TempDir(), spinIters: 50, loadSample: time.Millisecond}
 	var stdout, progress bytes.Buffer
 	rep, err := runAll(context.Background(), o, &stdout, &progress)
 	if err != nil {
 		t.Fatalf("runAll: %v\n%s", err, progress.String())
 	}
 	ws := workerCounts()
-	want := 2*(1+2*len(ws)) + 2 // workers: 2 handlers x (single + rps and idiomatic per count); skew: 2
+	// workers: 2 handlers x (single, a ceiling per count above 1, rps and
+	// idiomatic per count); skew: single and rps with and without the
+	// rebalancer.
+	want := 2 * (2*(1+len(ws)-1+2*len(ws)) + 3)
 	if len(rep.Results) != want {
 		t.Fatalf("%d results, want %d\n%s", len(rep.Results), want, progress.String())
 	}
@@ -183,29 +198,39 @@ func TestQuickInMemory(t *testing.T) {
 		if r.Frames == 0 || sum != r.Frames || len(r.PerWorker) != r.Workers {
 			t.Errorf("%s/%s w=%d: %d frames, per worker %v", r.Experiment, r.Impl, r.Workers, r.Frames, r.PerWorker)
 		}
-		if r.Mpps <= 0 || r.Seconds <= 0 {
-			t.Errorf("%s/%s w=%d: %v Mpps in %v s", r.Experiment, r.Impl, r.Workers, r.Mpps, r.Seconds)
-		}
-		if r.Impl == "rps" && r.Handler == handlerNone && r.LatSamples == 0 {
-			t.Errorf("%s/%s w=%d: no latency samples", r.Experiment, r.Impl, r.Workers)
+		if r.Mpps <= 0 || r.Seconds < o.dur.Seconds() || r.WarmSec != o.warm.Seconds() {
+			t.Errorf("%s/%s w=%d: %v Mpps in %v s after %v s", r.Experiment, r.Impl, r.Workers, r.Mpps, r.Seconds, r.WarmSec)
 		}
 	}
-	for _, s := range []string{"== workers", "== skew", "idiomatic", "machine:",
+	out := stdout.String()
+	for _, s := range []string{"== workers", "== skew", "idiomatic", "machine:", "A SMOKE RUN", "commit", "load: before",
+		"handler spin1us: 50 iterations (flag", "queues: ", "flags ",
 		// Each table says what its baselines and columns are.
 		"idiomatic: the usual Go pipeline: gopacket's DecodingLayerParser, NetworkFlow and TransportFlow FastHash, and one channel send per frame",
-		"single: the single-queue baseline", "rps: this library",
+		"single: the single-queue baseline: one goroutine reads the same source", "rps: this library", "ceiling: w single-queue baselines at once",
 		"x single Mpps over the single-queue baseline's", "imbal frames of the busiest worker over the mean per worker"} {
-		if !strings.Contains(stdout.String(), s) {
-			t.Errorf("the tables lack %q:\n%s", s, stdout.String())
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q:\n%s", s, out)
 		}
+	}
+	if slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+		return strings.HasPrefix(strings.TrimSpace(l), "impl") && strings.Contains(l, "Gbit/s")
+	}) {
+		t.Errorf("the in-memory tables give Gbit/s for runs that touch no payload:\n%s", out)
 	}
 	if err := writeAll(rep, o); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"results.csv", "results.json", "throughput-none.png", "speedup.png", "balance.png", "latency.png"} {
+	for _, f := range []string{"results.csv", "results.json", "results.txt"} {
 		if fi, err := os.Stat(filepath.Join(o.out, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+	if pngs, _ := filepath.Glob(filepath.Join(o.out, "*.png")); len(pngs) != 0 {
+		t.Errorf("runs of %v drew plots %v", o.dur, pngs)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "not drawn: runs shorter than") }) {
+		t.Errorf("no note says why the plots were not drawn: %q", rep.Notes)
 	}
 }
 
@@ -213,7 +238,7 @@ func TestQuickInMemory(t *testing.T) {
 // documentation says, even as root with the live tools installed (it once
 // ran the live and request/response experiments there).
 func TestQuickStaysInMemory(t *testing.T) {
-	s := &suite{o: options{quick: true, count: 1, scale: 1}}
+	s := &suite{o: options{quick: true, count: 1}}
 	cs := s.cases()
 	if len(cs) == 0 {
 		t.Fatal("no cases")
@@ -236,7 +261,7 @@ func TestQuickStaysInMemory(t *testing.T) {
 	}
 
 	// Asked for by name, what -quick does not run is noted, not run.
-	s = &suite{o: options{quick: true, count: 1, scale: 1, exps: "live,rr,workers"}}
+	s = &suite{o: options{quick: true, count: 1, exps: "live,rr,workers"}}
 	for _, c := range s.cases() {
 		if c.Source != "mem" {
 			t.Errorf("-quick -exp live,rr,workers runs %s", c.Name())
@@ -247,20 +272,54 @@ func TestQuickStaysInMemory(t *testing.T) {
 	}
 }
 
+// TestCasesBaselines: every experiment that gives a ratio to the
+// single-queue baseline runs that baseline, labelled single, and the
+// library with one worker is never it.
+func TestCasesBaselines(t *testing.T) {
+	s := &suite{o: options{count: 1, exps: "workers,sizes,modes,skew,pcap,latency", warm: time.Millisecond, dur: time.Millisecond}}
+	cs := s.cases()
+	var rs []Result
+	for _, c := range cs {
+		rs = append(rs, c.result(0))
+	}
+	gs := groups(rs)
+	for _, g := range gs {
+		r := g.first()
+		b := baseline(gs, g)
+		if b == nil {
+			t.Errorf("%s %s w=%d: no single-queue baseline", r.Experiment, r.Impl, r.Workers)
+			continue
+		}
+		if b.first().Impl != "single" || library(b.first().Impl) {
+			t.Errorf("%s %s w=%d: baseline %s", r.Experiment, r.Impl, r.Workers, b.first().Impl)
+		}
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	var errOut bytes.Buffer
 	if _, err := parseFlags([]string{"-h"}, &errOut); !errors.Is(err, flag.ErrHelp) ||
 		!strings.HasPrefix(errOut.String(), "Usage: bench [flags]\n") || !strings.Contains(errOut.String(), "in memory only") {
 		t.Errorf("-h: %v\n%s", err, errOut.String())
 	}
-	for _, args := range [][]string{{"-count", "0"}, {"-scale", "0"}, {"-exp", "workers,nope"}, {"-qlimit", "-1"}, {"extra"}, {"-x"}} {
+	for _, args := range [][]string{{"-count", "-1"}, {"-duration", "-1s"}, {"-exp", "workers,nope"}, {"-qlimit", "-1"},
+		{"extra"}, {"-x"}, {"-compare", "a"}, {"-compare", "a", "b", "c"}, {"-spin-iters", "-3"}} {
 		if _, err := parseFlags(args, io.Discard); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
 	o, err := parseFlags([]string{"-quick", "-exp", "workers,skew"}, io.Discard)
-	if err != nil || !o.quick || o.exps != "workers,skew" || o.count != 3 || benchQLimit != 0 {
+	if err != nil || !o.quick || o.exps != "workers,skew" || o.count != 3 || benchQLimit != 0 ||
+		o.dur != 250*time.Millisecond || o.warm != 100*time.Millisecond {
 		t.Errorf("-quick -exp workers,skew: %+v, qlimit %d, %v", o, benchQLimit, err)
+	}
+	o, err = parseFlags(nil, io.Discard)
+	if err != nil || o.count != 6 || o.dur != time.Second || o.warm != 200*time.Millisecond {
+		t.Errorf("no flags: %+v, %v; want 6 runs of 1s after 200ms", o, err)
+	}
+	o, err = parseFlags([]string{"-compare", "old.json", "new.json"}, io.Discard)
+	if err != nil || o.compare != "old.json" || o.compareNew != "new.json" {
+		t.Errorf("-compare old.json new.json: %+v, %v", o, err)
 	}
 }
 

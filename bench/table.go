@@ -1,0 +1,406 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rpsgo/rps/steer/afxdp"
+)
+
+// printTables prints the provenance, then one table per experiment, each
+// figure as its median and spread over the repetitions.
+func printTables(w io.Writer, rep *Report) {
+	printHeader(w, rep)
+	gs := groups(rep.Results)
+	var exps []string
+	for _, g := range gs {
+		if e := g.first().Experiment; !slices.Contains(exps, e) {
+			exps = append(exps, e)
+		}
+	}
+	for _, e := range exps {
+		switch e {
+		case "rr":
+			printRR(w, gs)
+		case "latency":
+			printLatency(w, gs)
+		default:
+			printThroughput(w, gs, e)
+		}
+	}
+	if slices.ContainsFunc(gs, func(g *group) bool { e := g.first().Experiment; return e != "rr" && e != "latency" }) {
+		fmt.Fprint(w, columnLegend)
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range rep.Notes {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	for _, wn := range rep.Warnings {
+		fmt.Fprintln(w, "WARNING: "+wn)
+	}
+	fmt.Fprintf(w, "\n%d runs in %.0f s\n", len(rep.Results), rep.Seconds)
+}
+
+// printHeader prints where, when and how the figures were made.
+func printHeader(w io.Writer, rep *Report) {
+	m := rep.Machine
+	fmt.Fprintf(w, "command: %s\n", rep.Command)
+	if rep.Quick {
+		fmt.Fprintf(w, "A SMOKE RUN (-quick): short runs on a subset, for checking that the bench works; not figures to publish\n")
+	}
+	fmt.Fprintf(w, "date: %s, commit %s\n", rep.Started.Format(time.RFC3339), orNone(m.Commit))
+	fmt.Fprintf(w, "machine: %s, %d CPUs (set %s, GOMAXPROCS %d), flags %s\n", m.CPU, m.Cores, cpuList(m.CPUSet),
+		m.GOMAXPROCS, orNone(strings.Join(m.Flags, " ")))
+	fmt.Fprintf(w, "clock: %s MHz now, max %s, governor %s, turbo %s\n", mhz(m.MHz), mhz(m.MaxMHz), orNone(m.Governor), orNone(m.Turbo))
+	fmt.Fprintf(w, "system: %s, %s, build %s\n", m.Kernel, m.Go, orNone(m.Build))
+	fmt.Fprintf(w, "load: before %s; after %s; stolen during the runs %.1f%%\n", rep.Before, rep.After, 100*rep.StealRun)
+	src := rep.Spin.Source
+	if rep.Spin.File != "" {
+		src += " " + rep.Spin.File
+	}
+	fmt.Fprintf(w, "handler spin1us: %d iterations (%s; %.0f ns a call when calibrated %s), %.0f ns a call at the start, %.0f at the end (%+.1f%%)\n",
+		rep.Spin.Iters, src, rep.Spin.NsPerCall, rep.Spin.When.Format(time.DateOnly),
+		rep.SpinCost.StartNs, rep.SpinCost.EndNs, 100*rep.SpinCost.drift())
+	fmt.Fprintf(w, "queues: %d frames for an input that waits\n", rep.QLimit)
+	fmt.Fprintf(w, "runs: %d of each configuration, interleaved; in memory and from a file %.2f s of warm-up, not counted,\n"+
+		"  then %.2f s measured (the sizes and modes experiments half that)", rep.Count, rep.Warmup, rep.Measure)
+	fmt.Fprintf(w, "\nfigures: the median of the runs (of an even count, the mean of the middle two) ±the largest distance\n"+
+		"  from it to a run, which with n runs is a %.0f%% interval for the median; ratios paired run by run, median (min-max)\n",
+		100*(1-2/float64(int(1)<<max(rep.Count, 1))))
+	for _, wn := range rep.Warnings {
+		fmt.Fprintln(w, "WARNING: "+wn)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func mhz(v float64) string {
+	if v == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// cpuList formats CPU numbers as "0-3,6".
+func cpuList(cpus []int) string {
+	if len(cpus) == 0 {
+		return "unknown"
+	}
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// baseline returns the group g is compared with: the single-queue runs of
+// the same experiment, handler, frame size, flows and offered rate (for
+// rr, the one-worker runs), or nil.
+func baseline(gs []*group, g *group) *group {
+	r := g.first()
+	for _, bg := range gs {
+		b := bg.first()
+		if b.Experiment != r.Experiment || b.Handler != r.Handler || b.FrameSize != r.FrameSize || b.Flows != r.Flows || b.Zipf != r.Zipf || b.Rate != r.Rate {
+			continue
+		}
+		if r.Experiment == "rr" && b.Workers == 1 {
+			return bg
+		}
+		if b.Impl == "single" {
+			return bg
+		}
+	}
+	return nil
+}
+
+// printThroughput prints the throughput table of experiment e.
+func printThroughput(w io.Writer, gs []*group, e string) {
+	fmt.Fprintf(w, "\n== %s\n", e)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	live := e == "live"
+	hdr := "impl\tsource\thandler\tbytes\tflows\tw\tmode\tcpus\tMpps\tns/frame\tx single\tCPU\tallocs/f\timbal\tdrops\tn\t"
+	if live {
+		hdr = "impl\tsource\thandler\tw\tmode\toffered\tMpps\tGbit/s\tx single\tCPU\timbal\tdrops\tn\t"
+	}
+	fmt.Fprintln(tw, hdr)
+	for _, g := range gs {
+		r := g.first()
+		if r.Experiment != e || live && r.Sent > 0 && r.Handler == handlerNone && r.Rate > 0 {
+			continue
+		}
+		ratio := "-"
+		if b := baseline(gs, g); b != nil && b != g {
+			ratio = g.ratio(b, mpps).rng("%.2f")
+		}
+		mode := "-"
+		if r.Dispatch != "" {
+			mode = r.Dispatch + "/" + r.Policy
+			if r.Rebalance {
+				mode += "+rebal"
+			}
+		}
+		imb := "-"
+		if r.Workers > 1 {
+			imb = g.sum(imbal).pm("%.2f")
+		}
+		var drops uint64
+		for _, x := range g.runs {
+			drops = max(drops, x.Drops+x.KernelDrops)
+		}
+		if live {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%d\t%d\t\n", r.Impl, r.Source, r.Handler, r.Workers, mode,
+				offered(r.Rate), g.sum(mpps).pm("%.3f"), g.sum(func(r *Result) float64 { return r.Gbps }).pm("%.2f"), ratio,
+				g.sum(cpuOf).Med, imb, drops, len(g.runs))
+			continue
+		}
+		flows := fmt.Sprint(r.Flows)
+		if r.Zipf > 0 {
+			flows += fmt.Sprintf("z%g", r.Zipf)
+		}
+		cpus := "-"
+		if len(r.CPUs) > 0 {
+			cpus = cpuList(r.CPUs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.3f\t%s\t%d\t%d\t\n",
+			r.Impl, r.Source, r.Handler, r.FrameSize, flows, r.Workers, mode, cpus, g.sum(mpps).pm("%.2f"),
+			g.sum(nsPer).pm("%.1f"), ratio, g.sum(cpuOf).Med, g.sum(allocs).Med, imb, drops, len(g.runs))
+	}
+	tw.Flush()
+	writeLegend(w, gs, e)
+	if live {
+		printCapture(w, gs)
+	}
+}
+
+// printLatency prints the latency experiment's table.
+func printLatency(w io.Writer, gs []*group) {
+	fmt.Fprintf(w, "\n== latency (open loop at fixed offered rates; arrival to the end of the handler)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "impl\thandler\tw\toffered\thandled kpps\tp50 µs\tp99 µs\tp99.9 µs\tsaturated\tn\t")
+	for _, g := range gs {
+		r := g.first()
+		if r.Experiment != "latency" {
+			continue
+		}
+		sat := 0
+		for _, x := range g.runs {
+			if strings.HasPrefix(x.Note, "saturated") {
+				sat++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Impl, r.Handler, r.Workers, offered(r.Rate),
+			g.sum(func(r *Result) float64 { return r.Mpps * 1e3 }).pm("%.0f"),
+			g.sum(func(r *Result) float64 { return r.LatP50 }).pm("%.1f"),
+			g.sum(func(r *Result) float64 { return r.LatP99 }).pm("%.1f"),
+			g.sum(func(r *Result) float64 { return r.LatP999 }).pm("%.1f"), sat, len(g.runs))
+	}
+	tw.Flush()
+	writeLegend(w, gs, "latency")
+	fmt.Fprintf(w, latencyLegend, latencyEvery)
+}
+
+// latencyLegend says what the latency table's columns mean.
+const latencyLegend = `  the in-memory frames offered at a fixed rate, open loop: frame i is due at i/rate whether or not
+  the frames before it were handled, and the source hands over every frame due, in batches of up
+  to 64; the latency of one frame in %d is from its due time to the end of its handler, for
+  the single-queue baseline (which handles it in the source loop) and the library alike.
+  columns: offered frames a second offered; handled kpps what was handled; p50/p99/p99.9 µs
+    percentiles of the latency; saturated runs that handled less than 98%% of what was offered
+`
+
+// printRR prints the request/response table.
+func printRR(w io.Writer, gs []*group) {
+	fmt.Fprintf(w, "\n== rr\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workers\ttps\tx 1 worker\tp50 ms\tp99 ms\tp99.9 ms\tretrans\tfwd CPU\tn\t")
+	for _, g := range gs {
+		r := g.first()
+		if r.Experiment != "rr" {
+			continue
+		}
+		ratio := "-"
+		if b := baseline(gs, g); b != nil && b != g {
+			ratio = g.ratio(b, tps).rng("%.2f")
+		}
+		var retrans uint64
+		for _, x := range g.runs {
+			retrans = max(retrans, x.Retrans)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d\t\n", r.Workers, g.sum(tps).pm("%.0f"), ratio,
+			g.sum(func(r *Result) float64 { return r.LatP50 / 1e3 }).pm("%.2f"),
+			g.sum(func(r *Result) float64 { return r.LatP99 / 1e3 }).pm("%.2f"),
+			g.sum(func(r *Result) float64 { return r.LatP999 / 1e3 }).pm("%.2f"), retrans, g.sum(cpuOf).Med, len(g.runs))
+	}
+	tw.Flush()
+	fmt.Fprint(w, rrLegend)
+}
+
+// implLegend says what each implementation in the tables is.
+var implLegend = map[string]string{
+	"rps": "this library: a steer.Dispatcher, frames in batches of 64 from one input (live: one AF_PACKET " +
+		"or AF_XDP socket read by one goroutine), classified, Toeplitz-hashed and queued to their worker; " +
+		"with w 1 it is the library with one worker, not a single queue",
+	"single": "the single-queue baseline: one goroutine reads the same source in batches of 64, classifies " +
+		"each frame with the library's classifier (steer.Classifier.Classify: the flowid the handler uses) " +
+		"and runs the handler itself; no hand-off, no second goroutine",
+	"ceiling": "w single-queue baselines at once, each over its own share of the frames, as w independent " +
+		"programs would run: the measured ceiling of w workers (x single is the highest speed-up w CPUs give)",
+	"idiomatic": "the usual Go pipeline: gopacket's DecodingLayerParser, NetworkFlow and TransportFlow " +
+		"FastHash, and one channel send per frame to the chosen worker",
+	"rps-fanout": "this library over a kernel fanout group (fanout-hash: PACKET_FANOUT_HASH; fanout-ebpf: " +
+		"the library's Toeplitz hash and table in a socket-filter program, afpacket.NewSteering): one socket " +
+		"per worker, read by that worker (RunOnWorkers, DIRECT dispatch)",
+	"rps-xdp": "this library over AF_XDP sockets, one per worker on one shared UMEM, the library's Toeplitz " +
+		"hash and table in an XDP program picking the socket (afxdp.NewSteering), each read by its worker " +
+		"(RunOnWorkers, DIRECT dispatch)",
+	"tcpdump": "tcpdump -w /dev/null with a kernel filter for UDP and the same ring size (-B) as an " +
+		"AF_PACKET socket's default: libpcap's TPACKET_V3 ring read by one thread",
+	"kernel-fanout": "the same fanout group without the library: one goroutine per socket calls the handler",
+}
+
+// columnLegend says what the columns of the throughput tables mean.
+const columnLegend = `
+columns of the throughput tables: w workers; mode dispatch/policy (+rebal: the rebalancer on);
+    cpus the CPUs the workers were pinned to, one each (-: not pinned);
+    Mpps millions of frames handled a second in the measured time; ns/frame wall time per frame;
+    x single Mpps over the single-queue baseline's of the same repetition, with the same handler,
+    frame size and flows: median (min-max) of the paired ratios (-: none);
+    CPU (user+sys)/wall time, 1.00 is one core busy; allocs/f heap allocations per frame;
+    imbal frames of the busiest worker over the mean per worker (1.00 is even);
+    drops the most frames one run dropped (dispatcher and kernel); n runs;
+    in memory nothing touches the payload, so no Gbit/s is given
+`
+
+// writeLegend prints, after experiment e's table, what each of its
+// implementations is.
+func writeLegend(w io.Writer, gs []*group, e string) {
+	var seen []string
+	for _, g := range gs {
+		if r := g.first(); r.Experiment == e && !slices.Contains(seen, r.Impl) {
+			seen = append(seen, r.Impl)
+		}
+	}
+	for _, impl := range seen {
+		if what := implLegend[impl]; what != "" {
+			fmt.Fprintf(w, "  %s: %s\n", impl, what)
+		}
+	}
+}
+
+// printCapture prints the live experiment's capture comparison (the runs
+// with a handler that does nothing, by offered rate): per configuration and
+// rate, the most frames one run lost and the median over the runs of the
+// other figures; then the highest offered rate each configuration took
+// without losing a frame in any of its runs.
+func printCapture(w io.Writer, gs []*group) {
+	captured := func(r *Result) bool {
+		return r.Experiment == "live" && r.Handler == handlerNone && r.Sent > 0 && r.Rate > 0
+	}
+	if !slices.ContainsFunc(gs, func(g *group) bool { return captured(g.first()) }) {
+		return
+	}
+	fmt.Fprintf(w, "\n== live capture: loss and CPU a frame by offered rate (median of runs, lost: the most of a run)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "impl\tsource\tw\tcapture\toffered\tsent kpps\tlost\tf/batch\treader ns/f\ttotal ns/f\t")
+	// config names a configuration without its rate.
+	config := func(r *Result) string { c := *r; c.Rate = 0; return c.groupKey() }
+	var order []string
+	for _, g := range gs {
+		if r := g.first(); captured(r) && !slices.Contains(order, config(r)) {
+			order = append(order, config(r))
+		}
+	}
+	for _, k := range order {
+		var top *captureFigures
+		for _, g := range gs {
+			r := g.first()
+			if !captured(r) || config(r) != k {
+				continue
+			}
+			f := captureMedians(g)
+			mode := r.Capture
+			if mode == "" {
+				mode = "-"
+			}
+			perBatch := "-"
+			if f.perBatch > 0 {
+				perBatch = fmt.Sprintf("%.1f", f.perBatch)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%d\t%s\t%.0f\t%.0f\t\n", r.Impl, r.Source, r.Workers, mode,
+				offered(r.Rate), f.sendPPS/1e3, f.lost, perBatch, f.readerNs, f.totalNs)
+			if f.lost == 0 && (top == nil || f.sendPPS > top.sendPPS) {
+				top = &f
+			}
+		}
+		if top != nil {
+			fmt.Fprintf(tw, "\t\t\t\tno loss up to\t%.0f\t0\t\t%.0f\t%.0f\t\n", top.sendPPS/1e3, top.readerNs, top.totalNs)
+		} else {
+			fmt.Fprintf(tw, "\t\t\t\tno loss up to\tnone\t\t\t\t\t\n")
+		}
+	}
+	tw.Flush()
+	fmt.Fprint(w, captureLegend)
+}
+
+// captureFigures are one live configuration's figures over its runs.
+type captureFigures struct {
+	lost                                 uint64 // the most of one run
+	sendPPS, perBatch, readerNs, totalNs float64
+}
+
+// captureMedians returns the medians over g's runs and the most frames one
+// of them lost.
+func captureMedians(g *group) captureFigures {
+	var f captureFigures
+	var send, batch, reader, total []float64
+	for _, r := range g.runs {
+		f.lost = max(f.lost, r.Lost)
+		send, reader, total = append(send, r.SendPPS), append(reader, r.ReaderNs), append(total, r.TotalNs)
+		if r.Batches > 0 {
+			batch = append(batch, float64(r.Frames+r.Drops)/float64(r.Batches))
+		}
+	}
+	f.sendPPS, f.perBatch, f.readerNs, f.totalNs = median(send), median(batch), median(reader), median(total)
+	return f
+}
+
+var captureLegend = fmt.Sprintf(`  trafgen sends 64-byte UDP frames of random 4-tuples from the other namespace over the veth pair;
+  AF_PACKET sockets have the default 4 MiB ring, AF_XDP sockets the defaults: a %d-entry RX ring
+  and a UMEM of %d chunks.
+  columns: capture an AF_XDP socket's attach and bind modes (native or generic, zerocopy or copy)
+    and its batch timeout (how long a read waits for a full batch; unbatched: none);
+    offered the rate asked of trafgen (max: as fast as it goes); sent kpps frames over trafgen's
+    run, its start-up included; lost frames sent and never handled, every cause; f/batch frames
+    per non-empty batch a socket read gave; reader ns/f the CPU time of the reader (this process,
+    or tcpdump) per frame handled; total ns/f the same with trafgen's and the ksoftirqd threads',
+    which run the kernel's receive path (veth, XDP, the copy into the ring or the UMEM, the IP
+    stack); no loss up to: the highest offered rate without loss in any run
+`, afxdp.DefaultRingSize, afxdp.DefaultNumFrames)
+
+// rrLegend says what the request/response table's columns mean.
+const rrLegend = `  examples/forwarder between a client and a server namespace; TCP connections doing 1-byte
+  request/response through it.
+  columns: tps transactions a second; x 1 worker tps over the one-worker run's; p50/p99/p99.9 ms
+    transaction latency; retrans the client's TCP retransmissions; fwd CPU the forwarder's
+    (user+sys)/wall time
+`
