@@ -231,6 +231,7 @@ func compare(w io.Writer, olds, news *samples, oldName, newName string) error {
 			p := mannWhitney(o, nv)
 			change := "~"
 			switch {
+			case so.Med == 0 && sn.Med == 0:
 			case so.Med == 0:
 				change = "?"
 			case p <= alpha:

@@ -2,37 +2,84 @@
 // baselines, over in-memory frames, a capture file and (as root) live
 // AF_PACKET and AF_XDP traffic between network namespaces it creates itself.
 //
-//	go run ./bench                 # the whole matrix
-//	go run ./bench -quick          # in memory only: a small subset, under two minutes
-//	go run ./bench -exp workers,skew -count 5 -out /tmp/r
+//	go run ./bench                     # the whole matrix, 6 runs of each configuration
+//	go run ./bench -quick              # a smoke run: in memory only, short runs, 3 of each
+//	go run ./bench -exp workers,skew -count 8 -out /tmp/r
+//	go run ./bench -compare old/results.txt new/results.txt
 //
 // One command runs every configuration -count times (interleaved, so that
 // noise spreads over all of them), shows its progress on stderr (a bar on a
-// terminal, a line per run otherwise), prints text tables of the medians on
-// stdout, each followed by what its implementations and columns are, and
-// writes into -out (default bench-results/):
+// terminal, a line per run otherwise), prints on stdout where and how the
+// figures were made and one table per experiment, each followed by what
+// its implementations and columns are, and writes into -out (default
+// bench-results/):
 //
 //	results.csv     every run, one row each
-//	results.json    the same with the machine, the command line and notes
-//	*.png           throughput against workers per handler (with the
-//	                single-queue baseline and the linear ideal), speed-up,
-//	                per-worker load under a skewed workload with and
-//	                without the rebalancer, latency distribution, and the
+//	results.json    the same with the machine, the load, the calibration,
+//	                the command line, warnings and notes
+//	results.txt     every run in Go's benchmark format, for benchstat
+//	*.png           throughput against workers per handler, speed-up over
+//	                the single-queue baseline with its measured ceiling,
+//	                per-worker load under a skewed workload with and without
+//	                the rebalancer, latency at fixed offered rates, and the
 //	                request/response experiment
+//
+// # Baselines
+//
+// single is the single-queue baseline of every experiment: one goroutine
+// reads the same source (the in-memory frames, the capture file, the live
+// socket) in batches of 64, classifies each frame with the library's
+// classifier (steer.Classifier; the handler gets the flowid, as the library's
+// handler does) and runs the same handler itself. The library with one
+// worker is labelled "rps" with w 1, never single queue. ceiling is w
+// single-queue loops run at once, each over its own share of the frames, as
+// w independent programs: the measured ceiling of w workers. idiomatic is
+// the usual Go pipeline (gopacket's DecodingLayerParser, FastHash, a channel
+// send per frame).
+//
+// # Method
+//
+// An in-memory or file run first runs for -warmup, not counted (pools warm,
+// queues filled, the rebalancer acting), then for -duration, over which the
+// frames handled are counted from outside the goroutines that handle them;
+// a capture file is read over and over. Every table gives a figure's median
+// over the runs (of an even count, the mean of the middle two) ± the
+// largest distance from the median to a run, which with n runs is a
+// 1-2^(1-n) confidence interval for the median (97% at the default 6);
+// ratios to the baseline are taken run by run, the runs of one repetition
+// paired, and given as median (min-max). Plots draw the medians with
+// min-max error bars and are not drawn from runs too short to show their
+// effect.
+//
+// The spin1us handler is a loop of a fixed number of iterations, calibrated
+// once per machine to about 1 µs (the cheapest of many rounds) and kept in
+// -calibration (the user's cache directory), or given by -spin-iters, so
+// that invocations and machines compare; its cost is measured at the start
+// and at the end, with a warning when it moved more than 5%. The header
+// records the CPU model and flags (GFNI and AVX-512 choose the hash's path),
+// clock, governor and turbo where readable, the CPU set, the build settings,
+// the commit, the queue limit, and the machine's load and steal just before
+// and after the runs, with a warning when the machine was busy. Pinned runs
+// give each worker a CPU of its own (the first left to the source when
+// there is one to spare) and are not run where there are fewer CPUs than
+// workers.
 //
 // # Experiments
 //
 //	workers  throughput against workers (1 up to steer.DefaultWorkers()) for each
-//	         handler (none, spin1us: about 1 µs of CPU per frame, stateful:
-//	         a per-flow counter in a map owned by the worker), for the
-//	         library unpinned and pinned, the idiomatic Go pipeline
-//	         (gopacket decoding, one channel send per frame) and the
-//	         single-queue baseline (one goroutine calling the handler)
+//	         handler (none; spin1us; stateful: a per-flow counter in a map
+//	         owned by the worker), for the single-queue baseline, its
+//	         ceiling, the library unpinned and pinned, and the idiomatic
+//	         pipeline
 //	sizes    frame sizes 64..1500 bytes against 1..100000 flows
 //	modes    dispatch direct/hybrid/deferred x policy rss/flow/source,
 //	         pinned and unpinned
-//	skew     Zipf(1.0) flow sizes, with and without the rebalancer
-//	pcap     replay of a capture file written from the same frames
+//	skew     Zipf(1.0) flow sizes, with and without the rebalancer (every
+//	         20 ms; the warm-up holds several of its periods)
+//	pcap     a capture file written from the same frames, read over and over
+//	latency  open loop: the in-memory frames offered at fixed rates below
+//	         saturation; the time from each sampled frame's due time to the
+//	         end of its handler, for the baseline and the library alike
 //	live     (root; not with -quick) trafgen across a veth pair into one AF_PACKET socket
 //	         steered in user space, a kernel fanout group read by the
 //	         library's workers (RunOnWorkers), the same group without the
@@ -57,14 +104,20 @@
 // TCP/IPv4, Toeplitz with the public Microsoft key so that runs repeat)
 // through the library's defaults otherwise: an input that can wait is held
 // back on a full queue, not dropped from (the live runs too, where the ring
-// then fills and the kernel drops). Latency is dispatch to handler, from
-// one frame in 1024 stamped with the monotonic clock, in a log-linear
-// histogram per worker. CPU is getrusage(RUSAGE_SELF) user and system time
-// over the run; CPU share 1.0 is one core busy. Allocations are
-// runtime.MemStats.Mallocs over the run per frame.
+// then fills and the kernel drops). CPU is getrusage(RUSAGE_SELF) user and
+// system time over the measured time; CPU share 1.0 is one core busy.
+// Allocations are runtime.MemStats.Mallocs over it per frame.
+//
+// # Comparing
+//
+// -compare OLD NEW reads two results files (results.json or results.txt,
+// or go test -bench output) and prints, for every benchmark and unit they
+// share, the old and the new median with their spread, the change, and the
+// p-value of a Mann-Whitney U test, as benchstat does: "~" where p > 0.05.
 //
 // The Go benchmarks in bench_test.go measure the same paths with `go test
-// -bench . ./bench`.
+// -bench . ./bench`; BenchmarkSteeredVsSingleQueue against the same
+// single-queue baseline and ceiling (-count 6 or more for benchstat).
 package main
 
 import (
