@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/rpsgo/rps/steer"
 )
 
 // spinner is the fixed-work handler body: a loop of a fixed number of
@@ -47,6 +49,31 @@ func spinCost(s spinner, trials int) (minNs, medNs float64) {
 		per[t] = float64(time.Since(start).Nanoseconds()) / float64(calls)
 	}
 	return slices.Min(per), median(per)
+}
+
+// classifyCost is what the library's classifier (classification and
+// hash) costs a frame on fs's frames alone, no loop around it but the
+// walk over the frames: the cheapest of 20 rounds over all of them, in
+// nanoseconds. The single-queue baseline with a handler that does nothing
+// cannot cost less a frame, since it does that work too.
+func classifyCost(fs *frameSet) float64 {
+	cls := newClassifier(false)
+	var c steer.Classification
+	best := 0.0
+	for t := 0; t < 20; t++ {
+		var sum uint32
+		start := time.Now()
+		for _, b := range fs.raw {
+			cls.Classify(b, &c)
+			sum += c.FlowID
+		}
+		ns := float64(time.Since(start).Nanoseconds()) / float64(len(fs.raw))
+		spinSink.Add(uint64(sum))
+		if t == 0 || ns < best {
+			best = ns
+		}
+	}
+	return best
 }
 
 // calibrateSpinner returns the iteration count whose cheapest call takes

@@ -83,6 +83,9 @@ type Report struct {
 	// measured at the start and at the end of the invocation.
 	Spin     Calibration `json:"spin"`
 	SpinCost spinDrift   `json:"spin_cost"`
+	// ClassifyNs is the library's classifier alone on the in-memory
+	// frames, a frame (classifyCost).
+	ClassifyNs float64 `json:"classify_ns"`
 
 	// Before and After are the machine's load sampled just before the
 	// first run and just after the last; StealRun is the share of CPU time

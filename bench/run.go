@@ -361,7 +361,8 @@ func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report
 		fmt.Fprintln(progress, "bench: note:", n)
 	}
 	rep.Before = sampleLoad(o.loadSample)
-	rep.SpinCost.StartNs, rep.SpinCost.StartMedNs = spinCost(s.sp, 30)
+	rep.SpinCost.StartNs, rep.SpinCost.StartMedNs = spinCost(s.sp, 60)
+	rep.ClassifyNs = classifyCost(s.sets.get(synth.Spec{Flows: 1024, Size: 64, Seed: 1}))
 	ticks0, _ := readCPUTicks()
 	pr := newProgress(progress, len(jobs), o.verbose)
 	var runErr error
@@ -384,7 +385,7 @@ func runAll(ctx context.Context, o options, stdout, progress io.Writer) (*Report
 		pr.done(&r)
 	}
 	pr.finish()
-	rep.SpinCost.EndNs, rep.SpinCost.EndMedNs = spinCost(s.sp, 30)
+	rep.SpinCost.EndNs, rep.SpinCost.EndMedNs = spinCost(s.sp, 60)
 	if ticks1, ok := readCPUTicks(); ok {
 		_, rep.StealRun = share(ticks0, ticks1)
 	}

@@ -67,6 +67,7 @@ func printHeader(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "handler spin1us: %d iterations (%s; %.0f ns a call when calibrated %s), %.0f ns a call at the start, %.0f at the end (%+.1f%%)\n",
 		rep.Spin.Iters, src, rep.Spin.NsPerCall, rep.Spin.When.Format(time.DateOnly),
 		rep.SpinCost.StartNs, rep.SpinCost.EndNs, 100*rep.SpinCost.drift())
+	fmt.Fprintf(w, "classifier: %.1f ns a frame on the in-memory frames (steer.Classifier alone, the cheapest of 20 rounds)\n", rep.ClassifyNs)
 	fmt.Fprintf(w, "queues: %d frames for an input that waits\n", rep.QLimit)
 	fmt.Fprintf(w, "runs: %d of each configuration, interleaved; in memory and from a file %.2f s of warm-up, not counted,\n"+
 		"  then %.2f s measured (the sizes and modes experiments half that)", rep.Count, rep.Warmup, rep.Measure)
