@@ -73,13 +73,38 @@ func machine() Machine {
 	case readTrim("/sys/devices/system/cpu/cpufreq/boost") == "0":
 		m.Turbo = "off"
 	}
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+	m.Commit = buildCommit()
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil && m.Commit == "" {
 		m.Commit = strings.TrimSpace(string(out))
 		if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(out) > 0 {
 			m.Commit += "+dirty"
 		}
 	}
 	return m
+}
+
+// buildCommit returns the commit the binary was built from, as go build
+// stamps it (go run does not), with "+dirty" for uncommitted changes.
+func buildCommit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 7)]
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
 }
 
 // readTrim returns the trimmed contents of a small file, or "".
