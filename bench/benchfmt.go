@@ -33,7 +33,7 @@ func benchName(r *Result) string {
 	if r.Rebalance {
 		parts = append(parts, "rebal=yes")
 	}
-	if r.Rate > 0 || r.Experiment == "live" {
+	if r.Rate > 0 || r.Experiment == expCapture {
 		parts = append(parts, "offered="+offered(r.Rate))
 	}
 	return strings.Join(parts, "/")
@@ -57,7 +57,16 @@ func benchMetrics(r, base *Result) []metric {
 		}
 		ms = append(ms, metric{r.LatP99 / 1e3, "p99-ms"})
 		return ms
-	case r.Experiment == "latency":
+	case r.Experiment == expZeroLoss:
+		ms = append(ms, metric{r.ZeroLossPPS / 1e3, "zeroloss-kpps"}, metric{r.SendPPS / 1e3, "sendertop-kpps"})
+		if base != nil && base != r && base.ZeroLossPPS > 0 {
+			ms = append(ms, metric{r.ZeroLossPPS / base.ZeroLossPPS, "x-single"})
+		}
+		return ms
+	case r.Experiment == expCapture:
+		return append(ms, metric{r.SendPPS / 1e3, "onwire-kpps"}, metric{r.Mpps * 1e3, "handled-kpps"},
+			metric{float64(r.Lost), "lost"}, metric{r.ReaderNs, "reader-ns/frame"}, metric{r.TotalNs, "total-ns/frame"})
+	case r.Experiment == "latency" || r.Experiment == expLiveLatency:
 		return append(ms, metric{r.LatP50, "p50-µs"}, metric{r.LatP99, "p99-µs"}, metric{r.LatP999, "p99.9-µs"},
 			metric{r.Mpps, "Mpps"})
 	}
@@ -70,9 +79,6 @@ func benchMetrics(r, base *Result) []metric {
 	ms = append(ms, metric{r.CPUShare, "cpu"})
 	if r.Workers > 1 && r.Imbalance > 0 {
 		ms = append(ms, metric{r.Imbalance, "imbal"})
-	}
-	if r.ReaderNs > 0 {
-		ms = append(ms, metric{r.ReaderNs, "reader-ns/frame"}, metric{r.TotalNs, "total-ns/frame"})
 	}
 	return ms
 }

@@ -20,14 +20,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rpsgo/rps/internal/affinity"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
 )
 
-// liveEnv is a veth pair in two namespaces the bench created: trafgen sends
-// from B, the sockets under test read in A.
+// liveEnv is a veth pair in two namespaces the bench created: the sender
+// sends from B, the sockets under test read in A.
 type liveEnv struct {
 	pair    *netns.Pair
 	dir     string
@@ -39,9 +40,9 @@ func liveMissing() string {
 	if os.Geteuid() != 0 {
 		return "live runs need root (network namespaces, AF_PACKET, AF_XDP)"
 	}
-	for _, tool := range []string{"ip", "ethtool", "trafgen"} {
+	for _, tool := range []string{"ip", "ethtool", "taskset"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return "live runs need " + tool + " in PATH (Debian: iproute2, ethtool, netsniff-ng)"
+			return "live runs need " + tool + " in PATH (Debian: iproute2, ethtool, util-linux)"
 		}
 	}
 	return ""
@@ -65,57 +66,153 @@ func newLiveEnv(dir string) (*liveEnv, error) {
 
 func (e *liveEnv) Close() error { return e.pair.Close() }
 
-// trafgenConfig writes a trafgen configuration for UDP/IPv4 frames of size
-// bytes (without FCS) from B to A, from random source addresses (the last
-// byte) and ports: up to 2^24 4-tuples.
-func (e *liveEnv) trafgenConfig(size int) (string, error) {
-	size = max(size, 60)
-	src, dst := e.pair.B.Addr.Addr().As4(), e.pair.A.Addr.Addr().As4()
-	var sb strings.Builder
-	sb.WriteString("{\n fill(0xff, 6),\n 0x02, 0x00, 0x00, 0x00, 0x00, 0x02,\n c16(0x0800),\n")
-	fmt.Fprintf(&sb, " 0x45, 0x00, c16(%d), drnd(2), c16(0x4000), 64, 17, csumip(14, 33),\n", size-14)
-	fmt.Fprintf(&sb, " %d, %d, %d, drnd(),\n %d, %d, %d, %d,\n", src[0], src[1], src[2], dst[0], dst[1], dst[2], dst[3])
-	fmt.Fprintf(&sb, " drnd(2), c16(9), c16(%d), c16(0),\n fill(0x00, %d)\n}\n", size-34, size-42)
-	file := filepath.Join(e.dir, fmt.Sprintf("udp%d.trafgen", size))
-	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
-		return "", fmt.Errorf("writing the trafgen config: %w", err)
-	}
-	return file, nil
-}
-
-// sendStats is what one trafgen run took.
+// sendStats is what one sender run took.
 type sendStats struct {
-	wall    time.Duration // trafgen's life, start-up included
-	cpu     time.Duration // trafgen's user+system time, its children's included
+	wall    time.Duration // the sender's life, start-up included
+	cpu     time.Duration // the sender's user+system time over its sending
 	softirq time.Duration // the ksoftirqd threads' CPU time meanwhile
+	// wire is B's veth transmit counter over the run: the frames that went
+	// on the wire, and the time from the first to the last it counted
+	// (sampled every wireEvery).
+	wirePkts uint64
+	wireSpan time.Duration
+	cpuID    int // the CPU the sender was pinned to, -1 none
 }
 
-// send runs trafgen in B: c.Frames frames of c.Size bytes at c.Rate frames
-// a second (0: as fast as it goes, on one CPU).
-func (e *liveEnv) send(ctx context.Context, c Case) (sendStats, error) {
-	var st sendStats
-	conf, err := e.trafgenConfig(c.Size)
-	if err != nil {
-		return st, err
+// wireEvery is how often the veth's counter is read during a run.
+const wireEvery = 2 * time.Millisecond
+
+// senderCPU is the CPU the sender is pinned to: the last the process may
+// use, so that the receiver's source goroutine, which the pinned runs leave
+// on the first, does not share it when there are CPUs to spare. It is -1
+// where pinning is not possible.
+func senderCPU() int {
+	cpus := pinCPUs(1)
+	all, err := affinity.Allowed()
+	if cpus == nil || err != nil || len(all) == 0 {
+		return -1
 	}
-	args := []string{"--dev", e.pair.B.Link, "--conf", conf, "--num", strconv.Itoa(c.Frames),
-		"--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}
-	if c.Rate > 0 {
-		args = append(args, "--rate", strconv.Itoa(c.Rate)+"pps")
+	return all[len(all)-1]
+}
+
+// send runs the sender (this program again, see senderMain) in B, pinned
+// to senderCPU: c.Frames UDP frames of c.Size bytes at c.Rate frames a
+// second (0: as fast as it goes), and samples B's veth transmit counter
+// meanwhile. (trafgen was the sender once; its --rate is not kept: asked
+// for 100 kpps it sent 930.)
+func (e *liveEnv) send(ctx context.Context, c Case) (sendStats, error) {
+	st := sendStats{cpuID: senderCPU()}
+	exe, err := os.Executable()
+	if err != nil {
+		return st, fmt.Errorf("the sender: %w", err)
+	}
+	spec := sendSpec{dev: e.pair.B.Link, frames: c.Frames, rate: c.Rate, size: max(c.Size, 60),
+		src: e.pair.B.Addr.Addr(), dst: e.pair.A.Addr.Addr()}
+	args := append([]string{exe}, spec.args()...)
+	if st.cpuID >= 0 {
+		args = append([]string{"taskset", "-c", strconv.Itoa(st.cpuID)}, args...)
 	}
 	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := e.pair.B.Command(tctx, "trafgen", args...)
+	cmd := e.pair.B.Command(tctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), senderEnv+"=1")
+	sampled := make(chan wireSample, 1)
+	stopSampling := make(chan struct{})
+	go func() { sampled <- e.sampleWire(stopSampling) }()
 	k0 := e.softirqCPU()
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	st.wall = time.Since(start)
 	st.softirq = e.softirqCPU() - k0
+	time.Sleep(2 * wireEvery) // the last frames' count
+	close(stopSampling)
+	ws := <-sampled
+	st.wirePkts, st.wireSpan = ws.pkts, ws.span
 	if err != nil {
-		return st, fmt.Errorf("trafgen: %w: %s", err, bytes.TrimSpace(out))
+		return st, fmt.Errorf("the sender: %w: %s", err, bytes.TrimSpace(out))
 	}
-	st.cpu = processCPU(cmd.ProcessState)
-	return st, nil
+	if ws.err != nil {
+		return st, ws.err
+	}
+	// The sender's own CPU over its sending: the process's start (the
+	// runtime, the packages' init) is no part of any receiver's cost.
+	_, _, st.cpu, err = parseSenderReport(out)
+	return st, err
+}
+
+// wireSample is what sampleWire saw.
+type wireSample struct {
+	pkts uint64
+	span time.Duration
+	err  error
+}
+
+// sampleWire reads B's veth transmit counter every wireEvery until stop is
+// closed, and returns how much it moved and the time from its first move
+// to its last: the on-wire time of a run, the one clock every row's rates
+// are taken over.
+func (e *liveEnv) sampleWire(stop <-chan struct{}) wireSample {
+	var ws wireSample
+	c0, err := e.txPackets()
+	if err != nil {
+		ws.err = err
+		return ws
+	}
+	last := c0
+	var first, lastMove time.Time
+	tick := time.NewTicker(wireEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			ws.pkts = last - c0
+			if !first.IsZero() {
+				ws.span = lastMove.Sub(first)
+			}
+			return ws
+		case <-tick.C:
+		}
+		c, err := e.txPackets()
+		if err != nil {
+			ws.err = err
+			return ws
+		}
+		if c != last {
+			now := time.Now()
+			if first.IsZero() {
+				// The counter moved within the last period: count the
+				// first move from half a period back.
+				first = now.Add(-wireEvery / 2)
+			}
+			lastMove, last = now, c
+		}
+	}
+}
+
+// txPackets reads the transmit counter of B's veth from /proc/net/dev as
+// B's namespace shows it.
+func (e *liveEnv) txPackets() (uint64, error) {
+	var v uint64
+	err := e.pair.B.Do(func() error {
+		b, err := os.ReadFile("/proc/thread-self/net/dev")
+		if err != nil {
+			return fmt.Errorf("reading the veth's counters: %w", err)
+		}
+		for _, ln := range strings.Split(string(b), "\n") {
+			name, rest, ok := strings.Cut(ln, ":")
+			if !ok || strings.TrimSpace(name) != e.pair.B.Link {
+				continue
+			}
+			f := strings.Fields(rest)
+			if len(f) < 10 {
+				break
+			}
+			v, err = strconv.ParseUint(f[9], 10, 64) // tx packets
+			return err
+		}
+		return fmt.Errorf("no %s in /proc/net/dev", e.pair.B.Link)
+	})
+	return v, err
 }
 
 // processCPU is the user+system time of a process that was waited for,
@@ -166,7 +263,7 @@ func (e *liveEnv) softirqCPU() time.Duration {
 }
 
 // receiver is the capture under test in one live run, reading from
-// before trafgen starts until it is stopped.
+// before the sender starts until it is stopped.
 type receiver struct {
 	d       *steer.Dispatcher
 	stamped []*stampSource
@@ -201,7 +298,7 @@ func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver
 	lib := library(c.Impl)
 	if lib {
 		scfg := c.steerConfig()
-		scfg.Hash.UDP4Tuple = true // trafgen's flows differ in their ports too
+		scfg.Hash.UDP4Tuple = true // the sender's flows differ in their ports too
 		// Hold the reader back on a full queue, as the in-memory runs do:
 		// the ring then fills and the kernel drops, counted beside the run.
 		scfg.Queue.Overflow = steer.OverflowWait
@@ -224,7 +321,13 @@ func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver
 		return nil, fmt.Errorf("opening %s: %w", c.Source, err)
 	}
 	for _, src := range srcs {
-		rc.stamped = append(rc.stamped, newStampSource(src))
+		ss := newStampSource(src)
+		if c.Experiment == "live-latency" {
+			// From the kernel's receive time, one frame in latencyEvery,
+			// after the first tenth of the run.
+			ss.kernelTime, ss.every, ss.skip = true, latencyEvery, uint64(c.Frames/10/len(srcs))
+		}
+		rc.stamped = append(rc.stamped, ss)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	rc.cancel = cancel
@@ -425,7 +528,7 @@ func (rc *receiver) close() {
 	rc.closers = nil
 }
 
-// runLive sends c.Frames frames with trafgen across the veth pair at
+// runLive sends c.Frames frames with the sender across the veth pair at
 // c.Rate and receives them with c's implementation (see startReceiver, and
 // runTcpdump for tcpdump). Besides the rate over the first..last batch it
 // records what was lost and the CPU time per frame of the reader and of
@@ -466,28 +569,39 @@ func runLive(ctx context.Context, e *liveEnv, c Case, sp spinner, rep int) (Resu
 	r.Capture = rc.capture
 	r.PerWorker, r.Frames = wk.counts()
 	r.Batches = rc.batches()
-	el := span(rc.stamped...)
-	r.Note = fmt.Sprintf("veth rx %d, sockets gave %d in %d batches, socket counters %s; rate over first..last batch",
+	r.Note = fmt.Sprintf("veth rx %d, sockets gave %d in %d batches, socket counters %s",
 		rx1-rx0, rc.read(), rc.batches(), ksum)
-	r.finish(el, before, after, wk.latency())
-	if el > 0 {
-		// The sockets idle (in poll) outside the span, so the CPU time is
-		// the span's.
-		r.CPUShare = (r.UserSec + r.SysSec) / el.Seconds()
+	r.finish(ss.wireSpan, before, after, wk.latency())
+	if ss.wireSpan > 0 {
+		// The sockets idle (in poll) outside the sender's run, so the CPU
+		// time is that run's.
+		r.CPUShare = (r.UserSec + r.SysSec) / ss.wireSpan.Seconds()
 	}
 	r.sent(c, ss, time.Duration((r.UserSec+r.SysSec)*1e9))
 	return r, nil
 }
 
-// sent fills the figures of a live run from what trafgen sent and the
-// reader's CPU time.
+// sent fills the figures of a live run from what the sender sent and the
+// reader's CPU time. Every rate is over the on-wire time, the one clock of
+// all rows; a run whose sender did not reach the offered rate, or that lost
+// nothing at the sender's top rate, is flagged sender-limited: it measured
+// the sender, not the receiver.
 func (r *Result) sent(c Case, ss sendStats, reader time.Duration) {
 	r.Sent = uint64(c.Frames)
 	if r.Frames < r.Sent {
 		r.Lost = r.Sent - r.Frames
 	}
-	if ss.wall > 0 {
-		r.SendPPS = float64(r.Sent) / ss.wall.Seconds()
+	r.SenderCPU = ss.cpuID
+	if ss.wireSpan > 0 {
+		r.SendPPS = float64(ss.wirePkts) / ss.wireSpan.Seconds()
+		r.Mpps = float64(r.Frames) / ss.wireSpan.Seconds() / 1e6
+		r.Gbps = float64(r.Frames) * float64(r.FrameSize) * 8 / ss.wireSpan.Seconds() / 1e9
+	}
+	switch {
+	case c.Rate > 0 && r.SendPPS < 0.95*float64(c.Rate):
+		r.Flag = "sender-limited"
+	case c.Rate == 0 && r.Lost == 0:
+		r.Flag = "sender-limited"
 	}
 	if r.Frames > 0 {
 		n := float64(r.Frames)
@@ -572,16 +686,15 @@ func runTcpdump(ctx context.Context, e *liveEnv, c Case, rep int) (Result, error
 			r.KernelDrops = v
 		}
 	}
-	// tcpdump's whole life is the reader's CPU time, set against
-	// trafgen's run.
+	// tcpdump's whole life is the reader's CPU time, set against the
+	// on-wire time as every row's.
 	var before, after usage
-	after.wall = before.wall.Add(ss.wall)
+	after.wall = before.wall.Add(ss.wireSpan)
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		after.user, after.sys = time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 	}
 	r.PerWorker = []uint64{r.Frames}
-	r.finish(ss.wall, before, after, nil)
-	r.Note = "rate over trafgen's run"
+	r.finish(ss.wireSpan, before, after, nil)
 	r.sent(c, ss, after.user+after.sys)
 	return r, nil
 }

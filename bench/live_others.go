@@ -5,7 +5,16 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 )
+
+const senderEnv = "RPSBENCH_SENDER"
+
+func senderMain(_ []string, out io.Writer) int {
+	fmt.Fprintln(out, "sender: needs Linux")
+	return 1
+}
 
 type liveEnv struct{}
 

@@ -80,12 +80,12 @@
 //	latency  open loop: the in-memory frames offered at fixed rates below
 //	         saturation; the time from each sampled frame's due time to the
 //	         end of its handler, for the baseline and the library alike
-//	live     (root; not with -quick) trafgen across a veth pair into one AF_PACKET socket
+//	live     (root; not with -quick) a paced sender of its own across a veth pair into one AF_PACKET socket
 //	         steered in user space, a kernel fanout group read by the
 //	         library's workers (RunOnWorkers), the same group without the
 //	         library (kernel PACKET_FANOUT_HASH baseline), and one socket
 //	         read by one goroutine (single-queue baseline); then the
-//	         capture comparison, at offered rates of 250 kpps to trafgen's
+//	         capture comparison, at offered rates of 250 kpps to the sender's
 //	         most, in turn: tcpdump, one AF_PACKET socket and one AF_XDP
 //	         socket steered in user space, a fanout EBPF group and N
 //	         AF_XDP sockets on one UMEM steered by the library's XDP
@@ -93,7 +93,7 @@
 //	         the frames it lost (with -xdp-unbatched, one more AF_XDP socket
 //	         that hands frames over as soon as its ring has any)
 //	         and its CPU time per frame, of the reader and of the whole
-//	         path (trafgen and the ksoftirqd threads too, which run the
+//	         path (the sender and the ksoftirqd threads too, which run the
 //	         kernel's receive work), and the highest rate it took without
 //	         loss
 //	rr       (root; not with -quick) examples/forwarder between a client and a server
@@ -157,6 +157,9 @@ type options struct {
 }
 
 func main() {
+	if os.Getenv(senderEnv) != "" {
+		os.Exit(senderMain(os.Args[1:], os.Stderr))
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		cli.Exit("bench", err)

@@ -93,8 +93,11 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 	}{
 		{"speedup.png", tgs, speedupPlot},
 		{"balance.png", long(minBalancePeriods*rebalancePeriod, "per-worker balance"), balancePlot},
-		{"latency.png", tgs, latencyPlot},
+		{"latency.png", tgs, func(gs []*group) (*plot.Plot, bool, error) { return latencyPlot(gs, "latency") }},
 		{"rr.png", gs, rrPlot},
+		{"live-zeroloss.png", gs, zeroLossPlot},
+		{"live-capture.png", gs, capturePlot},
+		{"live-latency.png", gs, func(gs []*group) (*plot.Plot, bool, error) { return latencyPlot(gs, expLiveLatency) }},
 	} {
 		p, ok, err := m.f(m.gs)
 		if err != nil {
@@ -416,9 +419,9 @@ func balancePlot(gs []*group) (*plot.Plot, bool, error) {
 	return p, true, nil
 }
 
-// latencyPlot is the latency experiment's p50 (dashed) and p99 against the
-// offered rate, per implementation.
-func latencyPlot(gs []*group) (*plot.Plot, bool, error) {
+// latencyPlot is a latency experiment's (e: latency or live-latency) p50
+// (dashed) and p99 against the offered rate, per implementation.
+func latencyPlot(gs []*group, e string) (*plot.Plot, bool, error) {
 	type line struct {
 		name string
 		p50  points
@@ -428,7 +431,7 @@ func latencyPlot(gs []*group) (*plot.Plot, bool, error) {
 	byName := map[string]*line{}
 	for _, g := range gs {
 		r := g.first()
-		if r.Experiment != "latency" {
+		if r.Experiment != e {
 			continue
 		}
 		name := "single queue"
@@ -448,7 +451,11 @@ func latencyPlot(gs []*group) (*plot.Plot, bool, error) {
 	if len(lines) == 0 {
 		return nil, false, nil
 	}
-	p := newPlot("latency at fixed offered rates, handler spin1us (p99; p50 dashed)", "offered kpps", "µs (log)")
+	title := "in memory: latency at fixed offered rates, spin1us (p99; p50 dashed)"
+	if e == expLiveLatency {
+		title = "live: kernel receive to handler end, spin1us (p99; p50 dashed)"
+	}
+	p := newPlot(title, "offered kpps", "µs (log)")
 	logY(p)
 	for i, l := range lines {
 		if err := addPoints(p, l.name+" p99", &l.p99, palette[i%len(palette)], false); err != nil {
@@ -493,5 +500,108 @@ func rrPlot(gs []*group) (*plot.Plot, bool, error) {
 	p.NominalX(names...)
 	p.Y.Min = 0
 	p.Legend.Add(strings.Join([]string{"median, bars min-max"}, ""), b)
+	return p, true, nil
+}
+
+// liveLabel names a live configuration briefly, for an axis.
+func liveLabel(r *Result) string {
+	switch {
+	case r.Impl == "single":
+		return "single"
+	case r.Impl == "rps" && r.Source == "afpacket":
+		return fmt.Sprintf("rps %dw", r.Workers)
+	case r.Impl == "rps":
+		return r.Source
+	case r.Impl == "kernel-fanout":
+		return "kernel fanout"
+	case r.Impl == "tcpdump":
+		return "tcpdump"
+	}
+	return strings.TrimPrefix(r.Source, "fanout-")
+}
+
+// zeroLossPlot is the zero-loss rate of each live configuration, per
+// handler, with the sender's top rate for scale; a configuration flagged
+// sender-limited in any run is drawn hollow.
+func zeroLossPlot(gs []*group) (*plot.Plot, bool, error) {
+	var labels []string
+	for _, g := range gs {
+		if r := g.first(); r.Experiment == expZeroLoss && !slices.Contains(labels, liveLabel(r)) {
+			labels = append(labels, liveLabel(r))
+		}
+	}
+	if len(labels) == 0 {
+		return nil, false, nil
+	}
+	p := newPlot("live: zero-loss throughput on a veth pair (RFC 2544)", "", "kpps")
+	for i, h := range []string{handlerNone, handlerSpin} {
+		var ps, top points
+		for _, g := range gs {
+			r := g.first()
+			if r.Experiment != expZeroLoss || r.Handler != h {
+				continue
+			}
+			x := float64(slices.Index(labels, liveLabel(r))) + 0.12*float64(2*i-1)
+			ps.add(x, g.sum(func(r *Result) float64 { return r.ZeroLossPPS / 1e3 }))
+			top.add(x, g.sum(func(r *Result) float64 { return r.SendPPS / 1e3 }))
+		}
+		if len(ps.XYs) == 0 {
+			continue
+		}
+		ps.sort()
+		s, err := plotter.NewScatter(ps.XYs)
+		if err != nil {
+			return nil, false, fmt.Errorf("zero-loss points: %w", err)
+		}
+		s.Color, s.Shape, s.Radius = palette[i], draw.CircleGlyph{}, vg.Points(3)
+		eb, err := plotter.NewYErrorBars(&ps)
+		if err != nil {
+			return nil, false, fmt.Errorf("zero-loss error bars: %w", err)
+		}
+		eb.Color, eb.CapWidth = palette[i], vg.Points(5)
+		top.sort()
+		ts, err := plotter.NewScatter(top.XYs)
+		if err != nil {
+			return nil, false, fmt.Errorf("sender points: %w", err)
+		}
+		ts.Color, ts.Shape = palette[i], draw.PlusGlyph{}
+		p.Add(s, eb, ts)
+		p.Legend.Add("zero loss, "+h, s)
+		p.Legend.Add("sender top, "+h, ts)
+	}
+	p.NominalX(labels...)
+	p.X.Tick.Label.Rotation = math.Pi / 8
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.Y.Min = 0
+	return p, true, nil
+}
+
+// capturePlot is the reader's CPU time a frame against the offered rate,
+// per capture of the comparison.
+func capturePlot(gs []*group) (*plot.Plot, bool, error) {
+	var names []string
+	lines := map[string]*points{}
+	for _, g := range gs {
+		r := g.first()
+		if r.Experiment != expCapture || r.Rate == 0 {
+			continue
+		}
+		name := liveLabel(r)
+		if lines[name] == nil {
+			lines[name] = &points{}
+			names = append(names, name)
+		}
+		lines[name].add(float64(r.Rate)/1e3, g.sum(func(r *Result) float64 { return r.ReaderNs }))
+	}
+	if len(names) == 0 {
+		return nil, false, nil
+	}
+	p := newPlot("live: the reader's CPU a frame by offered rate", "offered kpps", "reader ns a frame")
+	for i, n := range names {
+		if err := addPoints(p, n, lines[n], palette[i%len(palette)], false); err != nil {
+			return nil, false, err
+		}
+	}
+	p.Y.Min = 0
 	return p, true, nil
 }

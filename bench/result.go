@@ -50,19 +50,29 @@ type Result struct {
 	TPS            float64  `json:"tps,omitempty"`     // request/response: transactions per second
 	Retrans        uint64   `json:"retrans,omitempty"` // request/response: TCP RetransSegs delta
 
-	// Live runs: what trafgen sent, what of it the handlers never saw
+	// Live runs: what the sender sent, what of it the handlers never saw
 	// (every cause: kernel, dispatcher, veth), and the CPU time per frame
 	// handled, of the reader (this process, or tcpdump) and of the whole
-	// path (the reader, trafgen and the ksoftirqd threads: the kernel's
-	// receive work runs in softirq context, mostly in trafgen's).
+	// path (the reader, the sender and the ksoftirqd threads: the kernel's
+	// receive work runs in softirq context, mostly in the sender's).
 	Sent     uint64  `json:"sent,omitempty"`
 	Lost     uint64  `json:"lost"`
-	SendPPS  float64 `json:"send_pps,omitempty"` // frames trafgen sent a second
+	SendPPS  float64 `json:"send_pps,omitempty"` // frames sent a second on the wire (veth counter)
 	Batches  uint64  `json:"batches,omitempty"`  // non-empty batches the sockets' reads gave
 	ReaderNs float64 `json:"reader_cpu_ns_per_frame,omitempty"`
 	TotalNs  float64 `json:"total_cpu_ns_per_frame,omitempty"`
 	Capture  string  `json:"capture,omitempty"` // AF_XDP: the attach and bind modes and the batch timeout, "native copy batch 100µs"
-	Note     string  `json:"note,omitempty"`
+	// SenderCPU is the CPU the sender was pinned to (-1: none); Flag is
+	// "sender-limited" for a run that measured the sender: it did not
+	// reach the offered rate, or nothing was lost at its top rate.
+	SenderCPU int    `json:"sender_cpu,omitempty"`
+	Flag      string `json:"flag,omitempty"`
+	// ZeroLossPPS is a zero-loss search's result: the highest offered
+	// rate at which no frame was lost (RFC 2544's throughput); Trials the
+	// trials it took.
+	ZeroLossPPS float64 `json:"zero_loss_pps,omitempty"`
+	Trials      int     `json:"trials,omitempty"`
+	Note        string  `json:"note,omitempty"`
 
 	lat *hist // kept for the latency plot, not serialized
 }
@@ -149,7 +159,7 @@ var csvHeader = []string{"experiment", "impl", "source", "handler", "frame_size"
 	"dispatch", "policy", "pinned", "rebalance", "rep", "frames", "seconds", "mpps", "gbps", "ns_per_frame",
 	"user_sec", "sys_sec", "cpu_share", "allocs_per_frame", "per_worker", "imbalance", "drops", "kernel_drops",
 	"lat_samples", "lat_p50_us", "lat_p99_us", "lat_p999_us", "tps", "retrans", "offered_pps", "sent", "lost",
-	"send_pps", "batches", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "qlimit", "cpus", "warm_sec", "note"}
+	"send_pps", "batches", "reader_cpu_ns_per_frame", "total_cpu_ns_per_frame", "capture", "qlimit", "cpus", "warm_sec", "sender_cpu", "flag", "zero_loss_pps", "trials", "note"}
 
 // writeCSV writes a header and one row per result. The machine and the
 // command line are in the JSON written beside it.
@@ -176,7 +186,8 @@ func writeCSV(w io.Writer, rs []Result) error {
 			strconv.FormatUint(r.LatSamples, 10), f(r.LatP50), f(r.LatP99), f(r.LatP999), f(r.TPS),
 			strconv.FormatUint(r.Retrans, 10), strconv.Itoa(r.Rate), strconv.FormatUint(r.Sent, 10),
 			strconv.FormatUint(r.Lost, 10), f(r.SendPPS), strconv.FormatUint(r.Batches, 10), f(r.ReaderNs), f(r.TotalNs), r.Capture,
-			strconv.Itoa(r.QLimit), strings.Join(cpus, " "), f(r.WarmSec), r.Note}
+			strconv.Itoa(r.QLimit), strings.Join(cpus, " "), f(r.WarmSec), strconv.Itoa(r.SenderCPU), r.Flag,
+			f(r.ZeroLossPPS), strconv.Itoa(r.Trials), r.Note}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("writing CSV: %w", err)
 		}

@@ -150,19 +150,9 @@ func (s *suite) cases() []Case {
 		}
 	}
 	if s.want("latency") && !q {
-		for _, rate := range latencyRates {
-			c := base
-			c.Experiment, c.Handler, c.Rate = "latency", handlerSpin, rate
-			c.Impl, c.Workers = "single", 1
-			cs = append(cs, c)
-			for _, w := range []int{1, nCPU} {
-				c.Impl, c.Workers = "rps", w
-				cs = append(cs, c)
-				if nCPU == 1 {
-					break
-				}
-			}
-		}
+		c := base
+		c.Experiment, c.Handler = "latency", handlerSpin
+		cs = append(cs, latencyCases(c, latencyRates, nCPU)...)
 	}
 	if s.want("live") && !q { // -quick stays in memory
 		if why := liveMissing(); why != "" {
@@ -174,30 +164,29 @@ func (s *suite) cases() []Case {
 	return cs
 }
 
-// liveCases are the live experiment's configurations.
-func (s *suite) liveCases(ws []int) []Case {
-	nCPU := ws[len(ws)-1]
+// latencyCases are base at each offered rate for the single-queue
+// baseline and the library with 1 and nCPU workers; a live case sends a
+// second's worth of frames.
+func latencyCases(base Case, rates []int, nCPU int) []Case {
 	var cs []Case
-	for _, h := range []string{handlerNone, handlerSpin} {
-		c := Case{Experiment: "live", Source: "afpacket", Handler: h, Size: 64, Flows: 1 << 24, Frames: 1 << 20,
-			Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
+	for _, rate := range rates {
+		c := base
+		c.Rate = rate
+		if c.Source != "mem" {
+			c.Frames = rate
+		}
 		c.Impl, c.Workers = "single", 1
 		cs = append(cs, c)
-		for _, w := range ws {
-			c.Impl, c.Workers, c.Source = "rps", w, "afpacket"
+		for _, w := range slices.Compact([]int{1, nCPU}) {
+			c.Impl, c.Workers = "rps", w
 			cs = append(cs, c)
 		}
-		c.Workers = nCPU
-		c.Impl, c.Source = "rps-fanout", "fanout-hash"
-		cs = append(cs, c)
-		c.Impl = "kernel-fanout"
-		cs = append(cs, c)
 	}
-	return append(cs, s.captureCases(nCPU, cs)...)
+	return cs
 }
 
 // liveRates are the offered rates of the capture comparison, in frames a
-// second; 0 is as fast as trafgen goes.
+// second; 0 is as fast as the sender goes.
 var liveRates = []int{250_000, 500_000, 1_000_000, 0}
 
 // captureCases are the live experiment's capture comparison: at each of
@@ -212,7 +201,7 @@ func (s *suite) captureCases(workers int, have []Case) []Case {
 	}
 	var cs []Case
 	for _, rate := range liveRates {
-		c := Case{Experiment: "live", Handler: handlerNone, Size: 64, Flows: 1 << 24, Rate: rate,
+		c := Case{Experiment: expCapture, Handler: handlerNone, Size: 64, Flows: 1 << 24, Rate: rate,
 			Dispatch: steer.Deferred, Policy: steer.PolicyRSS, Frames: 1 << 20}
 		if rate > 0 {
 			c.Frames = rate // a second
@@ -261,6 +250,9 @@ func (s *suite) job(c Case, rep int) job {
 				}
 				s.live = e
 				s.closes = append(s.closes, func() { e.Close() })
+			}
+			if c.Experiment == expZeroLoss {
+				return runSearch(ctx, s.live, c, s.sp, rep)
 			}
 			return runLive(ctx, s.live, c, s.sp, rep)
 		}

@@ -426,21 +426,25 @@ func singleLoop(stop *atomic.Bool, raw [][]byte, ww *workerWork) {
 	}
 }
 
-// stampSource wraps a Source: it stamps one frame in sampleEvery with the
-// monotonic clock and zeroes every other frame's Timestamp (so that the
-// handler can tell the sampled ones), and records when the first and the
-// last non-empty batches arrived.
+// stampSource wraps a Source: it marks one frame in sampleEvery for the
+// latency histogram and zeroes every other frame's Timestamp (so that the
+// handler can tell the sampled ones), and counts the frames and batches
+// read. A sampled frame carries the time the frame was read, or with
+// kernelTime the time the source gave it (the kernel's receive time in a
+// ring), so that its latency runs from the kernel's receive; the first
+// skip frames are not sampled.
 type stampSource struct {
 	steer.Source
-	n           uint64
-	first, last atomic.Int64 // unix nanoseconds
-	frames      atomic.Uint64
-	batches     atomic.Uint64 // non-empty ones
-	t0          time.Time     // the monotonic origin of first and last
+	kernelTime bool
+	skip       uint64
+	every      uint64
+	n          uint64
+	frames     atomic.Uint64
+	batches    atomic.Uint64 // non-empty ones
 }
 
 func newStampSource(src steer.Source) *stampSource {
-	return &stampSource{Source: src, t0: time.Now()}
+	return &stampSource{Source: src, every: sampleEvery}
 }
 
 // ReadBatch implements steer.Source.
@@ -451,36 +455,17 @@ func (s *stampSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
 	}
 	now := time.Now()
 	for i := range b.Frames {
-		if s.n%sampleEvery == 0 {
-			b.Frames[i].Timestamp = now
-		} else {
+		switch {
+		case s.n < s.skip || s.n%s.every != 0:
 			b.Frames[i].Timestamp = time.Time{}
+		case !s.kernelTime:
+			b.Frames[i].Timestamp = now
 		}
 		s.n++
 	}
-	ns := int64(now.Sub(s.t0)) + 1
-	s.first.CompareAndSwap(0, ns)
-	s.last.Store(ns)
 	s.frames.Add(uint64(len(b.Frames)))
 	s.batches.Add(1)
 	return err
-}
-
-// span returns the time from the first to the last non-empty batch over
-// several stamped sources.
-func span(srcs ...*stampSource) time.Duration {
-	var first, last int64
-	for _, s := range srcs {
-		f, l := s.first.Load(), s.last.Load()
-		if f == 0 {
-			continue
-		}
-		if first == 0 || f < first {
-			first = f
-		}
-		last = max(last, l)
-	}
-	return time.Duration(last - first)
 }
 
 // benchXDPBatch is -xdp-batch-timeout: the live AF_XDP sockets'

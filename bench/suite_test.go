@@ -350,3 +350,12 @@ func TestWritePcap(t *testing.T) {
 	}
 	b.Release()
 }
+
+// TestMain lets the test binary be the live experiment's sender too, as
+// the bench binary is (see senderMain): the live tests start it again.
+func TestMain(m *testing.M) {
+	if os.Getenv(senderEnv) != "" {
+		os.Exit(senderMain(os.Args[1:], os.Stderr))
+	}
+	os.Exit(m.Run())
+}
