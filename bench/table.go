@@ -454,7 +454,8 @@ var captureLegend = fmt.Sprintf(`  a sender (this program, sendmmsg on an AF_PAC
 // rrLegend says what the request/response table's columns mean.
 const rrLegend = `  examples/forwarder between a client and a server namespace; TCP connections doing 1-byte
   request/response through it.
-  columns: tps transactions a second; x 1 worker tps over the one-worker run's; p50/p99/p99.9 ms
-    transaction latency; retrans the client's TCP retransmissions; fwd CPU the forwarder's
-    (user+sys)/wall time
+  columns: tps transactions a second; x 1 worker tps over the forwarder's with one worker, paired by
+    repetition: the library against itself, not against a single queue (examples/forwarder always
+    steers; this experiment has no single-queue forwarder); p50/p99/p99.9 ms transaction latency;
+    retrans the client's TCP retransmissions; fwd CPU the forwarder's (user+sys)/wall time
 `
