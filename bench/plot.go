@@ -457,6 +457,13 @@ func latencyPlot(gs []*group, e string) (*plot.Plot, bool, error) {
 	}
 	p := newPlot(title, "offered kpps", "µs (log)")
 	logY(p)
+	var ticks []plot.Tick
+	for _, g := range gs {
+		if r := g.first(); r.Experiment == e && !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Value == float64(r.Rate)/1e3 }) {
+			ticks = append(ticks, plot.Tick{Value: float64(r.Rate) / 1e3, Label: fmt.Sprint(r.Rate / 1000)})
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	for i, l := range lines {
 		if err := addPoints(p, l.name+" p99", &l.p99, palette[i%len(palette)], false); err != nil {
 			return nil, false, err

@@ -473,9 +473,13 @@ func (p *progress) line(s string) {
 func (p *progress) done(r *Result) {
 	p.n++
 	if !p.tty || p.verbose {
-		if r.Experiment == "rr" {
+		switch {
+		case r.Experiment == "rr":
 			p.line(fmt.Sprintf("%s: %.0f tps, p99 %.2f ms, %d retransmissions", p.name, r.TPS, r.LatP99/1e3, r.Retrans))
-		} else {
+		case r.Trials > 0:
+			p.line(fmt.Sprintf("%s: zero loss up to %.0f kpps, sender top %.0f kpps, %d trials %s", p.name,
+				r.ZeroLossPPS/1e3, r.SendPPS/1e3, r.Trials, r.Flag))
+		default:
 			p.line(fmt.Sprintf("%s: %.2f Mpps, %.1f ns/frame, %.2f s", p.name, r.Mpps, r.NsPerFrame, r.Seconds))
 		}
 	}

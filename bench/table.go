@@ -253,9 +253,9 @@ func printLatency(w io.Writer, gs []*group, e string) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Impl, r.Handler, r.Workers, offered(r.Rate),
 			g.sum(func(r *Result) float64 { return r.Mpps * 1e3 }).pm("%.0f"),
-			g.sum(func(r *Result) float64 { return r.LatP50 }).pm("%.1f"),
-			g.sum(func(r *Result) float64 { return r.LatP99 }).pm("%.1f"),
-			g.sum(func(r *Result) float64 { return r.LatP999 }).pm("%.1f"), sat, len(g.runs))
+			g.sum(func(r *Result) float64 { return r.LatP50 }).rng("%.0f"),
+			g.sum(func(r *Result) float64 { return r.LatP99 }).rng("%.0f"),
+			g.sum(func(r *Result) float64 { return r.LatP999 }).rng("%.0f"), sat, len(g.runs))
 	}
 	tw.Flush()
 	writeLegend(w, gs, e)
@@ -279,7 +279,8 @@ const latencyLegend = `  the in-memory frames offered at a fixed rate, open loop
   to 64; the latency of one frame in %d is from its due time to the end of its handler, for
   the single-queue baseline (which handles it in the source loop) and the library alike.
   columns: offered frames a second offered; handled kpps what was handled; p50/p99/p99.9 µs
-    percentiles of the latency; saturated runs that handled less than 98%% of what was offered
+    percentiles of the latency, median (min-max) over the runs; saturated runs that handled less
+    than 98%% of what was offered
 `
 
 // printRR prints the request/response table.
