@@ -122,6 +122,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -154,6 +155,7 @@ type options struct {
 	loadSample  time.Duration
 	compare     string // -compare OLD: the old results; the new are the argument
 	compareNew  string
+	from        string // -from: print and plot a saved results.json, run nothing
 }
 
 func main() {
@@ -167,6 +169,10 @@ func main() {
 	}
 	if o.compare != "" {
 		cli.Exit("bench", compareFiles(os.Stdout, o.compare, o.compareNew))
+		return
+	}
+	if o.from != "" {
+		cli.Exit("bench", replot(o, os.Stdout))
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -194,6 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.exps, "exp", "", "comma-separated `experiments` to run (workers,sizes,modes,skew,pcap,latency,live,rr); default all")
 	fs.IntVar(&o.spinIters, "spin-iters", 0, "`iterations` of the spin1us handler's loop; 0: the machine's calibration (see -calibration)")
 	fs.StringVar(&o.calibration, "calibration", defaultCalibrationFile(), "`file` keeping the spin1us handler's iteration count for this machine, calibrated and written on first use")
+	fs.StringVar(&o.from, "from", "", "print the tables of a saved results.json `file` and draw its plots into -out, and run nothing")
 	fs.StringVar(&o.compare, "compare", "", "compare the results in `OLD` (results.json or results.txt) with those named by the argument, as benchstat does, and run nothing")
 	fs.DurationVar(&o.rrDur, "rr-duration", 0, "measured `time` per request/response run (default 10s)")
 	fs.IntVar(&o.rrConns, "rr-conns", 300, "TCP `connections` in the request/response experiment")
@@ -233,6 +240,32 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.defaults()
 	return o, nil
+}
+
+// replot prints the tables of the saved results o.from and draws its
+// plots into o.out.
+func replot(o options, stdout io.Writer) error {
+	b, err := os.ReadFile(o.from)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", o.from, err)
+	}
+	printTables(stdout, &rep)
+	if o.noPlots {
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	files, err := writePlots(o.out, &rep)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: drew %s into %s\n", strings.Join(files, ", "), o.out)
+	return nil
 }
 
 // defaults fills in what the flags left at zero.

@@ -164,6 +164,17 @@ func newPlot(title, x, y string) *plot.Plot {
 	return p
 }
 
+// headroom raises p's Y axis above its data, for the legend in the top
+// left corner: by half the range on a linear axis, by a factor of 8 on a
+// log one. Call it after the data are added.
+func headroom(p *plot.Plot) {
+	if _, log := p.Y.Scale.(plot.LogScale); log {
+		p.Y.Max *= 8
+		return
+	}
+	p.Y.Max += (p.Y.Max - p.Y.Min) / 2
+}
+
 // logY puts p's Y axis on a log scale with ticks at 1, 2 and 5 times the
 // powers of ten.
 func logY(p *plot.Plot) {
@@ -229,6 +240,14 @@ func addPoints(p *plot.Plot, name string, ps *points, c color.Color, dashed bool
 	if dashed {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
+	p.Add(l)
+	return addDots(p, name, ps, c, l)
+}
+
+// addDots draws ps as points at the medians with error bars, under name in
+// the legend with the thumbnails thumbs besides the points'.
+func addDots(p *plot.Plot, name string, ps *points, c color.Color, thumbs ...plot.Thumbnailer) error {
+	ps.sort()
 	s, err := plotter.NewScatter(ps.XYs)
 	if err != nil {
 		return fmt.Errorf("plot points %s: %w", name, err)
@@ -241,8 +260,8 @@ func addPoints(p *plot.Plot, name string, ps *points, c color.Color, dashed bool
 	}
 	eb.Color = c
 	eb.CapWidth = vg.Points(5)
-	p.Add(l, s, eb)
-	p.Legend.Add(name, l, s)
+	p.Add(s, eb)
+	p.Legend.Add(name, append(thumbs, s)...)
 	return nil
 }
 
@@ -319,6 +338,7 @@ func throughputPlot(gs []*group, h string) (*plot.Plot, bool, error) {
 		}
 	}
 	workerTicks(p, maxW)
+	headroom(p)
 	return p, true, nil
 }
 
@@ -335,16 +355,17 @@ func speedupPlot(gs []*group) (*plot.Plot, bool, error) {
 			continue
 		}
 		var rps, ceil points
+		dx := 0.03 * float64(i-1) // keep the handlers' error bars apart
 		for _, g := range find(gs, "workers", "rps", h, false) {
-			rps.add(float64(g.first().Workers), g.ratio(single[0], mpps))
+			rps.add(float64(g.first().Workers)+dx, g.ratio(single[0], mpps))
 			maxW = max(maxW, float64(g.first().Workers))
 		}
 		if len(rps.XYs) == 0 {
 			continue
 		}
-		ceil.add(1, summary{N: 1, Min: 1, Med: 1, Max: 1})
+		ceil.add(1+dx, summary{N: 1, Min: 1, Med: 1, Max: 1})
 		for _, g := range find(gs, "workers", "ceiling", h, false) {
-			ceil.add(float64(g.first().Workers), g.ratio(single[0], mpps))
+			ceil.add(float64(g.first().Workers)+dx, g.ratio(single[0], mpps))
 		}
 		if err := addPoints(p, "rps, "+h, &rps, palette[i], false); err != nil {
 			return nil, false, err
@@ -364,6 +385,7 @@ func speedupPlot(gs []*group) (*plot.Plot, bool, error) {
 	}
 	workerTicks(p, maxW)
 	p.Y.Min = 0
+	headroom(p)
 	return p, true, nil
 }
 
@@ -405,7 +427,7 @@ func balancePlot(gs []*group) (*plot.Plot, bool, error) {
 		if i == 1 {
 			name = fmt.Sprintf("rebalancer every %v (busiest/mean %s)", rebalancePeriod, g.sum(imbal).rng("%.2f"))
 		}
-		if err := addPoints(p, name, &ps, palette[i], false); err != nil {
+		if err := addDots(p, name, &ps, palette[i]); err != nil {
 			return nil, false, err
 		}
 	}
@@ -472,6 +494,7 @@ func latencyPlot(gs []*group, e string) (*plot.Plot, bool, error) {
 			return nil, false, err
 		}
 	}
+	headroom(p)
 	return p, true, nil
 }
 
@@ -580,6 +603,7 @@ func zeroLossPlot(gs []*group) (*plot.Plot, bool, error) {
 	p.X.Tick.Label.Rotation = math.Pi / 8
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.Y.Min = 0
+	headroom(p)
 	return p, true, nil
 }
 
@@ -610,5 +634,6 @@ func capturePlot(gs []*group) (*plot.Plot, bool, error) {
 		}
 	}
 	p.Y.Min = 0
+	headroom(p)
 	return p, true, nil
 }
