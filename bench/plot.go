@@ -536,18 +536,14 @@ func rrPlot(gs []*group) (*plot.Plot, bool, error) {
 // liveLabel names a live configuration briefly, for an axis.
 func liveLabel(r *Result) string {
 	switch {
-	case r.Impl == "single":
-		return "single"
+	case r.Impl == "single" || r.Impl == "tcpdump":
+		return r.Impl
 	case r.Impl == "rps" && r.Source == "afpacket":
 		return fmt.Sprintf("rps %dw", r.Workers)
-	case r.Impl == "rps":
-		return r.Source
 	case r.Impl == "kernel-fanout":
 		return "kernel fanout"
-	case r.Impl == "tcpdump":
-		return "tcpdump"
 	}
-	return strings.TrimPrefix(r.Source, "fanout-")
+	return "rps " + r.Source
 }
 
 // zeroLossPlot is the zero-loss rate of each live configuration, per
@@ -600,6 +596,7 @@ func zeroLossPlot(gs []*group) (*plot.Plot, bool, error) {
 		p.Legend.Add("sender top, "+h, ts)
 	}
 	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.5, float64(len(labels))-0.5
 	p.X.Tick.Label.Rotation = math.Pi / 8
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.Y.Min = 0

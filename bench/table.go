@@ -220,9 +220,9 @@ func printZeroLoss(w io.Writer, gs []*group) {
 
 // zeroLossLegend says how the zero-loss search goes.
 const zeroLossLegend = `  a sender (this program) sends 64-byte UDP frames of random 4-tuples from the other namespace over
-  the veth pair,
-  pinned to the last CPU (the sender shares a CPU with the receiver where there are no more than its
-  workers); every rate is the veth's transmit counter over the time it moved, one clock for all rows.
+  the veth pair, pinned to the last CPU (it shares a CPU with the receiver where there are no more
+  CPUs than workers); every rate is the veth's transmit counter over the time it moved, one clock
+  for all rows.
   A first trial as fast as the sender goes gives the sender's top rate; then a binary search, a trial of
   half a second at each offered rate, keeps the highest without a lost frame, to %.0f%% of the top
   or %d trials. columns: zero-loss kpps the rate found; x single over the single-queue baseline's,
