@@ -215,15 +215,6 @@ func (e *liveEnv) txPackets() (uint64, error) {
 	return v, err
 }
 
-// processCPU is the user+system time of a process that was waited for,
-// with the children it waited for.
-func processCPU(ps *os.ProcessState) time.Duration {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return 0
-}
-
 // softirqThreads returns the schedstat files of the ksoftirqd threads,
 // which run the softirqs (here: veth's receive path, XDP, the copy into a
 // ring or a UMEM) that the task they interrupted could not finish.
