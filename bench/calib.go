@@ -34,14 +34,19 @@ func spinWork(n int) uint64 {
 func (s spinner) spin() { spinSink.Add(spinWork(s.iters)) }
 
 // spinCost measures what one call of s costs: trials rounds of calls
-// lasting about 200 µs each, and returns the cheapest round's and the
-// median round's time per call in nanoseconds. The cheapest is the cost of
-// the work itself (a round that another process interrupted is slower, never
-// faster); the median shows how much the machine took away.
+// lasting about 200 µs each, half a millisecond apart so that one busy
+// stretch of the machine does not cover them all, and returns the cheapest
+// round's and the median round's time per call in nanoseconds. The
+// cheapest is the cost of the work itself (a round that another process
+// interrupted is slower, never faster); the median shows how much the
+// machine took away.
 func spinCost(s spinner, trials int) (minNs, medNs float64) {
 	calls := max(1, int(200e3/max(float64(s.iters)*1.5, 1)))
 	per := make([]float64, trials)
 	for t := range per {
+		if t > 0 {
+			time.Sleep(500 * time.Microsecond)
+		}
 		start := time.Now()
 		for i := 0; i < calls; i++ {
 			s.spin()

@@ -406,7 +406,7 @@ func warnings(rep *Report) []string {
 		w = append(w, fmt.Sprintf("the hypervisor stole %.1f%% of the CPU time during the runs", 100*rep.StealRun))
 	}
 	if d := rep.SpinCost.drift(); d > maxSpinDrift || d < -maxSpinDrift {
-		w = append(w, fmt.Sprintf("the spin1us handler's cost drifted %+.1f%% from the start to the end (%.0f to %.0f ns a call): the CPU's speed changed",
+		w = append(w, fmt.Sprintf("the spin1us handler's cost drifted %+.1f%% from the start to the end (%.0f to %.0f ns a call): the CPU's speed changed, or other work took the CPUs from every round of the check",
 			100*d, rep.SpinCost.StartNs, rep.SpinCost.EndNs))
 	}
 	if c := rep.Spin; c.NsPerCall > 0 && rep.SpinCost.StartNs > 0 {
