@@ -14,14 +14,16 @@ import (
 	"github.com/rpsgo/rps/hash"
 )
 
-// Program is the loaded steering program and its two maps. Its methods are
-// safe for concurrent use.
+// Program is the loaded steering program, its two maps, and the maps
+// whose update waits for a grace period (Sync). Its methods are safe for
+// concurrent use.
 type Program struct {
 	mu    sync.Mutex
 	prog  *ebpf.Program
 	keyed *ebpf.Map // the Toeplitz table or the SipHash state
 	table *ebpf.Map
-	n     int // indirection table length
+	sync  *grace // waits for running programs
+	n     int    // indirection table length
 }
 
 // New builds the program for opts, creates its maps (the Toeplitz
@@ -48,6 +50,10 @@ func New(opts Options) (*Program, error) {
 	}
 	p.table, err = newTableMap(opts.Table)
 	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	if p.sync, err = newGrace(); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -217,6 +223,19 @@ func (p *Program) SetTable(table []uint32) error {
 	return putTable(p.table, p.n, table)
 }
 
+// Sync returns after an RCU grace period: every run of the program that
+// began before the call has ended, and with it the fanout's delivery of
+// the frame to the socket it picked (tpacket_rcv counts it in
+// tp_packets), so every frame steered from then on sees every map change
+// made before the call. It takes milliseconds, and is safe to call from
+// many goroutines at once.
+func (p *Program) Sync() error {
+	p.mu.Lock()
+	g := p.sync
+	p.mu.Unlock()
+	return g.wait()
+}
+
 // Table returns the indirection table the kernel currently uses.
 func (p *Program) Table() ([]uint32, error) {
 	p.mu.Lock()
@@ -239,7 +258,8 @@ func (p *Program) Close() error {
 	if p.table != nil {
 		errs = append(errs, p.table.Close())
 	}
-	p.prog, p.keyed, p.table = nil, nil, nil
+	errs = append(errs, p.sync.close())
+	p.prog, p.keyed, p.table, p.sync = nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpfsteer: close: %w", err)
 	}

@@ -18,5 +18,11 @@ func (p *Program) SetTable(table []uint32) error { return ErrNotSupported }
 // Table is not supported on this system.
 func (p *Program) Table() ([]uint32, error) { return nil, ErrNotSupported }
 
+// Sync is not supported on this system.
+func (p *Program) Sync() error { return ErrNotSupported }
+
+// GracePeriod is not supported on this system.
+func GracePeriod() error { return ErrNotSupported }
+
 // Close does nothing on this system.
 func (p *Program) Close() error { return nil }

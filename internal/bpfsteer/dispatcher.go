@@ -15,35 +15,27 @@ import (
 // PassUnhashed) are kept. The result is checked with [Instructions], so
 // that a refusal needs no privilege.
 //
-// What the program cannot honour is an error wrapping ErrOptions (or
-// ErrKeyLength, ErrTableLength: see [IsOptionsError]) that names what to
-// change: a policy other than rss (the program has no per-flow state),
+// What the program cannot honour is an error wrapping steer.ErrConfig and
+// ErrOptions (or ErrKeyLength, ErrTableLength) that names what to change: a policy other than rss (the program has no per-flow state),
 // more than [MaxVXLANPorts] VXLAN ports with tunnels inner. The program is
 // never built to steer otherwise than the dispatcher would.
 func DispatcherOptions(cfg steer.Config, table []int, base Options) (Options, error) {
 	h := cfg.Hash
 	if cfg.Policy != steer.PolicyRSS {
-		return Options{}, fmt.Errorf("bpfsteer: the program steers as the rss policy does, not %v: use the rss policy: %w", cfg.Policy, ErrOptions)
+		return Options{}, fmt.Errorf("bpfsteer: %w: the program steers as the rss policy does, not %v: use the rss policy: %w", steer.ErrConfig, cfg.Policy, ErrOptions)
 	}
 	if h.Tunnels == steer.TunnelsInner && len(h.VXLANPorts) > MaxVXLANPorts {
-		return Options{}, fmt.Errorf("bpfsteer: %d VXLAN ports: the program matches at most %d; list fewer in HashConfig.VXLANPorts: %w",
-			len(h.VXLANPorts), MaxVXLANPorts, ErrOptions)
+		return Options{}, fmt.Errorf("bpfsteer: %w: %d VXLAN ports: the program matches at most %d; list fewer in HashConfig.VXLANPorts: %w",
+			steer.ErrConfig, len(h.VXLANPorts), MaxVXLANPorts, ErrOptions)
 	}
 	o := base
 	o.Algorithm, o.Key, o.Table = h.Algorithm, h.Key, WorkerTable(table)
 	o.Symmetric, o.Types, o.UDP4Tuple = h.Symmetric, h.Types, h.UDP4Tuple
 	o.Tunnels, o.VXLANPorts = h.Tunnels == steer.TunnelsInner, h.VXLANPorts
 	if _, err := Instructions(o); err != nil {
-		return o, err
+		return o, fmt.Errorf("%w: %w", steer.ErrConfig, err)
 	}
 	return o, nil
-}
-
-// IsOptionsError reports whether err is one of the program's refusals of
-// its options (ErrOptions, ErrKeyLength, ErrTableLength), a configuration
-// error, rather than the kernel's.
-func IsOptionsError(err error) bool {
-	return errors.Is(err, ErrOptions) || errors.Is(err, ErrKeyLength) || errors.Is(err, ErrTableLength)
 }
 
 // WorkerTable returns a dispatcher's indirection table (bucket -> worker)
@@ -54,4 +46,11 @@ func WorkerTable(t []int) []uint32 {
 		out[i] = uint32(w)
 	}
 	return out
+}
+
+// IsOptionsError reports whether err is one of the program's refusals of
+// its options (ErrOptions, ErrKeyLength, ErrTableLength), a configuration
+// error, rather than the kernel's.
+func IsOptionsError(err error) bool {
+	return errors.Is(err, ErrOptions) || errors.Is(err, ErrKeyLength) || errors.Is(err, ErrTableLength)
 }

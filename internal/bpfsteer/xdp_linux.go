@@ -15,16 +15,15 @@ import (
 // counters, and the map whose update waits for a grace period (Sync). Its
 // methods are safe for concurrent use.
 type XDP struct {
-	mu        sync.Mutex
-	prog      *ebpf.Program
-	keyed     *ebpf.Map
-	table     *ebpf.Map
-	xsks      *ebpf.Map
-	stats     *ebpf.Map
-	sync      *ebpf.Map // an array of maps: updating it waits for running programs
-	syncInner *ebpf.Map
-	n         int // indirection table length
-	sockets   int
+	mu      sync.Mutex
+	prog    *ebpf.Program
+	keyed   *ebpf.Map
+	table   *ebpf.Map
+	xsks    *ebpf.Map
+	stats   *ebpf.Map
+	sync    *grace // waits for running programs
+	n       int    // indirection table length
+	sockets int
 }
 
 // NewXDP builds the program for opts with the XDP hook (opts.Hook is
@@ -87,22 +86,9 @@ func NewXDP(opts Options, sockets int) (*XDP, error) {
 		x.Close()
 		return nil, fmt.Errorf("bpfsteer: creating the counter map: %w", err)
 	}
-	inner := &ebpf.MapSpec{Name: "rps_sync_inner", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
-	if x.syncInner, err = ebpf.NewMap(inner); err != nil {
+	if x.sync, err = newGrace(); err != nil {
 		x.Close()
-		return nil, fmt.Errorf("bpfsteer: creating the grace-period map: %w", err)
-	}
-	x.sync, err = ebpf.NewMap(&ebpf.MapSpec{
-		Name:       "rps_sync",
-		Type:       ebpf.ArrayOfMaps,
-		KeySize:    4,
-		ValueSize:  4,
-		MaxEntries: 1,
-		InnerMap:   inner,
-	})
-	if err != nil {
-		x.Close()
-		return nil, fmt.Errorf("bpfsteer: creating the grace-period map: %w", err)
+		return nil, err
 	}
 	maps := map[string]*ebpf.Map{name: x.keyed, TableMapName: x.table, XSKMapName: x.xsks, XDPStatsMapName: x.stats}
 	if err := associate(insns, maps); err != nil {
@@ -220,29 +206,9 @@ func (x *XDP) Table() ([]uint32, error) {
 // safe to call from many goroutines at once.
 func (x *XDP) Sync() error {
 	x.mu.Lock()
-	m, inner := x.sync, x.syncInner
-	if m == nil {
-		x.mu.Unlock()
-		return fmt.Errorf("bpfsteer: sync: %w", ErrClosed)
-	}
-	// Hold the maps' own references, not the lock, through the wait.
-	m, err := m.Clone()
-	if err == nil {
-		inner, err = inner.Clone()
-		if err != nil {
-			m.Close()
-		}
-	}
+	g := x.sync
 	x.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("bpfsteer: sync: %w", err)
-	}
-	defer m.Close()
-	defer inner.Close()
-	if err := m.Put(uint32(0), uint32(inner.FD())); err != nil {
-		return fmt.Errorf("bpfsteer: sync: %w", err)
-	}
-	return nil
+	return g.wait()
 }
 
 // Counters returns the program's counters, summed over the CPUs.
@@ -296,12 +262,13 @@ func (x *XDP) Close() error {
 	if x.prog != nil {
 		errs = append(errs, x.prog.Close())
 	}
-	for _, m := range []*ebpf.Map{x.keyed, x.table, x.xsks, x.stats, x.sync, x.syncInner} {
+	for _, m := range []*ebpf.Map{x.keyed, x.table, x.xsks, x.stats} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	x.prog, x.keyed, x.table, x.xsks, x.stats, x.sync, x.syncInner = nil, nil, nil, nil, nil, nil, nil
+	errs = append(errs, x.sync.close())
+	x.prog, x.keyed, x.table, x.xsks, x.stats, x.sync = nil, nil, nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpfsteer: close: %w", err)
 	}

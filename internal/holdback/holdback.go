@@ -24,11 +24,17 @@ const (
 var (
 	// ErrTable is wrapped by the errors of a table SetTable cannot apply (a
 	// wrong length, an entry naming no worker) and of a Holder without a
-	// dispatcher or one that does not dispatch DIRECT.
-	ErrTable = errors.New("holdback: invalid table")
+	// dispatcher or one that does not dispatch DIRECT. It wraps
+	// steer.ErrConfig.
+	ErrTable = fmt.Errorf("holdback: invalid table: %w", steer.ErrConfig)
 	// ErrClosed is wrapped by the error of a SetTable that Close woke, and
 	// of every SetTable after Close.
 	ErrClosed = errors.New("holdback: closed")
+	// ErrNoGracePeriod is wrapped by the error of a Kernel's Switch that
+	// changed the kernel's table but could not wait for the grace period
+	// after it: when the frames steered by the old table are all in their
+	// rings is then unknown.
+	ErrNoGracePeriod = errors.New("the kernel's table changed, but no grace period could be waited for")
 )
 
 // Options tune a [Holder]. The zero value is usable.
@@ -66,8 +72,12 @@ type Kernel interface {
 	Table() ([]int, error)
 	// Switch makes the kernel steer by table and returns once every frame
 	// steered with the previous table is in its socket's ring (a grace
-	// period). An error means the kernel's table did not change; SetTable
-	// returns it as it is.
+	// period). An error means the kernel's table did not change, unless it
+	// wraps ErrNoGracePeriod: then it did, and SetTable keeps the holds on
+	// until HoldTimeout (counted as timeouts: the order of the moved
+	// buckets is no longer guaranteed), sets the dispatcher's table to
+	// match, and returns the error. SetTable returns any other error as it
+	// is.
 	Switch(table []int) error
 	// Position returns how many frames socket's ring has received (modulo
 	// 2^32: a ring index), in the units its reader passes to
@@ -245,7 +255,21 @@ func (h *Holder) SetTable(ctx context.Context, table []int, k Kernel) error {
 	}
 	// 2. The switch, and the grace period.
 	if err := k.Switch(table); err != nil {
-		h.arm(sets, nil, nil) // nothing moved in the kernel: lift at once
+		if !errors.Is(err, ErrNoGracePeriod) {
+			h.arm(sets, nil, nil) // nothing moved in the kernel: lift at once
+			return err
+		}
+		// Switched, but with no grace period nothing says when the old
+		// workers have drained: the holds run out of time instead.
+		_ = h.d.SetTable(table) // validated above
+		h.tableChanges.Add(1)
+		h.bucketsMoved.Add(uint64(moved))
+		for _, hs := range sets {
+			if hs != nil {
+				hs.blind = true
+			}
+		}
+		h.arm(sets, nil, nil)
 		return err
 	}
 	// 3. The old workers' ring positions.
@@ -356,7 +380,10 @@ type holdSet struct {
 	waitOn  []bool   // the old workers they come from
 	targets []uint32 // per old worker: its ring's position at the switch
 	start   time.Time
-	armed   atomic.Bool // targets and start are set
+	// blind, set before armed, says that no position can lift the hold
+	// (the switch had no grace period): only HoldTimeout or MaxHeld can.
+	blind bool
+	armed atomic.Bool // targets, start and blind are set
 	// decided is set by whoever first decides to lift the hold (its reader,
 	// or SetTable's abandon), which counts a timeout or an overflow.
 	decided atomic.Bool

@@ -3,6 +3,7 @@ package holdback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func (k *fakeKernel) Table() ([]int, error) {
 func (k *fakeKernel) Switch(table []int) error {
 	k.mu.Lock()
 	err := k.switchErr
-	if err == nil {
+	if err == nil || errors.Is(err, ErrNoGracePeriod) {
 		k.table = slices.Clone(table)
 		k.switches++
 	}
@@ -385,6 +386,55 @@ func TestSwitchError(t *testing.T) {
 	}
 	if s := r.h.Stats(); s.TableChanges != 0 || s.BucketsMoved != 0 {
 		t.Errorf("stats %+v after a failed switch", s)
+	}
+}
+
+// TestSwitchNoGracePeriod: a switch that changed the kernel's table but
+// had no grace period returns its error at once, with the dispatcher's
+// table switched too; the new worker holds the moved bucket's frames
+// although the old worker has read past its position (no position can
+// lift the hold), until HoldTimeout, counted as a timeout.
+func TestSwitchNoGracePeriod(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	r := newRig(t, Options{HoldTimeout: timeout})
+	r.k.switchErr = fmt.Errorf("fake: %w", ErrNoGracePeriod)
+	start := time.Now()
+	errc := r.setTable(context.Background(), r.moved)
+	if err := result(t, errc); !errors.Is(err, ErrNoGracePeriod) {
+		t.Fatalf("SetTable: %v, want the switch's error", err)
+	}
+	if !slices.Equal(r.d.Table(), r.moved) || !slices.Equal(r.k.table, r.moved) {
+		t.Fatal("the dispatcher's table does not follow the kernel's")
+	}
+	r.read(1, 1, r.frame(r.fa, 1, 64))
+	r.read(0, 100)
+	r.read(0, 100)
+	for {
+		b := &steer.Batch{}
+		_, held := r.before(1, b, time.Second)
+		if held {
+			if d := time.Since(start); d < timeout {
+				t.Fatalf("hold lifted after %v, before its timeout %v", d, timeout)
+			}
+			if len(b.Frames) != 1 {
+				t.Fatalf("%d held frames, want 1", len(b.Frames))
+			}
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("hold not lifted after its timeout")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.read(1, 1)
+	if s := r.h.Stats(); s.TableChanges != 1 || s.BucketsMoved != 1 || s.HoldTimeouts != 1 {
+		t.Errorf("stats %+v, want one change, one moved bucket, one timeout", s)
+	}
+	r.k.switchErr = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.h.SetTable(ctx, r.moved, r.k); err != nil {
+		t.Fatalf("SetTable after the hold ran out: %v", err)
 	}
 }
 

@@ -136,6 +136,9 @@ func (r *Reader) liftable(hs *holdSet) bool {
 		}
 		return true
 	}
+	if hs.blind {
+		return false
+	}
 	for o, w := range hs.waitOn {
 		if w && int32(h.readers[o].done.Load()-hs.targets[o]) < 0 {
 			return false
