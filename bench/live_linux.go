@@ -25,6 +25,7 @@ import (
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 // liveEnv is a veth pair in two namespaces the bench created: the sender
@@ -390,7 +391,7 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 		if rc.d == nil {
 			return nil, errors.New("fanout-ebpf steers by the dispatcher's table: it needs a library implementation")
 		}
-		st, err := afpacket.NewSteering(rc.d, g, afpacket.SteeringOptions{})
+		st, err := afpacket.NewSteering(rc.d, g, kgroup.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -425,7 +426,7 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 			st, _ := g.Stats()
 			return st.RxDropped + st.RxRingFull, fmt.Sprint(st), true
 		}
-		st, err := afxdp.NewSteering(rc.d, g, afxdp.SteeringOptions{})
+		st, err := afxdp.NewSteering(rc.d, g, kgroup.Options{})
 		if err != nil {
 			return nil, err
 		}

@@ -41,19 +41,19 @@ func (w WorkstreamStats) Drops() uint64 {
 	return w.QDrops + w.StallDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
 }
 
-// SourceStats are a live source's own counters, such as AF_PACKET's
-// PACKET_STATISTICS or AF_XDP's XDP_STATISTICS, shown beside the queue
-// drops so that every frame the kernel saw is accounted for.
+// SourceStats are a live source's own counters, shown beside the queue
+// drops so that every frame the kernel saw is accounted for. The fields
+// are what every source has; the rest of a source's kernel counters are
+// in Kernel, under the kernel's own names, so that a report or a metric
+// can show them without knowing the source.
 type SourceStats struct {
 	Name string
-	// Received is the frames the kernel passed to the socket, drops
-	// included (AF_PACKET: tp_packets; AF_XDP: the frames read plus
-	// Dropped).
+	// Received is the frames the kernel passed to the source, drops
+	// included (for example AF_PACKET's tp_packets).
 	Received uint64
-	// Dropped is the frames the kernel lost for the socket for lack of
-	// room (AF_PACKET: tp_drops; AF_XDP: rx_dropped + rx_ring_full).
-	Dropped     uint64
-	FreezeQueue uint64 // times the queue was frozen (tp_freeze_q_cnt)
+	// Dropped is the frames the kernel lost for the source for lack of
+	// room (for example AF_PACKET's tp_drops).
+	Dropped uint64
 	// RingUsed is how much of the kernel's buffer behind a live source
 	// holds frames not yet given back (LiveSource.Backlog) now, RingPeak
 	// the most the source saw at a read, both out of RingSize, in the
@@ -62,39 +62,22 @@ type SourceStats struct {
 	// Filtered counts the frames a capture filter run in user space
 	// rejected (package steer/filter): they never reach the dispatcher, so
 	// they are neither handled nor dropped. A filter run in the kernel is
-	// not counted: its frames never reach the socket, nor tp_packets.
+	// not counted: its frames never reach the source.
 	Filtered uint64
-	// XDP holds an AF_XDP socket's own counters and mode; nil for other
-	// sources.
-	XDP *XDPStats `json:",omitempty"`
+	// Mode is how the source receives, in its own words (for example
+	// "generic, copy"), empty when it has nothing to say.
+	Mode string `json:",omitempty"`
+	// Kernel are the source's other kernel counters, each under the name
+	// the kernel gives it (for example tp_freeze_q_cnt, rx_ring_full), in
+	// an order the source keeps. Some count events rather than frames.
+	Kernel []KernelCounter `json:",omitempty"`
 }
 
-// XDPStats are an AF_XDP socket's kernel counters (getsockopt
-// XDP_STATISTICS, struct xdp_statistics) and how it is attached.
-type XDPStats struct {
-	// RxDropped is the frames the socket dropped for another reason than a
-	// full RX ring (a frame longer than a UMEM frame, no FILL entry in copy
-	// mode).
-	RxDropped uint64
-	// RxInvalidDescs is the kernel's count of invalid descriptors on the
-	// socket's RX ring; it stays zero in practice (a bad FILL address is
-	// counted on the FILL ring, which XDP_STATISTICS does not report).
-	RxInvalidDescs uint64
-	// RxRingFull is the frames dropped because the RX ring was full: the
-	// reader did not keep up.
-	RxRingFull uint64
-	// RxFillRingEmptyDescs counts the times the kernel found the FILL ring
-	// empty (every UMEM frame held by user space): once per frame in copy
-	// mode, once per refill attempt in zero copy. It is the FILL ring's, so
-	// the sockets of a group sharing one UMEM all report the same count.
-	RxFillRingEmptyDescs uint64
-	// Attach is the attach mode of the XDP program that fed the socket,
-	// "native" (the driver runs it) or "generic" (the kernel runs it on an
-	// skb); it stays after the program is detached or the socket closed.
-	Attach string
-	// ZeroCopy says whether the driver writes frames straight into the
-	// UMEM; false is copy mode.
-	ZeroCopy bool
+// KernelCounter is one counter a source reads from the kernel, named as
+// the kernel names it.
+type KernelCounter struct {
+	Name  string
+	Value uint64
 }
 
 // SourceStatser is implemented by sources that keep counters of their own.
@@ -399,28 +382,30 @@ func (s *Stats) WriteReport(out io.Writer) error {
 		}
 	}
 	for _, src := range s.Sources {
-		kernel := src.Received != 0 || src.Dropped != 0 || src.FreezeQueue != 0
 		fmt.Fprintf(&b, "\nSource %s: ", src.Name)
+		kernel := src.Received != 0 || src.Dropped != 0 || len(src.Kernel) > 0
 		if kernel || src.Filtered == 0 {
-			fmt.Fprintf(&b, "kernel received %d, kernel dropped %d, queue freezes %d", src.Received, src.Dropped, src.FreezeQueue)
-		}
-		if src.Filtered > 0 {
-			if kernel {
+			fmt.Fprintf(&b, "kernel received %d, kernel dropped %d", src.Received, src.Dropped)
+			if src.Filtered > 0 {
 				b.WriteString(", ")
 			}
+		}
+		if src.Filtered > 0 {
 			fmt.Fprintf(&b, "filtered %d", src.Filtered)
 		}
 		if src.RingSize > 0 {
 			fmt.Fprintf(&b, "; ring %.0f%% full now, %.0f%% at most", 100*float64(src.RingUsed)/float64(src.RingSize),
 				100*float64(src.RingPeak)/float64(src.RingSize))
 		}
-		if x := src.XDP; x != nil {
-			mode := "copy"
-			if x.ZeroCopy {
-				mode = "zero-copy"
+		if src.Mode != "" {
+			fmt.Fprintf(&b, "; %s", src.Mode)
+		}
+		for i, k := range src.Kernel {
+			sep := ", "
+			if i == 0 {
+				sep = "; "
 			}
-			fmt.Fprintf(&b, "; xdp %s %s: rx_dropped %d, rx_invalid_descs %d, rx_ring_full %d, rx_fill_ring_empty_descs %d",
-				x.Attach, mode, x.RxDropped, x.RxInvalidDescs, x.RxRingFull, x.RxFillRingEmptyDescs)
+			fmt.Fprintf(&b, "%s%s %d", sep, k.Name, k.Value)
 		}
 		b.WriteString("\n")
 	}

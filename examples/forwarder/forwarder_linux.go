@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/internal/affinity"
+	"github.com/rpsgo/rps/internal/xsk"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
@@ -25,9 +26,9 @@ type port struct {
 	name    string
 	ifindex int
 	mtu     int
-	rx      receiver      // nil for a port that only sends
-	tx      int           // AF_PACKET socket bound to the interface, protocol 0 (sends only); -1 with -xdp
-	xtx     *afxdp.Sender // with -xdp: the AF_XDP socket that sends; nil for a port that only receives
+	rx      receiver    // nil for a port that only sends
+	tx      int         // AF_PACKET socket bound to the interface, protocol 0 (sends only); -1 with -xdp
+	xtx     *xsk.Sender // with -xdp: the AF_XDP socket that sends; nil for a port that only receives
 }
 
 // xdpSendFrames is the UMEM chunks a port's AF_XDP Sender has: the frames
@@ -194,10 +195,10 @@ func openPort(name string, cfg afpacket.Config, xcfg *afxdp.Config, receive, sen
 			}
 			p.rx = xdpRx{src}
 			if send {
-				p.xtx, err = src.NewSender(afxdp.SenderConfig{})
+				p.xtx, err = xsk.SharedSender(src, xsk.SenderConfig{})
 			}
 		case send:
-			p.xtx, err = afxdp.OpenSender(name, afxdp.SenderConfig{NumFrames: xdpSendFrames, FrameSize: xc.FrameSize})
+			p.xtx, err = xsk.OpenSender(name, xsk.SenderConfig{NumFrames: xdpSendFrames, FrameSize: xc.FrameSize})
 		}
 		return p, err
 	case receive:

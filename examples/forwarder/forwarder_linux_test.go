@@ -18,9 +18,8 @@ import (
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/cli/clitest"
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/internal/xsk"
 	"github.com/rpsgo/rps/steer"
-	"github.com/rpsgo/rps/steer/afpacket"
-	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 // line builds client - forwarder - server namespaces for the test: C's c0
@@ -271,7 +270,7 @@ func forwardTCP(t *testing.T, c, f, s *netns.NS, o Options) {
 				t.Errorf("%s: with -xdp the port sends through AF_PACKET", p.name)
 				continue
 			}
-			var xs afxdp.SenderStats
+			var xs xsk.SenderStats
 			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 				var err error
 				if xs, err = p.xtx.Stats(); err != nil {
@@ -304,8 +303,8 @@ func TestLibraryRejects(t *testing.T) {
 	// afpacket checks a ring's settings before it opens a socket: no
 	// privileges needed, only an interface that exists.
 	err := forward(context.Background(), Options{In: "lo", Out: "rps-no-such-if1", BlockTimeout: 500 * time.Microsecond}, false)
-	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, afpacket.ErrConfig) {
-		t.Errorf("-block-timeout 500us: %v; want a usage error wrapping afpacket.ErrConfig", err)
+	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, steer.ErrConfig) {
+		t.Errorf("-block-timeout 500us: %v; want a usage error wrapping steer.ErrConfig", err)
 	}
 	if res := clitest.Run(t, "FORWARDER_MAIN", "-in", "lo", "-out", "rps-no-such-if1", "-block-timeout", "500us"); res.Status != 2 ||
 		!strings.HasPrefix(res.Stderr, "forwarder: usage error: ") {

@@ -47,7 +47,7 @@
 // forwarder's host no longer sees them, which is what a bump in the wire
 // wants. A multi-queue NIC must put every frame on queue 0 (ethtool -L
 // IFACE combined 1), or the other queues' frames go to the stack and are
-// not forwarded. Each port sends through an AF_XDP Sender on the same
+// not forwarded. Each port sends through an AF_XDP Sender (internal/xsk) on the same
 // queue too, which shares the receiving socket's UMEM (the kernel allows
 // one UMEM per device and queue; with -oneway the sending port has a
 // Sender of its own): a worker's Send copies the frame into one of the
@@ -72,8 +72,6 @@ import (
 
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
-	"github.com/rpsgo/rps/steer/afpacket"
-	"github.com/rpsgo/rps/steer/afxdp"
 )
 
 func main() {
@@ -88,10 +86,11 @@ func main() {
 
 // forward runs the forwarder until ctx ends. A value of its options that
 // the library rejects (a worker count steer refuses, a ring setting
-// afpacket refuses) is a usage error.
+// afpacket refuses: every configuration error of the library wraps
+// steer.ErrConfig) is a usage error.
 func forward(ctx context.Context, o Options, report bool) error {
 	err := run(ctx, o, report)
-	if errors.Is(err, steer.ErrConfig) || errors.Is(err, afpacket.ErrConfig) || errors.Is(err, afxdp.ErrConfig) {
+	if errors.Is(err, steer.ErrConfig) {
 		return cli.UsageError(err)
 	}
 	return err

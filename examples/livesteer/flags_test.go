@@ -119,13 +119,17 @@ func TestConfig(t *testing.T) {
 }
 
 // TestSteeringError: a configuration the fanout group or its kernel
-// program refuses is a usage error (exit 2) that keeps its message and
-// sentinel; other errors stay what they are.
+// program refuses (every one wraps steer.ErrConfig, the program's own
+// refusals too) is a usage error (exit 2) that keeps its message and
+// sentinels; other errors stay what they are.
 func TestSteeringError(t *testing.T) {
-	for _, sentinel := range []error{afpacket.ErrConfig, steer.ErrConfig, bpfsteer.ErrKeyLength} {
-		err := steeringError(fmt.Errorf("afpacket: building the steering program: %w", sentinel))
-		if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, sentinel) || !strings.Contains(err.Error(), sentinel.Error()) {
-			t.Errorf("%v: %v, want a usage error", sentinel, err)
+	for _, c := range []struct{ inner, sentinel error }{
+		{steer.ErrConfig, steer.ErrConfig},
+		{fmt.Errorf("bpfsteer: %w: %w", steer.ErrConfig, bpfsteer.ErrKeyLength), bpfsteer.ErrKeyLength},
+	} {
+		err := steeringError(fmt.Errorf("afpacket: building the steering program: %w", c.inner))
+		if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, steer.ErrConfig) || !errors.Is(err, c.sentinel) || !strings.Contains(err.Error(), c.inner.Error()) {
+			t.Errorf("%v: %v, want a usage error", c.inner, err)
 		}
 	}
 	if err := steeringError(afpacket.ErrNotSupported); errors.Is(err, cli.ErrUsage) {

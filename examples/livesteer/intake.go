@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rpsgo/rps/internal/capture"
@@ -9,6 +10,7 @@ import (
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
 	"github.com/rpsgo/rps/steer/filter"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 // sockets are the sockets a capture reads, AF_PACKET or AF_XDP, seen by
@@ -107,7 +109,7 @@ func openIntake(o options, d *steer.Dispatcher, c sockConfig) (*intake, error) {
 		if err := o.enter(func() (err error) { src, err = afpacket.Open(o.iface, c.packet); return err }); err != nil {
 			return nil, err
 		}
-		in.socks = packetSockets{src}
+		in.socks = packetSockets{srcs: []*afpacket.Source{src}}
 		in.srcs = []steer.Source{src}
 		in.closers = append(in.closers, src.Close)
 		in.keepsFlows = func() bool { return true }
@@ -118,21 +120,17 @@ func openIntake(o options, d *steer.Dispatcher, c sockConfig) (*intake, error) {
 	if err := o.enter(func() (err error) { g, err = afpacket.OpenGroup(o.iface, d.Workers(), c.packet, mode, 0); return err }); err != nil {
 		return nil, err
 	}
-	in.socks = packetSockets(g.Sources())
 	in.closers = append(in.closers, g.Close)
-	st, err := afpacket.NewSteering(d, g, afpacket.SteeringOptions{})
+	st, err := afpacket.NewSteering(d, g, kgroup.Options{})
 	if err != nil {
 		in.close()
 		return nil, steeringError(err)
 	}
+	in.socks = packetSockets{srcs: g.Sources(), stopIntake: st.StopIntake}
 	in.closers = append(in.closers, st.Close)
 	in.srcs = st.Sources()
-	in.steering = func() string {
-		ss := st.Stats()
-		return fmt.Sprintf("Fanout %s: keeps flows on one worker: %v; table changes %d, held frames %d",
-			ss.Mode, ss.Mode.KeepsFlows(), ss.TableChanges, ss.HeldFrames)
-	}
-	in.keepsFlows = func() bool { return st.Stats().Mode.KeepsFlows() }
+	in.steering = steeringLine(fmt.Sprintf("fanout %s, keeps flows on one worker: %v", mode, mode.KeepsFlows()), st)
+	in.keepsFlows = mode.KeepsFlows
 	return in, nil
 }
 
@@ -156,12 +154,12 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 		return in, nil
 	}
 	var g *afxdp.Group
-	var st *afxdp.Steering
+	var st *kgroup.Steering
 	err := o.enter(func() (err error) {
 		if g, err = afxdp.OpenGroup(o.iface, d.Workers(), cfg); err != nil {
 			return err
 		}
-		if st, err = afxdp.NewSteering(d, g, afxdp.SteeringOptions{PassUnhashed: o.xdpPass}); err != nil {
+		if st, err = afxdp.NewSteering(d, g, kgroup.Options{PassUnhashed: o.xdpPass}); err != nil {
 			g.Close()
 			return steeringError(err)
 		}
@@ -172,13 +170,27 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	}
 	in.socks = xdpSockets{srcs: g.Sources(), stopIntake: st.StopIntake}
 	in.srcs, in.closers = st.Sources(), []func() error{g.Close, st.Close}
-	in.steering = func() string {
-		ss := st.Stats()
-		return fmt.Sprintf("XDP steering: redirected %v, unhashed passed to the kernel %d, unhashed to the fallback socket %d, no socket %d, other queues %d; table changes %d, held frames %d",
-			ss.Redirected, ss.UnhashedPassed, ss.UnhashedFallback, ss.NoSocket, ss.OtherQueue, ss.TableChanges, ss.HeldFrames)
-	}
+	in.steering = steeringLine("XDP program", st)
 	in.describeXDP(g.Info())
 	return in, nil
+}
+
+// steeringLine returns the report's line about a kernel-steered group:
+// what steers it, the table changes, and the program's own counters.
+func steeringLine(what string, st *kgroup.Steering) func() string {
+	return func() string {
+		ss := st.Stats()
+		var b strings.Builder
+		fmt.Fprintf(&b, "Kernel steering (%s): table changes %d, held frames %d", what, ss.TableChanges, ss.HeldFrames)
+		for i, k := range ss.Kernel {
+			sep := ", "
+			if i == 0 {
+				sep = "; "
+			}
+			fmt.Fprintf(&b, "%s%s %d", sep, k.Name, k.Value)
+		}
+		return b.String()
+	}
 }
 
 // describeXDP fills the intake's note and live report from the sockets'
@@ -188,14 +200,18 @@ func (in *intake) describeXDP(info afxdp.Info) {
 	in.xdp = &capture.LiveXDP{Queue: info.Queue, Attach: info.Attach.String(), ZeroCopy: info.ZeroCopy}
 }
 
-// packetSockets are AF_PACKET sockets.
-type packetSockets []*afpacket.Source
+// packetSockets are AF_PACKET sockets: one of afpacket.Open, or a group's.
+type packetSockets struct {
+	srcs []*afpacket.Source
+	// stopIntake is the group's Steering's StopIntake, nil for one socket.
+	stopIntake func() error
+}
 
 // pending is the frames the kernel passed to the rings (received less
 // dropped) that the readers have not handed out.
 func (ps packetSockets) pending() (uint64, error) {
 	var left uint64
-	for _, s := range ps {
+	for _, s := range ps.srcs {
 		st, err := s.Stats()
 		if err != nil {
 			return 0, err
@@ -207,7 +223,7 @@ func (ps packetSockets) pending() (uint64, error) {
 
 func (ps packetSockets) totals() kernel {
 	var k kernel
-	for _, sock := range ps {
+	for _, sock := range ps.srcs {
 		st, err := sock.Stats()
 		if err != nil {
 			k.err = err

@@ -10,13 +10,17 @@ import (
 // dropAll is a classic BPF program that drops every frame ("ret #0").
 var dropAll = []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 
-// stop attaches dropAll to every socket (SO_ATTACH_FILTER, through the
-// socket's SyscallConn): the kernel then passes and counts no more frames,
-// while those already in the rings stay there to be read.
+// stop has a group's Steering stop its intake, or attaches dropAll to a
+// single socket (SO_ATTACH_FILTER, through its SyscallConn): the kernel
+// then passes and counts no more frames, while those already in the rings
+// stay there to be read.
 func (ps packetSockets) stop() error {
+	if ps.stopIntake != nil {
+		return ps.stopIntake()
+	}
 	prog := unix.SockFprog{Len: uint16(len(dropAll)), Filter: &dropAll[0]}
 	var errs error
-	for i, s := range ps {
+	for i, s := range ps.srcs {
 		rc, err := s.SyscallConn()
 		if err == nil {
 			cerr := rc.Control(func(fd uintptr) {

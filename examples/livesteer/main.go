@@ -114,12 +114,12 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/internal/bpfsteer"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
+	"github.com/rpsgo/rps/steer/kgroup"
 	"github.com/rpsgo/rps/steer/metrics"
 )
 
@@ -351,15 +351,15 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		defer dump.Close()
 	}
 
-	// The handler counts flow moves and encapsulations and writes -w: a
-	// real program would parse, count or forward here. The flow-move
-	// counter is made once the dispatcher says how many workers it has,
-	// before any frame arrives.
+	// The handler counts worker changes and encapsulations and writes -w:
+	// a real program would parse, count or forward here. The counter of
+	// worker changes is made once the dispatcher says how many workers it
+	// has, before any frame arrives.
 	encaps, err := capture.NewEncapCounter(cfg.Hash)
 	if err != nil {
 		return err
 	}
-	var fm *afpacket.FlowMoves
+	var wc *kgroup.WorkerChanges
 	d, workers, err := steer.NewPerWorker(cfg, func(w *steer.Worker) *worker {
 		st := &worker{encaps: encaps.NewTally()}
 		if dump != nil {
@@ -367,7 +367,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		return st
 	}, func(w *worker, p *steer.Packet) {
-		fm.Observe(p.FlowID, p.HashType.IsHash(), p.Worker)
+		wc.Observe(p.FlowID, p.HashType.IsHash(), p.Worker)
 		k := p.Key()
 		w.encaps.Add(p.Data, &k, p.Length)
 		if w.dump != nil {
@@ -380,7 +380,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		return err
 	}
-	fm = afpacket.NewFlowMoves(d.Workers(), 0)
+	wc = kgroup.NewWorkerChanges(d.Workers(), 0)
 	if o.metrics != "" {
 		stopMetrics, err := serveMetrics(o.metrics, d, errOut)
 		if err != nil {
@@ -442,7 +442,8 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		fmt.Fprintf(out, "\n--- %s at %s ---\n", title, time.Now().Format(time.TimeOnly))
 		_ = s.WriteReport(out)
-		fmt.Fprintf(out, "Flow moves between workers: %d (over %d hashed frames)\n", fm.Moves(), fm.Frames())
+		fmt.Fprintf(out, "Worker changes (a flow's frame handled by another worker than its last): %d of %d hashed frames\n",
+			wc.Changes(), wc.Frames())
 		if in.steering != nil {
 			fmt.Fprintln(out, in.steering())
 		}
@@ -532,7 +533,7 @@ loop:
 		r.Totals.Balanced = k.err == nil && k.balanced(&s)
 		r.Encapsulations = enc.Report()
 		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: in.keepsFlows(),
-			WorkerChanges: fm.Moves(), HashedFrames: fm.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc,
+			WorkerChanges: wc.Changes(), HashedFrames: wc.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc,
 			Socket: "af_packet", XDP: in.xdp}
 		if o.xdp {
 			r.Live.Socket = "af_xdp"
@@ -547,10 +548,10 @@ loop:
 // steeringError returns an error of afpacket.NewSteering or
 // afxdp.NewSteering as the command reports it: a configuration the group
 // or the kernel's steering program cannot honour (a hash function, hash
-// types or tunnels it does not compute, a key length it cannot take) is a
-// usage error, with its message.
+// types or tunnels it does not compute, a key length it cannot take:
+// every one wraps steer.ErrConfig) is a usage error, with its message.
 func steeringError(err error) error {
-	if errors.Is(err, afpacket.ErrConfig) || errors.Is(err, afxdp.ErrConfig) || errors.Is(err, steer.ErrConfig) || errors.Is(err, bpfsteer.ErrKeyLength) {
+	if errors.Is(err, steer.ErrConfig) {
 		return cli.UsageError(err)
 	}
 	return err

@@ -59,7 +59,7 @@ func TestXDPPassUnhashed(t *testing.T) {
 	p, _ := trafficPair(t)
 	tcp, arp := tcpConf(t, p, 443), arpConf(t, p)
 	const arps, frames = 20, 300
-	line := regexp.MustCompile(`XDP steering: redirected \[\d+ \d+\], unhashed passed to the kernel (\d+), unhashed to the fallback socket (\d+),`)
+	line := regexp.MustCompile(`Kernel steering \(XDP program\): .*; redirected_0 \d+, redirected_1 \d+, unhashed_passed (\d+), unhashed_fallback (\d+),`)
 	for _, fanout := range []string{"none", "ebpf"} {
 		for _, pass := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s-pass=%v", fanout, pass), func(t *testing.T) {
@@ -94,9 +94,9 @@ func TestXDPPassUnhashed(t *testing.T) {
 				m := line.FindStringSubmatch(out)
 				switch {
 				case fanout == "none" && m != nil:
-					t.Errorf("-fanout none reports XDP steering: %s", m[0])
+					t.Errorf("-fanout none reports kernel steering: %s", m[0])
 				case fanout == "ebpf" && m == nil:
-					t.Errorf("no XDP steering line:\n%s", out)
+					t.Errorf("no kernel steering line:\n%s", out)
 				case fanout == "ebpf":
 					passed, fallback := m[1], m[2]
 					if pass && (passed != "20" || fallback != "0") || !pass && (passed != "0" || fallback != "20") {

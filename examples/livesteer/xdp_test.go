@@ -31,7 +31,7 @@ import (
 func TestXDP(t *testing.T) {
 	p, _ := trafficPair(t)
 	conf := tcpConf(t, p, 443)
-	redirected := regexp.MustCompile(`XDP steering: redirected \[(\d+) (\d+)\], unhashed passed to the kernel (\d+), unhashed to the fallback socket (\d+), no socket (\d+), other queues (\d+);`)
+	redirected := regexp.MustCompile(`Kernel steering \(XDP program\): table changes \d+, held frames \d+; redirected_0 (\d+), redirected_1 (\d+), unhashed_passed (\d+), unhashed_fallback (\d+), no_socket (\d+), other_queue (\d+)`)
 	status := regexp.MustCompile(`capturing on \S+ \(AF_XDP queue 0, (native|generic) attach, (copy|zerocopy) mode\)`)
 	for _, tc := range []struct {
 		fanout, attach string
@@ -71,7 +71,7 @@ func TestXDP(t *testing.T) {
 				t.Fatalf("no final report:\n%s", textOut)
 			}
 			final := textOut[i:]
-			if n := strings.Count(final, "; xdp "+attach+" copy: rx_dropped "); n != len(r.Sources) || n == 0 {
+			if n := strings.Count(final, "; "+attach+", copy; rx_dropped "); n != len(r.Sources) || n == 0 {
 				t.Errorf("%d of the final report's %d socket lines give the XDP counters and the %s attach they received in:\n%s", n, len(r.Sources), attach, final)
 			}
 			tot := r.Totals
@@ -90,11 +90,11 @@ func TestXDP(t *testing.T) {
 					t.Errorf("XDP steering line %q; want every received frame redirected, to both sockets, and the other counts zero", m)
 				}
 			} else if m != nil {
-				t.Errorf("-fanout none reports XDP steering: %s", m[0])
+				t.Errorf("-fanout none reports kernel steering: %s", m[0])
 			}
 			for _, s := range r.Sources {
-				if s.XDP == nil || s.XDP.ZeroCopy || s.XDP.Attach != attach {
-					t.Errorf("source %s: XDP %+v: no XDP counters, zero copy on veth, or not the %s attach it received in", s.Name, s.XDP, attach)
+				if _, ok := s.Kernel["rx_ring_full"]; !ok || s.Mode != attach+", copy" {
+					t.Errorf("source %s: mode %q, counters %v: no XDP counters, zero copy on veth, or not the %s attach it received in", s.Name, s.Mode, s.Kernel, attach)
 				}
 			}
 			if xdpAttached(t, p.A) {

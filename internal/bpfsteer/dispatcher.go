@@ -1,7 +1,6 @@
 package bpfsteer
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/rpsgo/rps/steer"
@@ -46,11 +45,4 @@ func WorkerTable(t []int) []uint32 {
 		out[i] = uint32(w)
 	}
 	return out
-}
-
-// IsOptionsError reports whether err is one of the program's refusals of
-// its options (ErrOptions, ErrKeyLength, ErrTableLength), a configuration
-// error, rather than the kernel's.
-func IsOptionsError(err error) bool {
-	return errors.Is(err, ErrOptions) || errors.Is(err, ErrKeyLength) || errors.Is(err, ErrTableLength)
 }

@@ -12,7 +12,7 @@ import (
 // SchemaVersion names the layout of Report, its "schema" field. It changes
 // only when a field is renamed, changes meaning or goes away; fields may be
 // added without a change.
-const SchemaVersion = "rps-report/1"
+const SchemaVersion = "rps-report/2"
 
 // Report is the document -json prints on standard output: a run's final
 // steer.Stats with stable, snake_case field names, and the command's own
@@ -121,8 +121,11 @@ type Totals struct {
 	// (tp_packets, tp_drops); zero for files.
 	KernelReceived uint64 `json:"kernel_received"`
 	KernelDropped  uint64 `json:"kernel_dropped"`
-	BucketMoves    uint64 `json:"bucket_moves"`
-	FlowMoves      uint64 `json:"flow_moves"` // RFS flow moves
+	// BucketMoves and FlowMoves are steer.Stats's: indirection-table
+	// buckets and RFS flows moved between workers under the no-reorder
+	// rule (Live.WorkerChanges counts something else).
+	BucketMoves uint64 `json:"bucket_moves"`
+	FlowMoves   uint64 `json:"flow_moves"`
 	// Written is the frames written with -w.
 	Written uint64 `json:"written"`
 	// Balanced says whether the sums above hold.
@@ -147,30 +150,22 @@ type Worker struct {
 	Panics           uint64 `json:"panics"`
 }
 
-// Source is a source's own counters.
+// Source is a source's own counters (steer.SourceStats).
 type Source struct {
 	Name           string `json:"name"`
 	KernelReceived uint64 `json:"kernel_received"`
 	KernelDropped  uint64 `json:"kernel_dropped"`
-	QueueFreezes   uint64 `json:"queue_freezes"`
 	Filtered       uint64 `json:"filtered"`
 	// RingUsed and RingPeak are the kernel ring's occupancy now and at
 	// most, as fractions of it (0 to 1); absent when the source cannot tell.
 	RingUsed *float64 `json:"ring_used,omitempty"`
 	RingPeak *float64 `json:"ring_peak,omitempty"`
-	// XDP is an AF_XDP socket's XDP_STATISTICS and mode; absent for other
-	// sources.
-	XDP *XDP `json:"xdp,omitempty"`
-}
-
-// XDP is an AF_XDP socket's own counters (steer.XDPStats).
-type XDP struct {
-	Attach               string `json:"attach"` // "native" or "generic"
-	ZeroCopy             bool   `json:"zero_copy"`
-	RxDropped            uint64 `json:"rx_dropped"`
-	RxInvalidDescs       uint64 `json:"rx_invalid_descs"`
-	RxRingFull           uint64 `json:"rx_ring_full"`
-	RxFillRingEmptyDescs uint64 `json:"rx_fill_ring_empty_descs"`
+	// Mode is how the source receives, in its own words (an AF_XDP
+	// socket's "native, copy"); empty when it says nothing.
+	Mode string `json:"mode"`
+	// Kernel is the source's other kernel counters by the kernel's names
+	// ("tp_freeze_q_cnt", "rx_ring_full", ...); empty when it has none.
+	Kernel map[string]uint64 `json:"kernel"`
 }
 
 // Flow is one of the top flows.
@@ -286,15 +281,14 @@ func NewReport(command string, st *steer.Stats) *Report {
 		r.Reasons[steer.Reason(i)] = n
 	}
 	for _, s := range st.Sources {
-		src := Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped,
-			QueueFreezes: s.FreezeQueue, Filtered: s.Filtered}
+		src := Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped, Filtered: s.Filtered,
+			Mode: s.Mode, Kernel: map[string]uint64{}}
 		if s.RingSize > 0 {
 			used, peak := float64(s.RingUsed)/float64(s.RingSize), float64(s.RingPeak)/float64(s.RingSize)
 			src.RingUsed, src.RingPeak = &used, &peak
 		}
-		if x := s.XDP; x != nil {
-			src.XDP = &XDP{Attach: x.Attach, ZeroCopy: x.ZeroCopy, RxDropped: x.RxDropped, RxInvalidDescs: x.RxInvalidDescs,
-				RxRingFull: x.RxRingFull, RxFillRingEmptyDescs: x.RxFillRingEmptyDescs}
+		for _, k := range s.Kernel {
+			src.Kernel[k.Name] += k.Value
 		}
 		r.Sources = append(r.Sources, src)
 		r.Totals.KernelReceived += s.Received

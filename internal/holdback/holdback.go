@@ -296,24 +296,6 @@ func (h *Holder) SetTable(ctx context.Context, table []int, k Kernel) error {
 	return h.waitLifted(ctx)
 }
 
-// PackageError turns an error of SetTable into the calling package's: a
-// table SetTable refused wraps errConfig, a closed Holder gives closed,
-// and ctx's end gets pkg's prefix; any other error (the Kernel's) is
-// returned as it is.
-func PackageError(ctx context.Context, err error, pkg string, errConfig, closed error) error {
-	switch ctxErr := ctx.Err(); {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrTable):
-		return fmt.Errorf("%w: %w", errConfig, err)
-	case errors.Is(err, ErrClosed):
-		return closed
-	case ctxErr != nil && errors.Is(err, ctxErr):
-		return fmt.Errorf("%s: %w", pkg, err)
-	}
-	return err
-}
-
 // arm sets the targets of the holds and starts their clocks. An old
 // worker not in waits (all, when waits is nil) is not waited for.
 func (h *Holder) arm(sets []*holdSet, targets []uint32, waits []bool) {

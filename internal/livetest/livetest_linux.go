@@ -3,6 +3,7 @@
 package livetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -165,15 +166,31 @@ func Stress(t testing.TB, workers, iterations int, round func(w, i int) Counts) 
 	return sum
 }
 
+// Held is a batch kept across Close, with copies of its frames' bytes
+// made when it was read.
+type Held struct {
+	steer.Batch
+	Copies [][]byte
+}
+
+// hold returns b with copies of its frames' bytes.
+func hold(b steer.Batch) Held {
+	h := Held{Batch: b}
+	for _, f := range b.Frames {
+		h.Copies = append(h.Copies, bytes.Clone(f.Data))
+	}
+	return h
+}
+
 // CloseWhileReading starts a reader on s that touches the last byte of
 // every frame and keeps the first three non-empty batches, sleeps pause,
 // closes s and waits for the reader, which must end with errClosed. It
 // returns the frames read and the batches kept, not released. Round i
 // names the failures, reported with Errorf.
-func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errClosed error) (frames int, held []steer.Batch) {
+func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errClosed error) (frames int, held []Held) {
 	type result struct {
 		err   error
-		held  []steer.Batch
+		held  []Held
 		count int
 	}
 	resc := make(chan result, 1)
@@ -190,7 +207,7 @@ func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errCl
 				_ = f.Data[len(f.Data)-1]
 			}
 			if len(b.Frames) > 0 && len(r.held) < 3 {
-				r.held = append(r.held, b)
+				r.held = append(r.held, hold(b))
 			} else if b.Release != nil {
 				b.Release()
 			}
@@ -213,7 +230,7 @@ func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errCl
 // within a second), closes s, and checks that a ReadBatch after Close
 // returns errClosed. It returns the frames read and the batches held, not
 // released. Round i names the failures, reported with Errorf.
-func HoldThenClose(t testing.TB, s Source, i int, errClosed error) (frames int, held []steer.Batch) {
+func HoldThenClose(t testing.TB, s Source, i int, errClosed error) (frames int, held []Held) {
 	for len(held) < 2 {
 		var b steer.Batch
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -225,7 +242,7 @@ func HoldThenClose(t testing.TB, s Source, i int, errClosed error) (frames int, 
 		}
 		if len(b.Frames) > 0 {
 			frames += len(b.Frames)
-			held = append(held, b)
+			held = append(held, hold(b))
 		}
 	}
 	if err := s.Close(); err != nil {
@@ -238,15 +255,15 @@ func HoldThenClose(t testing.TB, s Source, i int, errClosed error) (frames int, 
 	return frames, held
 }
 
-// ReleaseAfterClose checks every frame of the batches held across Close
-// with check (their bytes must still be there), newest batch first,
+// ReleaseAfterClose checks that every frame of the batches held across
+// Close still has the bytes it was read with, newest batch first,
 // releases each batch, and closes s a second time, which must return nil.
 // Round i names the failures, reported with Errorf.
-func ReleaseAfterClose(t testing.TB, s Source, i int, held []steer.Batch, check func(f *steer.Frame) error) {
+func ReleaseAfterClose(t testing.TB, s Source, i int, held []Held) {
 	for j := len(held) - 1; j >= 0; j-- {
-		for k := range held[j].Frames {
-			if err := check(&held[j].Frames[k]); err != nil {
-				t.Errorf("iteration %d: %v", i, err)
+		for k, f := range held[j].Frames {
+			if !bytes.Equal(f.Data, held[j].Copies[k]) {
+				t.Errorf("iteration %d: a frame of %d bytes held across Close changed", i, len(f.Data))
 			}
 		}
 		held[j].Release()

@@ -553,8 +553,9 @@ func (s *Source) readKernelStatsLocked() error {
 func (s *Source) SourceStats() (steer.SourceStats, error) {
 	st, err := s.Stats()
 	used, size := s.Backlog()
-	return steer.SourceStats{Name: s.name, Received: st.Packets, Dropped: st.Drops, FreezeQueue: st.FreezeQueueCount,
-		RingUsed: used, RingPeak: int(s.peak.Load()), RingSize: size}, err
+	return steer.SourceStats{Name: s.name, Received: st.Packets, Dropped: st.Drops,
+		RingUsed: used, RingPeak: int(s.peak.Load()), RingSize: size,
+		Kernel: []steer.KernelCounter{{Name: "tp_freeze_q_cnt", Value: st.FreezeQueueCount}}}, err
 }
 
 // withFD runs f with the socket descriptor unless it is closed.

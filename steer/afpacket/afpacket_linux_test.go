@@ -21,8 +21,8 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open("rps-no-such-if0", Config{}); err == nil {
 		t.Fatal("Open of a missing interface succeeded")
 	}
-	if _, err := Open("lo", Config{NumBlocks: 1}); !errors.Is(err, ErrConfig) {
-		t.Fatalf("bad config: got %v, want ErrConfig", err)
+	if _, err := Open("lo", Config{NumBlocks: 1}); !errors.Is(err, steer.ErrConfig) {
+		t.Fatalf("bad config: got %v, want steer.ErrConfig", err)
 	}
 }
 

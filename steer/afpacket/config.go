@@ -11,12 +11,11 @@ import (
 	"github.com/rpsgo/rps/steer/filter"
 )
 
-// Sentinel errors, for errors.Is.
+// Sentinel errors, for errors.Is. An invalid Config or argument is an
+// error wrapping steer.ErrConfig, as in every package of the module.
 var (
 	// ErrNotSupported is returned on systems without AF_PACKET.
 	ErrNotSupported = errors.New("afpacket: not supported on this system")
-	// ErrConfig wraps every error about an invalid Config or argument.
-	ErrConfig = errors.New("afpacket: invalid configuration")
 	// ErrClosed is returned by a Source or Group used after Close. It wraps
 	// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
 	ErrClosed = fmt.Errorf("afpacket: source closed: %w", net.ErrClosed)
@@ -152,23 +151,23 @@ func (c Config) withDefaults() (Config, error) {
 	page := os.Getpagesize()
 	switch {
 	case c.BlockSize < 0 || c.BlockSize%page != 0:
-		return c, fmt.Errorf("%w: block size %d is not a positive multiple of the page size %d", ErrConfig, c.BlockSize, page)
+		return c, fmt.Errorf("afpacket: %w: block size %d is not a positive multiple of the page size %d", steer.ErrConfig, c.BlockSize, page)
 	case c.NumBlocks < 2:
-		return c, fmt.Errorf("%w: %d blocks, need at least 2", ErrConfig, c.NumBlocks)
+		return c, fmt.Errorf("afpacket: %w: %d blocks, need at least 2", steer.ErrConfig, c.NumBlocks)
 	case c.BlockSize > MaxRingSize || c.NumBlocks > MaxRingSize/c.BlockSize:
-		return c, fmt.Errorf("%w: ring of %d blocks of %d bytes exceeds %d bytes", ErrConfig, c.NumBlocks, c.BlockSize, MaxRingSize)
+		return c, fmt.Errorf("afpacket: %w: ring of %d blocks of %d bytes exceeds %d bytes", steer.ErrConfig, c.NumBlocks, c.BlockSize, MaxRingSize)
 	case c.FrameSize < minFrameSize || c.FrameSize%tpacketAlignment != 0:
-		return c, fmt.Errorf("%w: frame size %d is not a multiple of %d of at least %d", ErrConfig, c.FrameSize, tpacketAlignment, minFrameSize)
+		return c, fmt.Errorf("afpacket: %w: frame size %d is not a multiple of %d of at least %d", steer.ErrConfig, c.FrameSize, tpacketAlignment, minFrameSize)
 	case c.FrameSize > c.BlockSize:
-		return c, fmt.Errorf("%w: frame size %d exceeds the block size %d", ErrConfig, c.FrameSize, c.BlockSize)
+		return c, fmt.Errorf("afpacket: %w: frame size %d exceeds the block size %d", steer.ErrConfig, c.FrameSize, c.BlockSize)
 	case c.BlockTimeout < time.Millisecond || c.BlockTimeout > time.Minute || c.BlockTimeout%time.Millisecond != 0:
-		return c, fmt.Errorf("%w: block timeout %v is not whole milliseconds between 1ms and 1m", ErrConfig, c.BlockTimeout)
+		return c, fmt.Errorf("afpacket: %w: block timeout %v is not whole milliseconds between 1ms and 1m", steer.ErrConfig, c.BlockTimeout)
 	case c.BatchSize < 0:
-		return c, fmt.Errorf("%w: negative batch size %d", ErrConfig, c.BatchSize)
+		return c, fmt.Errorf("afpacket: %w: negative batch size %d", steer.ErrConfig, c.BatchSize)
 	case c.SnapLen < 0:
-		return c, fmt.Errorf("%w: negative snap length %d", ErrConfig, c.SnapLen)
+		return c, fmt.Errorf("afpacket: %w: negative snap length %d", steer.ErrConfig, c.SnapLen)
 	case len(c.Filter) > MaxFilterLen:
-		return c, fmt.Errorf("%w: filter of %d instructions exceeds %d", ErrConfig, len(c.Filter), MaxFilterLen)
+		return c, fmt.Errorf("afpacket: %w: filter of %d instructions exceeds %d", steer.ErrConfig, len(c.Filter), MaxFilterLen)
 	}
 	return c, nil
 }
@@ -276,16 +275,16 @@ const (
 // validateFanout checks a mode and flags before any socket is opened.
 func validateFanout(n int, mode FanoutMode, flags FanoutFlag) error {
 	if _, ok := fanoutModeNames[mode]; !ok {
-		return fmt.Errorf("%w: unknown fanout mode %d", ErrConfig, mode)
+		return fmt.Errorf("afpacket: %w: unknown fanout mode %d", steer.ErrConfig, mode)
 	}
 	if flags&^fanoutFlagsKnown != 0 {
-		return fmt.Errorf("%w: unknown fanout flags %#x", ErrConfig, uint16(flags&^fanoutFlagsKnown))
+		return fmt.Errorf("afpacket: %w: unknown fanout flags %#x", steer.ErrConfig, uint16(flags&^fanoutFlagsKnown))
 	}
 	if mode == FanoutRollover && flags&FanoutFlagRollover != 0 {
-		return fmt.Errorf("%w: the rollover flag is not allowed in rollover mode", ErrConfig)
+		return fmt.Errorf("afpacket: %w: the rollover flag is not allowed in rollover mode", steer.ErrConfig)
 	}
 	if n < 1 || n > maxFanoutMembers {
-		return fmt.Errorf("%w: %d sockets in a fanout group, need 1..%d", ErrConfig, n, maxFanoutMembers)
+		return fmt.Errorf("afpacket: %w: %d sockets in a fanout group, need 1..%d", steer.ErrConfig, n, maxFanoutMembers)
 	}
 	return nil
 }

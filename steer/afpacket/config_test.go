@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/rpsgo/rps/steer"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -41,8 +43,8 @@ func TestConfigInvalid(t *testing.T) {
 		"filter too long":         {Filter: make([]SockFilter, MaxFilterLen+1)},
 	}
 	for name, c := range bad {
-		if _, err := c.withDefaults(); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: got %v, want ErrConfig", name, err)
+		if _, err := c.withDefaults(); !errors.Is(err, steer.ErrConfig) {
+			t.Errorf("%s: got %v, want steer.ErrConfig", name, err)
 		}
 	}
 	// A small block gets a frame size that fits it.
@@ -63,8 +65,8 @@ func TestFanoutValidate(t *testing.T) {
 		"zero sockets":  validateFanout(0, FanoutHash, 0),
 		"too many":      validateFanout(maxFanoutMembers+1, FanoutHash, 0),
 	} {
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: got %v, want ErrConfig", name, err)
+		if !errors.Is(err, steer.ErrConfig) {
+			t.Errorf("%s: got %v, want steer.ErrConfig", name, err)
 		}
 	}
 	if FanoutHash.String() != "hash" || FanoutMode(9).String() != "FanoutMode(9)" {

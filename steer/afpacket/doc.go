@@ -88,8 +88,9 @@
 //
 // # Steering a group with the dispatcher
 //
-// NewSteering (or RunGroup) binds a group of N sockets to a dispatcher of N
-// workers: worker i reads socket i itself (steer.Dispatcher.RunOnWorkers)
+// NewSteering binds a group of N sockets to a dispatcher of N workers, as
+// a kgroup.Steering (package steer/kgroup, the kernel-steered group that
+// afxdp's XDP-steered groups share): worker i reads socket i itself
 // and, with DIRECT dispatch, classifies and handles each frame where it
 // was read, so the kernel's choice of socket is the choice of worker, each
 // frame is classified once, and the stats keep their netstat -Q shape, with
@@ -107,11 +108,16 @@
 //	cpu, qm   follow the receiving CPU or NIC queue: one worker per flow only
 //	          as long as the NIC's RSS and IRQ affinity keep the flow there
 //
-// FlowMoves counts how often flows change worker, to see what a mode does.
-// In EBPF mode Steering.SetTable moves buckets between workers without
-// reordering: the new worker holds a moved bucket's frames back until the
-// old worker has handled everything its ring held at the switch (see
-// SetTable for the protocol). With HYBRID or DEFERRED dispatch each worker
-// re-steers what its socket delivers through the user-space table, and a
-// flow is ordered only per socket.
+// kgroup.WorkerChanges counts how often flows change worker, to see what
+// a mode does. In EBPF mode the Steering's SetTable moves buckets between
+// workers without reordering: the switch is one update of the program's
+// table map followed by an RCU grace period (the fanout runs the program
+// and puts the frame in the ring it picked, counting it in tp_packets, in
+// one RCU read-side section), and a socket's position is tp_packets -
+// tp_drops, which its reader reaches when it has handed out as many
+// frames; the new worker holds a moved bucket's frames back until the old
+// worker has handled everything its ring held at the switch (see package
+// steer/kgroup). With HYBRID or DEFERRED dispatch each worker re-steers
+// what its socket delivers through the user-space table, and a flow is
+// ordered only per socket.
 package afpacket

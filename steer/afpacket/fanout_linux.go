@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rpsgo/rps/steer"
 )
 
 // Group is a set of sockets on one interface joined to one kernel fanout
@@ -22,9 +25,10 @@ type Group struct {
 	mode    FanoutMode
 	flags   FanoutFlag
 
-	mu     sync.Mutex
-	opened bool // the hold-back filters were lifted
-	closed bool
+	mu      sync.Mutex
+	opened  bool // the hold-back filters were lifted
+	closed  bool
+	steered atomic.Bool // a Steering has it
 }
 
 // OpenGroup opens n sockets on the interface named ifname, each with its own
@@ -117,15 +121,12 @@ func (g *Group) lift() error {
 // kernel takes its own reference: progFD may be closed afterwards.
 func (g *Group) SetEBPF(progFD int) error {
 	if g.mode != FanoutEBPF {
-		return fmt.Errorf("%w: SetEBPF on a %v fanout group", ErrConfig, g.mode)
+		return fmt.Errorf("afpacket: %w: SetEBPF on a %v fanout group", steer.ErrConfig, g.mode)
 	}
 	if progFD < 0 {
-		return fmt.Errorf("%w: negative program descriptor %d", ErrConfig, progFD)
+		return fmt.Errorf("afpacket: %w: negative program descriptor %d", steer.ErrConfig, progFD)
 	}
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed || len(g.sources) == 0 {
+	if g.isClosed() || len(g.sources) == 0 {
 		return ErrClosed
 	}
 	err := g.sources[0].withFD(func(fd int) error {
@@ -135,6 +136,13 @@ func (g *Group) SetEBPF(progFD int) error {
 		return fmt.Errorf("afpacket: setting the fanout eBPF program: %w", err)
 	}
 	return g.lift()
+}
+
+// isClosed reports whether Close was called.
+func (g *Group) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
 }
 
 // ID returns the fanout group id the kernel assigned.

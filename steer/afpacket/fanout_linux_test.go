@@ -102,7 +102,7 @@ func TestFanoutUniqueIDs(t *testing.T) {
 	if g1.Len() != 2 || g2.Len() != 3 || g2.Mode() != FanoutLB {
 		t.Fatalf("group shape: %d %d %v", g1.Len(), g2.Len(), g2.Mode())
 	}
-	if err := g1.SetEBPF(3); !errors.Is(err, ErrConfig) {
+	if err := g1.SetEBPF(3); !errors.Is(err, steer.ErrConfig) {
 		t.Fatalf("SetEBPF on a HASH group: %v", err)
 	}
 	if err := g2.Close(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/filter"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 // frameSpec is a trafgen packet from B to A: IPv4 TCP (an ACK) or UDP to
@@ -180,7 +181,7 @@ func TestFilterLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := openGroupIn(t, p.A, 2, cfg, FanoutEBPF, 0)
-		st, err := NewSteering(d, g, SteeringOptions{})
+		st, err := NewSteering(d, g, kgroup.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -170,9 +170,3 @@ func parseFlow(b []byte) (flow, bool) {
 		proto: ip[9],
 	}, true
 }
-
-// ringMaps counts this process's mappings of packet sockets.
-func ringMaps(t testing.TB) int { t.Helper(); return livetest.SocketMaps(t) }
-
-// openFDs counts this process's open descriptors.
-func openFDs(t testing.TB) int { t.Helper(); return livetest.OpenFDs(t) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 var measure = flag.Bool("measure", false, "run TestMeasureVsTcpdump (about three minutes)")
@@ -170,7 +171,7 @@ func measureSteer(t *testing.T, p *netns.Pair, conf string, workers, rate, count
 		}); err != nil {
 			t.Fatal(err)
 		}
-		st, err := NewSteering(d, g, SteeringOptions{})
+		st, err := NewSteering(d, g, kgroup.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 // flowRec is what the handler saw of one flow.
@@ -39,9 +40,9 @@ type live struct {
 	t       *testing.T
 	p       *netns.Pair
 	d       *steer.Dispatcher
-	st      *Steering // nil for a single socket
+	st      *kgroup.Steering // nil for a single socket
 	single  *Source
-	fm      *FlowMoves
+	wc      *kgroup.WorkerChanges
 	cancel  context.CancelFunc
 	runErr  chan error
 	r0      uint64
@@ -104,13 +105,13 @@ type liveOpts struct {
 func startLive(t *testing.T, p *netns.Pair, o liveOpts) *live {
 	t.Helper()
 	l := &live{t: t, p: p, flows: map[flow]*flowRec{}, fallback: -1, runErr: make(chan error, 1)}
-	l.fm = NewFlowMoves(o.workers, 0)
+	l.wc = kgroup.NewWorkerChanges(o.workers, 0)
 	hc := steer.HashConfig{UDP4Tuple: o.udp4}
 	if o.hash != nil {
 		hc = *o.hash
 	}
 	d, err := steer.New(steer.Config{Workers: o.workers, Dispatch: o.dispatch, Hash: hc, Queue: steer.QueueConfig{Limit: steer.MaxQLimit}},
-		l.fm.Handler(l.handle))
+		l.wc.Handler(l.handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func startLive(t *testing.T, p *netns.Pair, o liveOpts) *live {
 		return l
 	}
 	g := openGroupIn(t, p.A, o.workers, o.cfg, o.mode, 0)
-	l.st, err = NewSteering(d, g, SteeringOptions{})
+	l.st, err = NewSteering(d, g, kgroup.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +334,8 @@ func (l *live) checkFlows(oneWorker bool, retr, minTCP int) {
 			t.Errorf("%d of %d unhashed frames were not on the fallback worker", l.offWorker, l.unhashed)
 		}
 	}
-	t.Logf("%d flows (%d TCP), %d split over workers, %d hashed frames, %d unhashed, %d mismatches, flow moves %d, sequence steps back %d (reference %d), retransmissions %d, IP ID steps back %d (reference %d)",
-		len(l.flows), tcp, split, l.hashed, l.unhashed, l.mismatch, l.fm.Moves(), regress, refRegress, retr, idBack, refIDBack)
+	t.Logf("%d flows (%d TCP), %d split over workers, %d hashed frames, %d unhashed, %d mismatches, worker changes %d, sequence steps back %d (reference %d), retransmissions %d, IP ID steps back %d (reference %d)",
+		len(l.flows), tcp, split, l.hashed, l.unhashed, l.mismatch, l.wc.Changes(), regress, refRegress, retr, idBack, refIDBack)
 }
 
 // iperfRetr runs iperf3 as iperf does, with JSON output, and returns the
@@ -366,11 +367,12 @@ func iperfRetr(t *testing.T, p *netns.Pair, args ...string) int {
 }
 
 // TestSteerLive runs real traffic through a fanout group steered by the
-// dispatcher (DIRECT, one socket per worker) and through a single socket
-// with user-space steering (DEFERRED): every frame the interface received
-// is handled or counted as dropped, flows stay on one worker in the modes
-// that promise it, TCP sequence numbers reach the handler in order, and in
-// EBPF mode every hashed frame is on the worker the user-space table picks.
+// kernel's own rule (DIRECT, one socket per worker) and through a single
+// socket with user-space steering (DEFERRED): every frame the interface
+// received is handled or counted as dropped, flows stay on one worker in
+// the modes that promise it, and TCP sequence numbers reach the handler in
+// order. (steer/kgroup's tests run the EBPF mode, the library's own
+// steering.)
 func TestSteerLive(t *testing.T) {
 	netns.Require(t, "iperf3", "trafgen", "ethtool")
 	p := netns.New(t, netns.Options{})
@@ -379,7 +381,6 @@ func TestSteerLive(t *testing.T) {
 		o    liveOpts
 	}{
 		{"hash", liveOpts{mode: FanoutHash, dispatch: steer.Direct, workers: 3, udp4: true}},
-		{"ebpf", liveOpts{mode: FanoutEBPF, dispatch: steer.Direct, workers: 3, udp4: true}},
 		{"single-deferred", liveOpts{single: true, dispatch: steer.Deferred, workers: 3, udp4: true}},
 		{"lb", liveOpts{mode: FanoutLB, dispatch: steer.Direct, workers: 2}},
 	}
@@ -396,13 +397,13 @@ func TestSteerLive(t *testing.T) {
 			if c.o.mode == FanoutLB && !c.o.single {
 				// LB deals frames round robin: flows are split, and counted.
 				l.checkFlows(false, -1, 8)
-				if l.fm.Moves() == 0 {
-					t.Errorf("lb: no flow moves counted over %d frames", l.fm.Frames())
+				if l.wc.Changes() == 0 {
+					t.Errorf("lb: no flow moves counted over %d frames", l.wc.Frames())
 				}
 			} else {
 				l.checkFlows(keeps, retr, 8)
-				if l.fm.Moves() != 0 {
-					t.Errorf("%s: %d flow moves", c.name, l.fm.Moves())
+				if l.wc.Changes() != 0 {
+					t.Errorf("%s: %d flow moves", c.name, l.wc.Changes())
 				}
 			}
 			if len(s.Sources) != max(1, map[bool]int{true: 1, false: c.o.workers}[c.o.single]) {
@@ -448,70 +449,8 @@ func TestSteerModes(t *testing.T) {
 			if s.Frames == 0 {
 				t.Fatal("no frames")
 			}
-			t.Logf("%v: flow moves %d over %d hashed frames", m, l.fm.Moves(), l.fm.Frames())
+			t.Logf("%v: flow moves %d over %d hashed frames", m, l.wc.Changes(), l.wc.Frames())
 		})
-	}
-}
-
-// TestSteerSetTable reprograms the indirection table of an EBPF group
-// again and again while eight TCP streams run: no TCP sequence number may
-// go backwards at the handler, no hold may time out, and afterwards the
-// kernel's table, the dispatcher's and the workers that handle each flow
-// agree again.
-func TestSteerSetTable(t *testing.T) {
-	netns.Require(t, "iperf3", "ethtool")
-	p := netns.New(t, netns.Options{})
-	const workers = 3
-	l := startLive(t, p, liveOpts{mode: FanoutEBPF, dispatch: steer.Direct, workers: workers,
-		cfg: Config{IgnoreOutgoing: true, BlockTimeout: 4 * time.Millisecond}})
-	l.mu.Lock()
-	l.table = nil // the table changes: the agreement is checked at the end
-	l.mu.Unlock()
-	done := make(chan struct{})
-	var changes int
-	go func() {
-		defer close(done)
-		time.Sleep(300 * time.Millisecond)
-		for k := 1; k <= 12; k++ {
-			tab := l.d.Table()
-			for b := range tab {
-				tab[b] = (b*7 + k) % workers
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			err := l.st.SetTable(ctx, tab)
-			cancel()
-			if err != nil {
-				t.Errorf("SetTable %d: %v", k, err)
-				return
-			}
-			changes++
-			time.Sleep(80 * time.Millisecond)
-		}
-	}()
-	retr := iperfRetr(t, p, "-P", "8", "-t", "2", "-b", "40M")
-	<-done
-	kt, err := l.st.KernelTable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ut := l.d.Table()
-	for b := range kt {
-		if kt[b] != ut[b] {
-			t.Fatalf("bucket %d: kernel table says worker %d, the dispatcher %d", b, kt[b], ut[b])
-		}
-	}
-	l.finish()
-	l.checkFlows(false, retr, 8)
-	ss := l.st.Stats()
-	t.Logf("%d table changes, %+v", changes, ss)
-	if ss.HoldTimeouts != 0 || ss.HoldOverflows != 0 {
-		t.Errorf("holds lifted early: %+v", ss)
-	}
-	if ss.TableChanges != uint64(changes) || ss.BucketsMoved == 0 {
-		t.Errorf("stats %+v after %d changes", ss, changes)
-	}
-	if ss.HeldFrames == 0 {
-		t.Errorf("no frame was ever held: the test did not exercise the hold")
 	}
 }
 
@@ -570,54 +509,31 @@ func trafgenVXLAN(t testing.TB, ctx context.Context, p *netns.Pair, count int) {
 	}
 }
 
-// TestSteeringErrors checks NewSteering's and SetTable's refusals.
+// TestSteeringErrors checks what only a fanout group refuses: SetTable in
+// a mode where the kernel, not the table, picks the socket, with DIRECT
+// dispatch, and fanout mode names that do not exist. (steer/kgroup's
+// tests check the rest, over both families.)
 func TestSteeringErrors(t *testing.T) {
 	netns.Require(t)
 	p := netns.New(t, netns.Options{KeepOffloads: true})
-	h := func(*steer.Packet) {}
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, h)
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close(context.Background())
-	g3 := openGroupIn(t, p.A, 3, Config{BlockSize: 4096, NumBlocks: 2}, FanoutHash, 0)
-	if _, err := NewSteering(d, g3, SteeringOptions{}); !errors.Is(err, ErrConfig) {
-		t.Errorf("3 sockets for 2 workers: %v", err)
-	}
-	g2 := openGroupIn(t, p.A, 2, Config{BlockSize: 4096, NumBlocks: 2}, FanoutHash, 0)
-	st, err := NewSteering(d, g2, SteeringOptions{})
+	g := openGroupIn(t, p.A, 2, Config{BlockSize: 4096, NumBlocks: 2}, FanoutHash, 0)
+	st, err := NewSteering(d, g, kgroup.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetTable(context.Background(), d.Table()); !errors.Is(err, ErrConfig) {
+	defer st.Close()
+	if err := st.SetTable(context.Background(), d.Table()); !errors.Is(err, steer.ErrConfig) {
 		t.Errorf("SetTable in hash mode with direct dispatch: %v", err)
 	}
-	if _, err := NewSteering(d, g2, SteeringOptions{Fallback: 2}); !errors.Is(err, ErrConfig) {
-		t.Errorf("fallback 2 of 2: %v", err)
+	if _, err := st.KernelTable(); !errors.Is(err, steer.ErrConfig) {
+		t.Errorf("KernelTable in hash mode: %v", err)
 	}
-	dflow, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct, Policy: steer.PolicyFlow}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dflow.Close(context.Background())
-	ge := openGroupIn(t, p.A, 2, Config{BlockSize: 4096, NumBlocks: 2}, FanoutEBPF, 0)
-	if _, err := NewSteering(dflow, ge, SteeringOptions{}); !errors.Is(err, ErrConfig) {
-		t.Errorf("ebpf with the flow policy: %v", err)
-	}
-	ports := make([]uint16, 17)
-	for i := range ports {
-		ports[i] = uint16(5000 + i)
-	}
-	dports, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct,
-		Hash: steer.HashConfig{Tunnels: steer.TunnelsInner, VXLANPorts: ports}}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dports.Close(context.Background())
-	if _, err := NewSteering(dports, ge, SteeringOptions{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "VXLANPorts") {
-		t.Errorf("ebpf with 17 VXLAN ports: %v, want ErrConfig naming HashConfig.VXLANPorts", err)
-	}
-	if _, err := ParseFanoutMode("nope"); !errors.Is(err, ErrConfig) {
+	if _, err := ParseFanoutMode("nope"); !errors.Is(err, steer.ErrConfig) {
 		t.Errorf("ParseFanoutMode: %v", err)
 	}
 	for m, n := range fanoutModeNames {

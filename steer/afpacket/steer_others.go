@@ -3,39 +3,11 @@
 package afpacket
 
 import (
-	"context"
-
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
-// Steering binds a fanout group to a dispatcher; it exists only on Linux.
-type Steering struct{}
-
 // NewSteering returns an error wrapping ErrNotSupported.
-func NewSteering(d *steer.Dispatcher, g *Group, opts SteeringOptions) (*Steering, error) {
+func NewSteering(d *steer.Dispatcher, g *Group, o kgroup.Options) (*kgroup.Steering, error) {
 	return nil, ErrNotSupported
 }
-
-// RunGroup returns an error wrapping ErrNotSupported.
-func RunGroup(ctx context.Context, d *steer.Dispatcher, g *Group) error { return ErrNotSupported }
-
-// Run returns ErrNotSupported.
-func (st *Steering) Run(ctx context.Context) error { return ErrNotSupported }
-
-// Sources returns nil.
-func (st *Steering) Sources() []steer.Source { return nil }
-
-// Group returns nil.
-func (st *Steering) Group() *Group { return nil }
-
-// KernelTable returns ErrNotSupported.
-func (st *Steering) KernelTable() ([]int, error) { return nil, ErrNotSupported }
-
-// Stats returns zero counters.
-func (st *Steering) Stats() SteeringStats { return SteeringStats{} }
-
-// SetTable returns ErrNotSupported.
-func (st *Steering) SetTable(ctx context.Context, table []int) error { return ErrNotSupported }
-
-// Close returns nil.
-func (st *Steering) Close() error { return nil }

@@ -16,7 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/internal/bpfsteer"
 	"github.com/rpsgo/rps/internal/livesock"
+	"github.com/rpsgo/rps/internal/xsk"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -28,11 +30,11 @@ type Source struct {
 	name    string
 	ifname  string
 	ifindex int
-	ns      netNS         // the namespace of the interface
+	ns      xsk.NetNS     // the namespace of the interface
 	sock    livesock.Sock // the socket, its poll set and its Close gate
-	u       *umem
+	u       *xsk.UMEM
 	owner   bool // the socket registered u (u closes it)
-	rx      ring
+	rx      xsk.Ring
 	grouped bool          // a socket of a Group (fed by its Steering)
 	progMu  sync.Mutex    // guards prog; held through StopIntake
 	prog    *redirect     // the program Open attached, nil in a group or once detached
@@ -110,7 +112,7 @@ func Open(ifname string, cfg Config) (*Source, error) {
 // of its own when shared is nil, else sharing shared's UMEM (and its FILL
 // and COMPLETION rings, XDP_SHARED_UMEM).
 func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error) {
-	ns, err := currentNetNS()
+	ns, err := xsk.CurrentNetNS()
 	if err != nil {
 		return nil, err
 	}
@@ -144,24 +146,27 @@ func (s *Source) setup(shared *Source) error {
 	}
 	var off unix.XDPMmapOffsets
 	if shared == nil {
-		u, o, err := newUMEM(fd, cfg)
+		// The completions of the chunks set aside for sending must all
+		// fit in the COMPLETION ring.
+		u, o, err := xsk.NewUMEM(fd, cfg.NumFrames, cfg.SendFrames, cfg.FrameSize, max(cfg.RingSize, cfg.SendFrames), true)
 		if err != nil {
 			return err
 		}
 		s.u, s.owner, off = u, true, o
-		u.ownerFD = fd
-		u.refs.Store(1)
+		u.Ifname, u.Ifindex, u.Queue, u.NS = s.ifname, s.ifindex, cfg.Queue, s.ns
 	} else {
+		if !shared.u.Ref() {
+			return ErrClosed
+		}
 		s.u = shared.u
-		s.u.refs.Add(1)
-		if off, err = mmapOffsets(fd); err != nil {
+		if off, err = xsk.MmapOffsets(fd); err != nil {
 			return err
 		}
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_RX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("setting the RX ring to %d entries: %w", cfg.RingSize, err)
 	}
-	if s.rx, err = mapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
+	if s.rx, err = xsk.MapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
 		return fmt.Errorf("RX ring: %w", err)
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue)}
@@ -178,7 +183,7 @@ func (s *Source) setup(shared *Source) error {
 		sa.Flags = unix.XDP_SHARED_UMEM
 		sa.SharedUmemFD = uint32(shared.sock.FD())
 	}
-	if err := bind(fd, sa); err != nil {
+	if err := xsk.Bind(fd, sa); err != nil {
 		switch {
 		case errors.Is(err, unix.EBUSY):
 			return fmt.Errorf("bind: %w (another AF_XDP socket holds the queue)", err)
@@ -195,30 +200,9 @@ func (s *Source) setup(shared *Source) error {
 		if err != nil {
 			return fmt.Errorf("reading XDP_OPTIONS: %w", err)
 		}
-		s.u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+		s.u.ZeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
 	return s.sock.Arm(unix.POLLIN)
-}
-
-// bindBusyWait bounds how long bind retries while the queue is busy: the
-// kernel lets go of a closed socket's queue only after an RCU grace period
-// and a work item (xsk_destruct, xp_release_deferred), so a socket closed
-// just before still holds it for a moment.
-const bindBusyWait = time.Second
-
-// bind binds fd to sa, retrying while the queue is busy, up to
-// bindBusyWait.
-func bind(fd int, sa *unix.SockaddrXDP) error {
-	deadline := time.Now().Add(bindBusyWait)
-	pause := 100 * time.Microsecond
-	for {
-		err := unix.Bind(fd, sa)
-		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 10*time.Millisecond)
-	}
 }
 
 // setAttach records that a program attached in mode m feeds the socket
@@ -239,7 +223,7 @@ func (s *Source) Info() Info {
 		Ifindex:  s.ifindex,
 		Queue:    s.cfg.Queue,
 		Attach:   AttachMode(s.attach.Load()),
-		ZeroCopy: s.u.zeroCopy,
+		ZeroCopy: s.u.ZeroCopy,
 	}
 }
 
@@ -268,10 +252,10 @@ func (s *Source) Backlog() (used, size int) {
 
 // backlog is Backlog's used, while the rings are mapped.
 func (s *Source) backlog() int {
-	rx := uint64(atomic.LoadUint32(s.rx.prod)-atomic.LoadUint32(s.rx.cons)) * backlogScale / uint64(s.rx.mask+1)
-	f := &s.u.fill
-	fillSize := uint64(f.mask + 1)
-	avail := uint64(atomic.LoadUint32(f.prod) - atomic.LoadUint32(f.cons))
+	rx := uint64(atomic.LoadUint32(s.rx.Prod)-atomic.LoadUint32(s.rx.Cons)) * backlogScale / uint64(s.rx.Mask+1)
+	f := &s.u.Fill
+	fillSize := uint64(f.Mask + 1)
+	avail := uint64(atomic.LoadUint32(f.Prod) - atomic.LoadUint32(f.Cons))
 	fill := (fillSize - min(avail, fillSize)) * backlogScale / fillSize
 	return int(max(rx, fill))
 }
@@ -367,7 +351,7 @@ func (s *Source) gatherWait() time.Duration {
 	if s.cfg.BatchTimeout <= 0 {
 		return 0
 	}
-	prod := atomic.LoadUint32(s.rx.prod)
+	prod := atomic.LoadUint32(s.rx.Prod)
 	avail := prod - s.rxCons
 	if avail == 0 || int32(s.handTo-s.rxCons) > 0 {
 		return 0 // nothing to wait for, or frames a gather handed over
@@ -398,8 +382,8 @@ func (s *Source) gatherWait() time.Duration {
 // closed: its reader takes nothing more.
 func (s *Source) rxProduced() (idx uint32, ok bool) {
 	_ = s.sock.Do(func(int) error {
-		if !s.sock.Closed() && s.rx.prod != nil {
-			idx, ok = atomic.LoadUint32(s.rx.prod), true
+		if !s.sock.Closed() && s.rx.Prod != nil {
+			idx, ok = atomic.LoadUint32(s.rx.Prod), true
 		}
 		return nil
 	})
@@ -414,7 +398,7 @@ func (s *Source) rxProduced() (idx uint32, ok bool) {
 // back to the FILL ring.
 func (s *Source) take(b *steer.Batch) int {
 	cons := s.rxCons
-	avail := atomic.LoadUint32(s.rx.prod) - cons
+	avail := atomic.LoadUint32(s.rx.Prod) - cons
 	if avail == 0 {
 		return 0
 	}
@@ -422,12 +406,12 @@ func (s *Source) take(b *steer.Batch) int {
 	h := s.heldPool.Get().(*held)
 	h.chunks = h.chunks[:0]
 	s.rejected = s.rejected[:0]
-	area := s.u.area
-	fs := s.u.frameSize
+	area := s.u.Area
+	fs := s.u.FrameSize
 	now := time.Now()
 	var bad uint64
 	for i := uint32(0); i < n; i++ {
-		d := s.rx.rxDesc(cons + i)
+		d := s.rx.Desc(cons + i)
 		addr, ln := d.Addr, uint64(d.Len)
 		if addr >= uint64(len(area)) || ln > fs-addr%fs {
 			bad++ // outside the UMEM or across a chunk's end: never from a sane kernel
@@ -450,7 +434,7 @@ func (s *Source) take(b *steer.Batch) int {
 		h.chunks = append(h.chunks, chunk)
 	}
 	s.rxCons = cons + n
-	atomic.StoreUint32(s.rx.cons, s.rxCons)
+	atomic.StoreUint32(s.rx.Cons, s.rxCons)
 	if bad > 0 {
 		s.badDescs.Add(bad)
 	}
@@ -483,7 +467,7 @@ func (s *Source) take(b *steer.Batch) int {
 // giveBack returns chunks to the FILL ring and wakes a zero-copy driver
 // that asked for it.
 func (s *Source) giveBack(chunks []uint64) {
-	if s.u.give(chunks) {
+	if s.u.Give(chunks) {
 		s.wakeup()
 	}
 }
@@ -582,7 +566,7 @@ func (s *Source) readPassedLocked() error {
 func (s *Source) readKernelStatsLocked() error {
 	return s.withFD(func(fd int) error {
 		var ks unix.XDPStatistics
-		n, err := getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+		n, err := xsk.Getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
 		if err != nil {
 			return fmt.Errorf("afxdp: reading XDP_STATISTICS: %w", err)
 		}
@@ -605,12 +589,12 @@ func (s *Source) readKernelStatsLocked() error {
 // SourceStats reports the counters in the dispatcher's terms
 // (steer.SourceStatser): Received is every frame the kernel redirected to
 // the socket (Stats.Received), Dropped those it dropped for lack of a
-// buffer or of RX ring room, Filtered those Config.Filter rejected, and
-// XDP the kernel's XDP_STATISTICS with the attach and bind modes. Its
-// Attach is the mode of the program that fed the socket, kept after that
-// program is detached (Close, StopIntake, Steering.Close), so that a final
-// report says how the socket received; "none" if no program of this
-// package ever fed it.
+// buffer or of RX ring room, Filtered those Config.Filter rejected, Kernel
+// the kernel's XDP_STATISTICS under their own names, and Mode the attach
+// and bind modes ("native, copy"). The attach mode is that of the program
+// that fed the socket, kept after that program is detached (Close,
+// StopIntake, a Steering's Close), so that a final report says how the
+// socket received; "none" if no program of this package ever fed it.
 func (s *Source) SourceStats() (steer.SourceStats, error) {
 	st, err := s.Stats()
 	used, size := s.Backlog()
@@ -622,13 +606,12 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 		Dropped:  st.RxDropped + st.RxRingFull,
 		Filtered: st.Filtered,
 		RingUsed: used, RingPeak: int(s.peak.Load()), RingSize: size,
-		XDP: &steer.XDPStats{
-			RxDropped:            st.RxDropped,
-			RxInvalidDescs:       st.RxInvalidDescs,
-			RxRingFull:           st.RxRingFull,
-			RxFillRingEmptyDescs: st.RxFillRingEmptyDescs,
-			Attach:               info.Attach.String(),
-			ZeroCopy:             info.ZeroCopy,
+		Mode: info.Attach.String() + ", " + info.Mode(),
+		Kernel: []steer.KernelCounter{
+			{Name: "rx_dropped", Value: st.RxDropped},
+			{Name: "rx_invalid_descs", Value: st.RxInvalidDescs},
+			{Name: "rx_ring_full", Value: st.RxRingFull},
+			{Name: "rx_fill_ring_empty_descs", Value: st.RxFillRingEmptyDescs},
 		},
 	}, err
 }
@@ -647,16 +630,16 @@ func (s *Source) withFD(f func(fd int) error) error { return s.sock.Do(f) }
 // SourceStats keeps the mode the socket received in.
 //
 // StopIntake is for Open's socket: for a socket of a Group it returns an
-// error wrapping ErrConfig (Steering.StopIntake stops a group), and so it
+// error wrapping steer.ErrConfig (the Steering's StopIntake stops a group), and so it
 // does for a socket opened with AttachNone, which is fed by the caller's
 // own program. It cannot be undone; a second call, or a call after Close,
 // returns nil.
 func (s *Source) StopIntake() error {
 	switch {
 	case s.grouped:
-		return fmt.Errorf("%w: stop intake: socket %s is fed by its group's Steering: use Steering.StopIntake", ErrConfig, s.name)
+		return fmt.Errorf("afxdp: %w: stop intake: socket %s is fed by its group's Steering: use its Steering's StopIntake", steer.ErrConfig, s.name)
 	case s.cfg.Attach == AttachNone:
-		return fmt.Errorf("%w: stop intake: socket %s was opened with AttachNone: take it out of the XSKMAP that feeds it", ErrConfig, s.name)
+		return fmt.Errorf("afxdp: %w: stop intake: socket %s was opened with AttachNone: take it out of the XSKMAP that feeds it", steer.ErrConfig, s.name)
 	}
 	s.progMu.Lock()
 	defer s.progMu.Unlock()
@@ -668,7 +651,7 @@ func (s *Source) StopIntake() error {
 	s.prog = nil
 	s.setAttach(AttachNone)
 	if err == nil {
-		err = gracePeriod()
+		err = bpfsteer.GracePeriod()
 	}
 	if err != nil {
 		return fmt.Errorf("afxdp: stop intake on %s: %w", s.name, err)
@@ -730,9 +713,9 @@ func (s *Source) teardown() {
 		return
 	}
 	_ = s.detach()
-	s.sock.Teardown(s.rx.unmap, s.owner)
+	s.sock.Teardown(s.rx.Unmap, s.owner)
 	if s.u != nil {
-		s.u.unref()
+		s.u.Unref()
 	}
 }
 

@@ -12,14 +12,12 @@ import (
 	"github.com/rpsgo/rps/steer/filter"
 )
 
-// Sentinel errors, for errors.Is.
+// Sentinel errors, for errors.Is. An invalid Config or argument is an
+// error wrapping steer.ErrConfig, as in every package of the module.
 var (
 	// ErrNotSupported is returned on systems without AF_XDP.
 	ErrNotSupported = errors.New("afxdp: not supported on this system")
-	// ErrConfig wraps every error about an invalid Config or argument.
-	ErrConfig = errors.New("afxdp: invalid configuration")
-	// ErrClosed is returned by a Source, Group, Steering or Sender used
-	// after Close. It wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)
+	// ErrClosed is returned by a Source or Group used after Close. It wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)
 	// holds too.
 	ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
 )
@@ -140,17 +138,17 @@ func (n modeNames) name(v uint8) string {
 	return fmt.Sprintf("%s(%d)", n.kind, v)
 }
 
-// marshal returns v's name, or an error wrapping ErrConfig when v is out
+// marshal returns v's name, or an error wrapping steer.ErrConfig when v is out
 // of range.
 func (n modeNames) marshal(v uint8) ([]byte, error) {
 	if int(v) >= len(n.names) {
-		return nil, fmt.Errorf("%w: unknown %s %d", ErrConfig, n.what, v)
+		return nil, fmt.Errorf("afxdp: %w: unknown %s %d", steer.ErrConfig, n.what, v)
 	}
 	return []byte(n.names[v]), nil
 }
 
 // unmarshalMode sets *m to the value named b, in any case, or returns an
-// error wrapping ErrConfig and leaves *m as it was.
+// error wrapping steer.ErrConfig and leaves *m as it was.
 func unmarshalMode[T ~uint8](n modeNames, b []byte, m *T) error {
 	for i, name := range n.names {
 		if strings.EqualFold(name, string(b)) {
@@ -158,7 +156,7 @@ func unmarshalMode[T ~uint8](n modeNames, b []byte, m *T) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: unknown %s %q (want %s)", ErrConfig, n.what, b, strings.Join(n.names, ", "))
+	return fmt.Errorf("afxdp: %w: unknown %s %q (want %s)", steer.ErrConfig, n.what, b, strings.Join(n.names, ", "))
 }
 
 // Config tunes a Source. The zero value is usable: every zero field takes
@@ -224,7 +222,7 @@ type Config struct {
 	// instead of its smallest one, at some cost a frame: the program parses
 	// each frame's headers and hashes it. Without it the socket takes every
 	// frame of its queue, as a Steering's group does without
-	// SteeringOptions.PassUnhashed. A Group's sockets ignore it: their
+	// kgroup.Options.PassUnhashed. A Group's sockets ignore it: their
 	// Steering's options decide. Default false.
 	PassUnhashed bool
 	// Attach chooses the XDP hook of the program Open attaches (OpenGroup
@@ -261,9 +259,10 @@ type Config struct {
 	// the interface leaves promiscuous mode unless someone else holds it.
 	Promisc bool
 	// SendFrames, a power of two or zero, adds that many chunks to the
-	// UMEM that the FILL ring never gets: the chunks of a Sender sharing
-	// the socket's UMEM and queue (Source.NewSender), which the kernel
-	// requires of a Sender on a queue a Source holds. Default 0, none.
+	// UMEM that the FILL ring never gets, for a socket that sends through
+	// the same UMEM and queue (XDP_SHARED_UMEM), which the kernel
+	// requires of a socket that sends on a queue a Source holds; see
+	// Sending in the package documentation. Default 0, none.
 	SendFrames int
 }
 
@@ -292,25 +291,25 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.SendFrames < 0 || c.SendFrames > 0 && !pow2(c.SendFrames):
-		return c, fmt.Errorf("%w: %d send frames is not zero or a power of two", ErrConfig, c.SendFrames)
+		return c, fmt.Errorf("afxdp: %w: %d send frames is not zero or a power of two", steer.ErrConfig, c.SendFrames)
 	case c.SendFrames > MaxUMEMSize/c.FrameSize-c.NumFrames:
-		return c, fmt.Errorf("%w: UMEM of %d+%d frames of %d bytes exceeds %d bytes", ErrConfig, c.NumFrames, c.SendFrames, c.FrameSize, MaxUMEMSize)
+		return c, fmt.Errorf("afxdp: %w: UMEM of %d+%d frames of %d bytes exceeds %d bytes", steer.ErrConfig, c.NumFrames, c.SendFrames, c.FrameSize, MaxUMEMSize)
 	case c.RingSize < 0 || !pow2(c.RingSize) || c.RingSize > MaxRingSize:
-		return c, fmt.Errorf("%w: ring size %d is not a power of two up to %d", ErrConfig, c.RingSize, MaxRingSize)
+		return c, fmt.Errorf("afxdp: %w: ring size %d is not a power of two up to %d", steer.ErrConfig, c.RingSize, MaxRingSize)
 	case c.BatchSize < 0:
-		return c, fmt.Errorf("%w: negative batch size %d", ErrConfig, c.BatchSize)
+		return c, fmt.Errorf("afxdp: %w: negative batch size %d", steer.ErrConfig, c.BatchSize)
 	case c.BatchTimeout > MaxBatchTimeout:
-		return c, fmt.Errorf("%w: batch timeout %v exceeds %v", ErrConfig, c.BatchTimeout, MaxBatchTimeout)
+		return c, fmt.Errorf("afxdp: %w: batch timeout %v exceeds %v", steer.ErrConfig, c.BatchTimeout, MaxBatchTimeout)
 	case c.SnapLen < 0:
-		return c, fmt.Errorf("%w: negative snap length %d", ErrConfig, c.SnapLen)
+		return c, fmt.Errorf("afxdp: %w: negative snap length %d", steer.ErrConfig, c.SnapLen)
 	case c.Bind > BindCopy:
-		return c, fmt.Errorf("%w: unknown bind mode %d", ErrConfig, c.Bind)
+		return c, fmt.Errorf("afxdp: %w: unknown bind mode %d", steer.ErrConfig, c.Bind)
 	case c.Attach > AttachNone:
-		return c, fmt.Errorf("%w: unknown attach mode %d", ErrConfig, c.Attach)
+		return c, fmt.Errorf("afxdp: %w: unknown attach mode %d", steer.ErrConfig, c.Attach)
 	}
 	if c.Filter != nil {
 		if err := c.Filter.UserSpace(); err != nil {
-			return c, fmt.Errorf("%w: the filter must run in user space: %w", ErrConfig, err)
+			return c, fmt.Errorf("afxdp: %w: the filter must run in user space: %w", steer.ErrConfig, err)
 		}
 	}
 	return c, nil
@@ -321,13 +320,13 @@ func checkUMEM(queue, frames, frameSize int) error {
 	page := os.Getpagesize()
 	switch {
 	case queue < 0 || queue > 1<<16-1:
-		return fmt.Errorf("%w: queue %d is not between 0 and 65535", ErrConfig, queue)
+		return fmt.Errorf("afxdp: %w: queue %d is not between 0 and 65535", steer.ErrConfig, queue)
 	case !pow2(frames):
-		return fmt.Errorf("%w: %d frames is not a power of two", ErrConfig, frames)
+		return fmt.Errorf("afxdp: %w: %d frames is not a power of two", steer.ErrConfig, frames)
 	case frameSize < MinFrameSize || frameSize > page || !pow2(frameSize):
-		return fmt.Errorf("%w: frame size %d is not a power of two between %d and the page size %d", ErrConfig, frameSize, MinFrameSize, page)
+		return fmt.Errorf("afxdp: %w: frame size %d is not a power of two between %d and the page size %d", steer.ErrConfig, frameSize, MinFrameSize, page)
 	case frames > MaxUMEMSize/frameSize:
-		return fmt.Errorf("%w: UMEM of %d frames of %d bytes exceeds %d bytes", ErrConfig, frames, frameSize, MaxUMEMSize)
+		return fmt.Errorf("afxdp: %w: UMEM of %d frames of %d bytes exceeds %d bytes", steer.ErrConfig, frames, frameSize, MaxUMEMSize)
 	}
 	return nil
 }
@@ -335,7 +334,7 @@ func checkUMEM(queue, frames, frameSize int) error {
 // validateGroup checks a group's size before any socket is opened.
 func validateGroup(n int) error {
 	if n < 1 || n > MaxGroupSize {
-		return fmt.Errorf("%w: %d sockets in a group, need 1..%d", ErrConfig, n, MaxGroupSize)
+		return fmt.Errorf("afxdp: %w: %d sockets in a group, need 1..%d", steer.ErrConfig, n, MaxGroupSize)
 	}
 	return nil
 }
@@ -375,7 +374,7 @@ type Stats struct {
 	// program, with Config.PassUnhashed, could not hash and passed to the
 	// kernel stack: they never reached the socket, so they are not in
 	// Received. Zero without PassUnhashed, and for a Group's sockets (see
-	// SteeringStats). It stops counting when the program is detached
+	// the Steering's unhashed_passed). It stops counting when the program is detached
 	// (StopIntake, Close).
 	PassedToKernel uint64
 }

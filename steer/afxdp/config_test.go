@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/net/bpf"
 
+	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/filter"
 )
 
@@ -58,13 +59,16 @@ func TestConfigInvalid(t *testing.T) {
 		"unknown bind":       {Bind: 7},
 		"unknown attach":     {Attach: 9},
 		"kernel-only filter": {Filter: vlan},
+		"negative send":      {SendFrames: -1},
+		"send not pow2":      {SendFrames: 3},
+		"send over the UMEM": {SendFrames: MaxUMEMSize / DefaultFrameSize},
 	}
 	for name, c := range bad {
-		if _, err := c.withDefaults(); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: %v, want ErrConfig", name, err)
+		if _, err := c.withDefaults(); !errors.Is(err, steer.ErrConfig) {
+			t.Errorf("%s: %v, want steer.ErrConfig", name, err)
 		}
-		if _, err := Open("lo", c); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: Open: %v, want ErrConfig", name, err)
+		if _, err := Open("lo", c); !errors.Is(err, steer.ErrConfig) {
+			t.Errorf("%s: Open: %v, want steer.ErrConfig", name, err)
 		}
 	}
 	if !errors.Is(ErrClosed, net.ErrClosed) {
@@ -108,7 +112,7 @@ func TestStatsReceived(t *testing.T) {
 
 // TestModeText: both modes are encoding.TextMarshaler and
 // TextUnmarshaler by their String names, parsed in any case; an unknown
-// name or value is an error wrapping ErrConfig, and a failed parse leaves
+// name or value is an error wrapping steer.ErrConfig, and a failed parse leaves
 // the mode as it was.
 func TestModeText(t *testing.T) {
 	var (
@@ -132,17 +136,17 @@ func TestModeText(t *testing.T) {
 		}
 	}
 	bind, attach := BindCopy, AttachGeneric
-	if err := bind.UnmarshalText([]byte("zc")); !errors.Is(err, ErrConfig) || bind != BindCopy {
-		t.Errorf("bind mode \"zc\": %v, mode %v; want ErrConfig and copy kept", err, bind)
+	if err := bind.UnmarshalText([]byte("zc")); !errors.Is(err, steer.ErrConfig) || bind != BindCopy {
+		t.Errorf("bind mode \"zc\": %v, mode %v; want steer.ErrConfig and copy kept", err, bind)
 	}
-	if err := attach.UnmarshalText([]byte("offload")); !errors.Is(err, ErrConfig) || attach != AttachGeneric {
-		t.Errorf("attach mode \"offload\": %v, mode %v; want ErrConfig and generic kept", err, attach)
+	if err := attach.UnmarshalText([]byte("offload")); !errors.Is(err, steer.ErrConfig) || attach != AttachGeneric {
+		t.Errorf("attach mode \"offload\": %v, mode %v; want steer.ErrConfig and generic kept", err, attach)
 	}
-	if _, err := BindMode(9).MarshalText(); !errors.Is(err, ErrConfig) {
-		t.Errorf("BindMode(9): %v, want ErrConfig", err)
+	if _, err := BindMode(9).MarshalText(); !errors.Is(err, steer.ErrConfig) {
+		t.Errorf("BindMode(9): %v, want steer.ErrConfig", err)
 	}
-	if _, err := AttachMode(9).MarshalText(); !errors.Is(err, ErrConfig) {
-		t.Errorf("AttachMode(9): %v, want ErrConfig", err)
+	if _, err := AttachMode(9).MarshalText(); !errors.Is(err, steer.ErrConfig) {
+		t.Errorf("AttachMode(9): %v, want steer.ErrConfig", err)
 	}
 	j, err := json.Marshal(struct {
 		Bind   BindMode

@@ -18,14 +18,14 @@
 // frames the library cannot hash included (ARP and other non-IP frames,
 // malformed headers: user space gives them HashType NONE). Open's socket
 // gets them as it gets the rest, and a Steering sends them to its
-// fallback socket (SteeringOptions.Fallback, default 0), as the SOURCE
+// fallback socket (kgroup.Options.Fallback, default 0), as the SOURCE
 // policy would place them: all come from the one queue. The host's stack
 // then sees none of them: it neither answers ARP requests nor learns
 // from ARP replies that arrive on that queue. With PassUnhashed (Config.PassUnhashed for Open,
-// SteeringOptions.PassUnhashed for a Steering) the program passes them to
+// kgroup.Options.PassUnhashed for a Steering) the program passes them to
 // the kernel stack instead, which keeps ARP and neighbour discovery
-// working, and counts them (Stats.PassedToKernel,
-// SteeringStats.UnhashedPassed); for it Open attaches the library's
+// working, and counts them (Stats.PassedToKernel, the Steering's
+// unhashed_passed); for it Open attaches the library's
 // steering program with one socket rather than its smallest one. Either
 // way the frames of the interface's other queues go to the stack.
 //
@@ -43,8 +43,8 @@
 //
 //	FILL        user space -> kernel: chunks the kernel may write frames into
 //	RX          kernel -> user space: descriptors (address, length) of frames
-//	COMPLETION  kernel -> user space: chunks sent on a TX ring (a Sender's)
-//	TX          user space -> kernel: frames to send (a Sender's, see Transmit)
+//	COMPLETION  kernel -> user space: chunks sent on a TX ring
+//	TX          user space -> kernel: frames to send (see Sending)
 //
 // Each index has one writer. The reader of an index loads it with an
 // acquire load (atomic.LoadUint32) before it touches the entries it
@@ -164,53 +164,51 @@
 //
 // # Steering in XDP
 //
-// NewSteering binds a Group to a dispatcher with one worker per socket:
-// it loads the library's steering program at the XDP hook
-// (internal/bpfsteer), built from the dispatcher's indirection table and
-// hash configuration by the rules afpacket's FanoutEBPF mode uses (the
-// rss policy, at most 16 VXLAN ports with tunnels inner; anything else is
-// an ErrConfig naming what to change), puts socket i in slot i of its
-// XSKMAP and attaches it through a BPF link. For every hashed frame the
-// program redirects to socket Table()[FlowID & (buckets-1)], the worker the
-// user-space RSS policy picks; Run has each worker read its own socket
-// (steer.Dispatcher.RunOnWorkers), and with DIRECT dispatch the frame is
-// classified and handled there. RunGroup does it all with default options.
+// NewSteering binds a Group to a dispatcher with one worker per socket, as
+// a kgroup.Steering (package steer/kgroup, the kernel-steered group that
+// afpacket's fanout groups share): it loads the library's steering
+// program at the XDP hook (internal/bpfsteer), built from the
+// dispatcher's indirection table and hash configuration, puts socket i in
+// slot i of its XSKMAP and attaches it through a BPF link. For every
+// hashed frame the program redirects to socket Table()[FlowID &
+// (buckets-1)], the worker the user-space RSS policy picks; Run has each
+// worker read its own socket, and with DIRECT dispatch the frame is
+// classified and handled there. SetTable changes the table without
+// reordering any flow: the switch is one map update followed by an RCU
+// grace period (every run of the program that began before has ended, and
+// so has the NAPI poll or generic receive that published its frames), and
+// a socket's position is its RX ring's producer index, which its reader
+// reaches when its consumer index does.
 //
 // Frames the program cannot hash go to the fallback socket, or with
-// SteeringOptions.PassUnhashed to the kernel stack (the rule above). Both
-// are counted (SteeringStats.UnhashedFallback, UnhashedPassed), beside
-// the frames redirected to each socket, those
-// whose slot held no socket (a closed socket: passed to the kernel) and
-// those of other queues (below); every frame the program sees is in
-// exactly one of Redirected, UnhashedPassed, NoSocket and OtherQueue, and
-// the tests check that the sum is the interface's rx_packets, and each
-// socket's Received its Redirected count.
-//
-// SetTable changes the table in the program and in the dispatcher without
-// reordering any flow: the protocol of afpacket's ordered changes, where
-// the switch is one map update followed by an RCU grace period (every run
-// of the program that began before has ended, and so has the NAPI poll or
-// generic receive that published its frames), and the old socket's
-// position at the switch is its RX ring's producer index, which its reader
-// reaches when its consumer index does (both wrap at 2^32). See
-// Steering.SetTable.
+// kgroup.Options.PassUnhashed to the kernel stack (the rule above). The
+// Steering's Stats.Kernel counts, under these names, the frames the
+// program redirected to socket i (redirected_i), the frames it could not
+// hash that it passed to the stack (unhashed_passed) or sent to the
+// fallback (unhashed_fallback, also in redirected_i), those whose slot
+// held no socket (no_socket: a closed socket, passed to the stack) and
+// those of other queues (other_queue, below). Every frame the program
+// sees is in exactly one of redirected_i, unhashed_passed, no_socket and
+// other_queue: the tests check that the sum is the interface's
+// rx_packets, and each socket's Received its redirected_i.
 //
 // The program runs on every frame of the interface it is attached to, on
 // whatever queue it arrives, but a socket accepts only frames of the
 // device and queue it is bound to (the kernel drops a frame redirected to
 // a socket of another queue). So the program steers the frames of the
 // group's queue only and passes those of the other queues to the kernel
-// stack, unexamined, counted in SteeringStats.OtherQueue: on a multi-queue
-// NIC the dispatcher sees one queue's share of the traffic. To steer it
-// all, send every frame to the group's queue (ethtool -L combined 1, or
-// flow rules), or use a single-queue device such as veth.
+// stack, unexamined, counted: on a multi-queue NIC the dispatcher sees one
+// queue's share of the traffic. To steer it all, send every frame to the
+// group's queue (ethtool -L combined 1, or flow rules), or use a
+// single-queue device such as veth.
 //
-// Close detaches the program (the link goes, and the queue's frames go to
-// the kernel stack again), empties the XSKMAP and unloads the program; the
-// group stays open, and a new Steering may take it. StopIntake detaches
-// the program alone and waits for a grace period, so that the sockets'
-// rings can be read dry first; the program's counters then stop, and each
-// socket's Received, once its ring is dry, is its Redirected count.
+// The Steering's Close detaches the program (the link goes, and the
+// queue's frames go to the kernel stack again), empties the XSKMAP and
+// unloads the program; the group stays open, and a new Steering may take
+// it. Its StopIntake detaches the program alone and waits for a grace
+// period, so that the sockets' rings can be read dry first; the program's
+// counters then stop, and each socket's Received, once its ring is dry, is
+// its redirected_i.
 //
 // # Counters
 //
@@ -228,49 +226,11 @@
 // carries it, in Stats and SourceStats, and the others report zero, so
 // that sums over the sockets count it once.
 //
-// # Transmit
+// # Sending
 //
-// OpenSender opens a socket that only sends, on one queue, with a UMEM of
-// its own, a TX ring and the COMPLETION ring; it needs no XDP program.
-// Send copies each frame into a free chunk, writes the TX descriptors
-// (address and length) and then publishes the TX producer index with a
-// release store. The kernel gives a chunk back on the COMPLETION ring when
-// it is done with the frame, and Send, after an acquire load of that
-// ring's producer index, puts it back on its free list: the chunks
-// recycle, and the caller's bytes may be reused as soon as Send returns.
-// Send calls are serialised, so that each ring has one user-space side.
-//
-// A copy-mode socket transmits only inside sendto (or poll): Send kicks
-// the kernel with a non-blocking sendto (it refuses a blocking one) until
-// it has taken every frame off the ring, at most 32 per call unless the
-// kernel takes a larger budget (XDP_MAX_TX_SKB_BUDGET, Linux 6.17, which
-// OpenSender sets to the ring size where it can). A zero-copy driver
-// transmits on its own, and sets XDP_RING_NEED_WAKEUP in the TX ring's
-// flags when it wants a kick; Send kicks it only then. In copy mode the
-// kernel completes a frame when the skb it built is freed: once the device
-// has taken it, or a qdisc below (a bridge port's, say) has sent it on.
-//
-// When every chunk is in flight or the ring is full, Send waits, reaping
-// completions and kicking, for up to SenderConfig.Wait (DefaultSendWait),
-// then drops the rest of its frames and counts them (SenderStats.Dropped).
-// The bounded wait absorbs a burst that the device clears quickly, and a
-// device that stays full drops at the sender, as a NIC's full ring would,
-// instead of holding a forwarder's workers for ever. Close wakes a waiting
-// Send, which returns ErrClosed.
-//
-// The kernel allows one UMEM per device and queue, so OpenSender cannot
-// bind a queue that a Source holds (EBUSY). A port that receives and sends
-// on one queue shares the Source's UMEM instead: Config.SendFrames sets
-// chunks of the Source's UMEM aside, which the FILL ring never gets, and
-// Source.NewSender binds a Sender to the same queue with XDP_SHARED_UMEM
-// that sends from those chunks. The kernel completes its frames on the
-// UMEM's COMPLETION ring, which only the Sender reads, and the Source's
-// frames stay in the other chunks. OpenSender's queue number is, in copy
-// mode, also the TX queue the frames leave by, which must exist: Send
-// returns an error when the kernel takes nothing. In zero-copy mode the
-// driver feeds the queue's receive ring from the FILL ring, which
-// OpenSender's Sender leaves empty, so frames arriving on that queue are
-// lost: give such a Sender a queue that receives nothing, or bind it in
-// copy mode. Frames the kernel still holds after Close (in a qdisc) keep
-// the socket, and so the queue, until they are sent or dropped.
+// The package receives. A socket that sends on a queue a Source holds
+// must share the Source's UMEM (XDP_SHARED_UMEM: the kernel allows one
+// UMEM per device and queue); Config.SendFrames sets chunks of the UMEM
+// aside for it, which the FILL ring never gets. examples/forwarder sends
+// that way, through a socket of its own (internal/xsk).
 package afxdp

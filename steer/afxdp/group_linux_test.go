@@ -18,7 +18,9 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/internal/xsk"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -81,7 +83,7 @@ func spread(t *testing.T, ns *netns.NS, g *Group) func() {
 func TestGroupSharedUMEM(t *testing.T) {
 	netns.Require(t, "trafgen", "ethtool")
 	p := netns.New(t, netns.Options{})
-	fds0, rings0, umems0 := openFDs(t), socketMaps(t), mappedAreas.Load()
+	fds0, rings0, umems0 := openFDs(t), socketMaps(t), xsk.MappedAreas()
 	const n = 4
 	var g *Group
 	if err := p.A.Do(func() (err error) {
@@ -177,10 +179,10 @@ func TestGroupSharedUMEM(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if xdpAttached(t, p.A) {
+	if livetest.XDPAttached(t, p.A) {
 		t.Error("an XDP program is left on the link")
 	}
-	if fds, rings, umems := openFDs(t), socketMaps(t), mappedAreas.Load(); fds != fds0 || rings != rings0 || umems != umems0 {
+	if fds, rings, umems := openFDs(t), socketMaps(t), xsk.MappedAreas(); fds != fds0 || rings != rings0 || umems != umems0 {
 		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, rings, umems, fds0, rings0, umems0)
 	}
 }
@@ -219,7 +221,7 @@ func settleGroup(t testing.TB, ns *netns.NS, r0 uint64, g *Group, readers []*rea
 func TestGroupCloseHeld(t *testing.T) {
 	netns.Require(t, "trafgen", "ethtool")
 	p := netns.New(t, netns.Options{})
-	fds0, rings0, umems0 := openFDs(t), socketMaps(t), mappedAreas.Load()
+	fds0, rings0, umems0 := openFDs(t), socketMaps(t), xsk.MappedAreas()
 	var g *Group
 	if err := p.A.Do(func() (err error) {
 		g, err = OpenGroup(p.A.Link, 3, Config{NumFrames: 128, RingSize: 64, BatchSize: 8, PollTimeout: -1})
@@ -262,7 +264,7 @@ func TestGroupCloseHeld(t *testing.T) {
 			t.Errorf("reader ended with %v", err)
 		}
 	}
-	if mappedAreas.Load() != umems0+1 {
+	if xsk.MappedAreas() != umems0+1 {
 		t.Error("the UMEM was unmapped while batches were held")
 	}
 	for _, b := range held {
@@ -273,7 +275,7 @@ func TestGroupCloseHeld(t *testing.T) {
 		}
 		b.Release()
 	}
-	if fds, rings, umems := openFDs(t), socketMaps(t), mappedAreas.Load(); fds != fds0 || rings != rings0 || umems != umems0 {
+	if fds, rings, umems := openFDs(t), socketMaps(t), xsk.MappedAreas(); fds != fds0 || rings != rings0 || umems != umems0 {
 		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, rings, umems, fds0, rings0, umems0)
 	}
 }
@@ -305,11 +307,11 @@ func TestGroupFillCount(t *testing.T) {
 			mu.Unlock()
 		}))
 	}
-	sendFrom(t, p, 64, seqTraffic(p, 0, 8, 50, 0))
+	livetest.SendFrom(t, p, 64, livetest.SeqTraffic(p, 0, 8, 50, 0))
 	kernelCount := func(s *Source) uint64 {
 		var ks unix.XDPStatistics
 		if err := s.withFD(func(fd int) error {
-			_, err := getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+			_, err := xsk.Getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -335,10 +337,10 @@ func TestGroupFillCount(t *testing.T) {
 	switch {
 	case first.RxFillRingEmptyDescs == 0 || kernelCount(g.Source(1)) == 0:
 		t.Fatal("the FILL ring never ran empty: the test did not starve it")
-	case second.RxFillRingEmptyDescs != 0 || ss1.XDP.RxFillRingEmptyDescs != 0:
-		t.Errorf("socket 1 reports the shared FILL ring's count: %d, %d", second.RxFillRingEmptyDescs, ss1.XDP.RxFillRingEmptyDescs)
-	case ss0.XDP.RxFillRingEmptyDescs == 0 || sum.RxFillRingEmptyDescs < first.RxFillRingEmptyDescs || sum.RxFillRingEmptyDescs > ss0.XDP.RxFillRingEmptyDescs:
-		t.Errorf("the group's count %d, socket 0's %d (SourceStats %d)", sum.RxFillRingEmptyDescs, first.RxFillRingEmptyDescs, ss0.XDP.RxFillRingEmptyDescs)
+	case second.RxFillRingEmptyDescs != 0 || kernelCounter(ss1, "rx_fill_ring_empty_descs") != 0:
+		t.Errorf("socket 1 reports the shared FILL ring's count: %d, %d", second.RxFillRingEmptyDescs, kernelCounter(ss1, "rx_fill_ring_empty_descs"))
+	case kernelCounter(ss0, "rx_fill_ring_empty_descs") == 0 || sum.RxFillRingEmptyDescs < first.RxFillRingEmptyDescs || sum.RxFillRingEmptyDescs > kernelCounter(ss0, "rx_fill_ring_empty_descs"):
+		t.Errorf("the group's count %d, socket 0's %d (SourceStats %d)", sum.RxFillRingEmptyDescs, first.RxFillRingEmptyDescs, kernelCounter(ss0, "rx_fill_ring_empty_descs"))
 	}
 	for _, r := range readers {
 		r.stop(t)

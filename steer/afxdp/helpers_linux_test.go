@@ -104,19 +104,19 @@ func trafgenUDP(t testing.TB, ctx context.Context, p *netns.Pair, count int, ext
 	livetest.TrafgenUDP(t, ctx, p, count, 0, extra...)
 }
 
-// xdpAttached reports whether an XDP program is attached to the link
-// inside ns.
-func xdpAttached(t testing.TB, ns *netns.NS) bool {
-	t.Helper()
-	st, err := ns.LinkState(context.Background(), ns.Link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.XDP
-}
-
 // openFDs counts this process's open descriptors.
 func openFDs(t testing.TB) int { t.Helper(); return livetest.OpenFDs(t) }
 
 // socketMaps counts this process's mappings of sockets (the rings).
 func socketMaps(t testing.TB) int { t.Helper(); return livetest.SocketMaps(t) }
+
+// kernelCounter returns the value of ss's kernel counter name; a name
+// the socket does not report is a bug of the test, and panics.
+func kernelCounter(ss steer.SourceStats, name string) uint64 {
+	for _, k := range ss.Kernel {
+		if k.Name == name {
+			return k.Value
+		}
+	}
+	panic("no kernel counter " + name)
+}

@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"runtime"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/xsk"
+
+	"github.com/rpsgo/rps/steer"
 )
 
 // XDP actions (enum xdp_action) and the offset of rx_queue_index in
@@ -57,25 +58,11 @@ func redirectInstructions(xsks *ebpf.Map, queue int) asm.Instructions {
 	}
 }
 
-// netNS identifies a network namespace (the device and inode of its
-// /proc file).
-type netNS struct{ dev, ino uint64 }
-
-// currentNetNS returns the namespace of the calling thread; the caller
-// must have locked its OS thread for the answer to stay true.
-func currentNetNS() (netNS, error) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
-		return netNS{}, fmt.Errorf("reading the network namespace: %w", err)
-	}
-	return netNS{dev: uint64(st.Dev), ino: st.Ino}, nil
-}
-
 // attachRedirect loads the redirect program for the socket fd bound to
 // queue (the steering program with passUnhashed) and attaches it to the
 // interface through a BPF link, in mode (AttachAuto: native, else
 // generic).
-func attachRedirect(ns netNS, ifindex, queue, fd int, mode AttachMode, passUnhashed bool) (*redirect, error) {
+func attachRedirect(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode, passUnhashed bool) (*redirect, error) {
 	if passUnhashed {
 		return attachPassUnhashed(ns, ifindex, queue, fd, mode)
 	}
@@ -117,7 +104,7 @@ func attachRedirect(ns netNS, ifindex, queue, fd int, mode AttachMode, passUnhas
 // one-bucket table (so the key does not matter: every hashed frame goes
 // to slot 0), passing the frames it cannot hash to the kernel stack, and
 // attaches it as attachRedirect does.
-func attachPassUnhashed(ns netNS, ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
+func attachPassUnhashed(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
 	opts := bpfsteer.Options{Key: hash.MicrosoftKey[:], Table: []uint32{0}, PassUnhashed: true, Queue: uint32(queue)}
 	x, err := bpfsteer.NewXDP(opts, 1)
 	if err != nil {
@@ -156,13 +143,13 @@ var errOtherNetNS = errors.New("the calling thread is not in the network namespa
 // attachProgram attaches prog to the interface ifindex of namespace ns
 // through a BPF link in mode and returns the mode it got. It refuses to
 // attach from another namespace, where ifindex names another interface.
-func attachProgram(ns netNS, prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
+func attachProgram(ns xsk.NetNS, prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if cur, err := currentNetNS(); err != nil {
+	if cur, err := xsk.CurrentNetNS(); err != nil {
 		return nil, AttachNone, err
 	} else if cur != ns {
-		return nil, AttachNone, fmt.Errorf("%w: %w", ErrConfig, errOtherNetNS)
+		return nil, AttachNone, fmt.Errorf("afxdp: %w: %w", steer.ErrConfig, errOtherNetNS)
 	}
 	try := func(m AttachMode) (link.Link, error) {
 		flags := link.XDPDriverMode
@@ -189,30 +176,6 @@ func attachProgram(ns netNS, prog *ebpf.Program, ifindex int, mode AttachMode) (
 		return l, AttachGeneric, nil
 	}
 	return nil, AttachNone, errors.Join(nerr, gerr)
-}
-
-// gracePeriod returns after an RCU grace period: every run of an XDP
-// program that began before the call has ended, and with it the NAPI poll
-// (or, on the generic hook, the receive) that published its frames in the
-// sockets' RX rings. It updates an array of maps, an update the kernel
-// follows with synchronize_rcu (kernel/bpf/syscall.c,
-// maybe_wait_bpf_programs), as bpfsteer.XDP.Sync does.
-func gracePeriod() error {
-	inner := &ebpf.MapSpec{Name: "afxdp_sync_in", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
-	m, err := ebpf.NewMap(inner)
-	if err != nil {
-		return fmt.Errorf("waiting for a grace period: %w", err)
-	}
-	defer m.Close()
-	outer, err := ebpf.NewMap(&ebpf.MapSpec{Name: "afxdp_sync", Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1, InnerMap: inner})
-	if err != nil {
-		return fmt.Errorf("waiting for a grace period: %w", err)
-	}
-	defer outer.Close()
-	if err := outer.Put(uint32(0), uint32(m.FD())); err != nil {
-		return fmt.Errorf("waiting for a grace period: %w", err)
-	}
-	return nil
 }
 
 // close detaches and frees what r holds; it is idempotent.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -39,14 +40,14 @@ func TestOpenUnhashed(t *testing.T) {
 			var seqs, arpSeen atomic.Uint64
 			rd := read(s, func(b *steer.Batch) {
 				for _, f := range b.Frames {
-					if isARP(f.Data) {
+					if livetest.IsARP(f.Data) {
 						arpSeen.Add(1)
-					} else if _, _, ok := parseSeq(f.Data); ok {
+					} else if _, _, ok := livetest.ParseSeq(f.Data); ok {
 						seqs.Add(1)
 					}
 				}
 			})
-			sendFrom(t, p, 64, seqTraffic(p, 0, flows, rounds, arps))
+			livetest.SendFrom(t, p, 64, livetest.SeqTraffic(p, 0, flows, rounds, arps))
 			var st Stats
 			t.Log(waitStable(t, func() (string, bool) {
 				r := rxPackets(t, p.A) - r0
@@ -62,21 +63,21 @@ func TestOpenUnhashed(t *testing.T) {
 				if st.PassedToKernel != arps || arpSeen.Load() != 0 {
 					t.Errorf("%d ARP requests: %d passed to the kernel, %d at the socket", arps, st.PassedToKernel, arpSeen.Load())
 				}
-				if !neighbour(t, p) {
+				if !livetest.Neighbour(t, p) {
 					t.Error("A's kernel did not learn B's address: the ARP requests did not reach it")
 				}
 			} else {
 				if st.PassedToKernel != 0 || arpSeen.Load() != arps {
 					t.Errorf("%d ARP requests: %d passed to the kernel, %d at the socket", arps, st.PassedToKernel, arpSeen.Load())
 				}
-				if neighbour(t, p) {
+				if livetest.Neighbour(t, p) {
 					t.Error("A's kernel learnt B's address though its ARP requests went to the socket")
 				}
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if xdpAttached(t, p.A) {
+			if livetest.XDPAttached(t, p.A) {
 				t.Error("an XDP program is still on the link after Close")
 			}
 			if st2, err := s.Stats(); err != nil || st2.PassedToKernel != st.PassedToKernel {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -544,7 +545,7 @@ func TestLiveAndSourceStats(t *testing.T) {
 		t.Error("not Live with WithLive")
 	}
 	st, err := src.SourceStats()
-	if err != nil || st != (steer.SourceStats{Name: "gopacket", Received: 10, Dropped: 2}) {
+	if err != nil || !reflect.DeepEqual(st, steer.SourceStats{Name: "gopacket", Received: 10, Dropped: 2}) {
 		t.Errorf("SourceStats %+v, %v", st, err)
 	}
 	boom := errors.New("boom")

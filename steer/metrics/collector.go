@@ -24,7 +24,8 @@ const (
 	labelMode   = "mode"
 	labelReason = "reason"
 	labelSource = "source"
-	// labelCounter names an XDP_STATISTICS counter, as the kernel names it.
+	// labelCounter names a source's kernel counter, as the kernel names it
+	// (steer.KernelCounter).
 	labelCounter = "counter"
 	// labelCallback names a user callback, as steer.PanicInfo does.
 	labelCallback = "callback"
@@ -70,17 +71,23 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 type Collector struct {
 	d *steer.Dispatcher
 
-	frames, bucketMoves, flowMoves, classified   *prometheus.Desc
-	handled, queued, inline, dropped             *prometheus.Desc
-	panicked, callbackPanics, qlen, wmark, info  *prometheus.Desc
-	sourceReceived, sourceDropped, sourceFreezes *prometheus.Desc
-	sourceFiltered, sourceXDP                    *prometheus.Desc
-	descs                                        []*prometheus.Desc
+	frames, bucketMoves, flowMoves, classified  *prometheus.Desc
+	handled, queued, inline, dropped            *prometheus.Desc
+	panicked, callbackPanics, qlen, wmark, info *prometheus.Desc
+	sourceReceived, sourceDropped, sourceKernel *prometheus.Desc
+	sourceFiltered                              *prometheus.Desc
+	descs                                       []*prometheus.Desc
 
 	// mu guards sources: for each source name, the highest totals reported
 	// so far (see collectSources).
 	mu      sync.Mutex
-	sources map[string]steer.SourceStats
+	sources map[string]*sourceRow
+}
+
+// sourceRow is one source name's counters: the highest totals reported.
+type sourceRow struct {
+	received, dropped, filtered uint64
+	kernel                      map[string]uint64 // by counter name
 }
 
 // NewCollector returns a collector over d. It fails for a nil dispatcher,
@@ -107,7 +114,7 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 				"(worker, cpu, mode, reason, source, counter, callback): choose another name", name)
 		}
 	}
-	c := &Collector{d: d, sources: map[string]steer.SourceStats{}}
+	c := &Collector{d: d, sources: map[string]*sourceRow{}}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		dc := prometheus.NewDesc(prometheus.BuildFQName(s.namespace, "", name), help, labels, s.labels)
 		c.descs = append(c.descs, dc)
@@ -148,14 +155,12 @@ func NewCollector(d *steer.Dispatcher, opts ...Option) (*Collector, error) {
 		"Frames the kernel passed to the source's socket, its drops included (tp_packets).", labelSource)
 	c.sourceDropped = desc("source_dropped_total",
 		"Frames the kernel dropped for lack of ring space (tp_drops).", labelSource)
-	c.sourceFreezes = desc("source_freezes_total",
-		"Times the kernel froze the source's ring queue (tp_freeze_q_cnt).", labelSource)
 	c.sourceFiltered = desc("source_filtered_total",
 		"Frames a capture filter run in user space rejected before the dispatcher (neither handled nor dropped).",
 		labelSource)
-	c.sourceXDP = desc("source_xdp_total",
-		"An AF_XDP socket's kernel counters (XDP_STATISTICS) by their kernel name: rx_dropped, rx_invalid_descs, "+
-			"rx_ring_full, rx_fill_ring_empty_descs.", labelSource, labelCounter)
+	c.sourceKernel = desc("source_kernel_total",
+		"The source's other kernel counters, each by the name the kernel gives it "+
+			"(an AF_PACKET socket's tp_freeze_q_cnt, an AF_XDP socket's rx_ring_full, ...).", labelSource, labelCounter)
 	return c, nil
 }
 
@@ -213,22 +218,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.bucketMoves, st.BucketMoves)
 	counter(c.flowMoves, st.FlowMoves)
-	for _, src := range c.collectSources(st.Sources) {
-		counter(c.sourceReceived, src.Received, src.Name)
-		counter(c.sourceDropped, src.Dropped, src.Name)
-		counter(c.sourceFreezes, src.FreezeQueue, src.Name)
-		counter(c.sourceFiltered, src.Filtered, src.Name)
-		if x := src.XDP; x != nil {
-			counter(c.sourceXDP, x.RxDropped, src.Name, "rx_dropped")
-			counter(c.sourceXDP, x.RxInvalidDescs, src.Name, "rx_invalid_descs")
-			counter(c.sourceXDP, x.RxRingFull, src.Name, "rx_ring_full")
-			counter(c.sourceXDP, x.RxFillRingEmptyDescs, src.Name, "rx_fill_ring_empty_descs")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, row := range c.collectSources(st.Sources) {
+		counter(c.sourceReceived, row.received, name)
+		counter(c.sourceDropped, row.dropped, name)
+		counter(c.sourceFiltered, row.filtered, name)
+		for k, v := range row.kernel {
+			counter(c.sourceKernel, v, name, k)
 		}
 	}
 }
 
-// collectSources turns a snapshot's sources into one row per name, each a
-// counter that never goes down.
+// collectSources folds a snapshot's sources into one row per name, each a
+// counter that never goes down, and returns the rows; c.mu is held.
 //
 // Sources are labelled by name, and several share one: the sockets of a
 // fanout group on one interface are all "afpacket:IFNAME". Their counters
@@ -238,51 +241,35 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // scrape; so the collector reports, per name and counter, the highest
 // total it has seen. The dispatcher never forgets a source, so every name
 // once reported stays.
-func (c *Collector) collectSources(now []steer.SourceStats) []steer.SourceStats {
-	sums := map[string]steer.SourceStats{}
+func (c *Collector) collectSources(now []steer.SourceStats) map[string]*sourceRow {
+	sums := map[string]*sourceRow{}
 	for _, s := range now {
 		sum := sums[s.Name]
-		sum.Received += s.Received
-		sum.Dropped += s.Dropped
-		sum.FreezeQueue += s.FreezeQueue
-		sum.Filtered += s.Filtered
-		if x := s.XDP; x != nil {
-			if sum.XDP == nil {
-				sum.XDP = &steer.XDPStats{}
-			}
-			sum.XDP.RxDropped += x.RxDropped
-			sum.XDP.RxInvalidDescs += x.RxInvalidDescs
-			sum.XDP.RxRingFull += x.RxRingFull
-			sum.XDP.RxFillRingEmptyDescs += x.RxFillRingEmptyDescs
+		if sum == nil {
+			sum = &sourceRow{kernel: map[string]uint64{}}
+			sums[s.Name] = sum
 		}
-		sums[s.Name] = sum
+		sum.received += s.Received
+		sum.dropped += s.Dropped
+		sum.filtered += s.Filtered
+		for _, k := range s.Kernel {
+			sum.kernel[k.Name] += k.Value
+		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for name, sum := range sums {
 		high := c.sources[name]
-		high.Received = max(high.Received, sum.Received)
-		high.Dropped = max(high.Dropped, sum.Dropped)
-		high.FreezeQueue = max(high.FreezeQueue, sum.FreezeQueue)
-		high.Filtered = max(high.Filtered, sum.Filtered)
-		if x := sum.XDP; x != nil {
-			h := high.XDP
-			if h == nil {
-				h = &steer.XDPStats{}
-			}
-			high.XDP = &steer.XDPStats{
-				RxDropped: max(h.RxDropped, x.RxDropped), RxInvalidDescs: max(h.RxInvalidDescs, x.RxInvalidDescs),
-				RxRingFull: max(h.RxRingFull, x.RxRingFull), RxFillRingEmptyDescs: max(h.RxFillRingEmptyDescs, x.RxFillRingEmptyDescs),
-			}
+		if high == nil {
+			high = &sourceRow{kernel: map[string]uint64{}}
+			c.sources[name] = high
 		}
-		c.sources[name] = high
+		high.received = max(high.received, sum.received)
+		high.dropped = max(high.dropped, sum.dropped)
+		high.filtered = max(high.filtered, sum.filtered)
+		for k, v := range sum.kernel {
+			high.kernel[k] = max(high.kernel[k], v)
+		}
 	}
-	rows := make([]steer.SourceStats, 0, len(c.sources))
-	for name, high := range c.sources {
-		high.Name = name
-		rows = append(rows, high)
-	}
-	return rows
+	return c.sources
 }
 
 // emit sends one metric, or an invalid metric carrying the error, which

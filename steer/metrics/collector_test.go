@@ -52,10 +52,10 @@ func TestCollectorMatchesStats(t *testing.T) {
 					panic("malformed")
 				}
 			})
-			runSample(t, d, "ring:a", steer.SourceStats{Received: 10, Dropped: 2, FreezeQueue: 1})
+			runSample(t, d, "ring:a", steer.SourceStats{Received: 10, Dropped: 2, Kernel: freezes(1)})
 			moveBuckets(t, d)
 			runSample(t, d, "ring:a", steer.SourceStats{Received: 5, Dropped: 1})
-			runSample(t, d, "ring:b", steer.SourceStats{Received: 7, Dropped: 0, FreezeQueue: 3, Filtered: 4})
+			runSample(t, d, "ring:b", steer.SourceStats{Received: 7, Dropped: 0, Kernel: freezes(3), Filtered: 4})
 			closeDispatcher(t, d)
 			c := newCollector(t, d)
 
@@ -128,9 +128,6 @@ rps_source_dropped_total{dispatcher="test",source="afpacket:veth0"} 1
 # HELP rps_source_filtered_total Frames a capture filter run in user space rejected before the dispatcher (neither handled nor dropped).
 # TYPE rps_source_filtered_total counter
 rps_source_filtered_total{dispatcher="test",source="afpacket:veth0"} 2
-# HELP rps_source_freezes_total Times the kernel froze the source's ring queue (tp_freeze_q_cnt).
-# TYPE rps_source_freezes_total counter
-rps_source_freezes_total{dispatcher="test",source="afpacket:veth0"} 0
 # HELP rps_source_received_total Frames the kernel passed to the source's socket, its drops included (tp_packets).
 # TYPE rps_source_received_total counter
 rps_source_received_total{dispatcher="test",source="afpacket:veth0"} 6
@@ -166,14 +163,14 @@ rps_worker_queued_total{dispatcher="test",worker="0"} 5
 	}
 	// The watermark depends on how far the worker fell behind; the other
 	// tests check it against Stats.
-	names := []string{"rps_classified_total", "rps_frames_total", "rps_source_dropped_total", "rps_source_filtered_total", "rps_source_freezes_total",
+	names := []string{"rps_classified_total", "rps_frames_total", "rps_source_dropped_total", "rps_source_filtered_total",
 		"rps_source_received_total", "rps_worker_dropped_total", "rps_worker_handled_total",
 		"rps_worker_inline_dispatched_total", "rps_worker_info", "rps_worker_queue_length", "rps_worker_queued_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if n, want := testutil.CollectAndCount(c), 20+steer.NumReasons; n != want {
-		t.Errorf("%d series, want %d (frames, 13 for the worker, 2 moves, 4 for the source and the reasons; no callback panicked)", n, want)
+	if n, want := testutil.CollectAndCount(c), 19+steer.NumReasons; n != want {
+		t.Errorf("%d series, want %d (frames, 13 for the worker, 2 moves, 3 for the source (no kernel counters) and the reasons; no callback panicked)", n, want)
 	}
 }
 
@@ -249,8 +246,8 @@ func TestNewCollectorErrors(t *testing.T) {
 func TestSourceCountersNeverGoDown(t *testing.T) {
 	const name = "afpacket:eth0"
 	d := newDispatcher(t, steer.Config{Workers: 1}, func(*steer.Packet) {})
-	a := runSample(t, d, name, steer.SourceStats{Received: 100, Dropped: 10, FreezeQueue: 1, Filtered: 4})
-	b := runSample(t, d, name, steer.SourceStats{Received: 50, Dropped: 5, FreezeQueue: 2, Filtered: 1})
+	a := runSample(t, d, name, steer.SourceStats{Received: 100, Dropped: 10, Kernel: freezes(1), Filtered: 4})
+	b := runSample(t, d, name, steer.SourceStats{Received: 50, Dropped: 5, Kernel: freezes(2), Filtered: 1})
 	c := newCollector(t, d)
 	check := func(when string, want steer.SourceStats) {
 		t.Helper()
@@ -262,12 +259,12 @@ func TestSourceCountersNeverGoDown(t *testing.T) {
 			t.Fatalf("%s: the source's series are not %+v", when, want)
 		}
 	}
-	check("both read", steer.SourceStats{Name: name, Received: 150, Dropped: 15, FreezeQueue: 3, Filtered: 5})
-	b.set(steer.SourceStats{Name: name, Received: 60, Dropped: 5, FreezeQueue: 2, Filtered: 1}, true)
-	check("one unreadable", steer.SourceStats{Name: name, Received: 150, Dropped: 15, FreezeQueue: 3, Filtered: 5})
-	a.set(steer.SourceStats{Name: name, Received: 100, Dropped: 10, FreezeQueue: 1, Filtered: 4}, true)
-	check("both unreadable", steer.SourceStats{Name: name, Received: 150, Dropped: 15, FreezeQueue: 3, Filtered: 5})
-	a.set(steer.SourceStats{Name: name, Received: 120, Dropped: 10, FreezeQueue: 1, Filtered: 4}, false)
-	b.set(steer.SourceStats{Name: name, Received: 60, Dropped: 7, FreezeQueue: 2, Filtered: 3}, false)
-	check("both read again", steer.SourceStats{Name: name, Received: 180, Dropped: 17, FreezeQueue: 3, Filtered: 7})
+	check("both read", steer.SourceStats{Name: name, Received: 150, Dropped: 15, Kernel: freezes(3), Filtered: 5})
+	b.set(steer.SourceStats{Name: name, Received: 60, Dropped: 5, Kernel: freezes(2), Filtered: 1}, true)
+	check("one unreadable", steer.SourceStats{Name: name, Received: 150, Dropped: 15, Kernel: freezes(3), Filtered: 5})
+	a.set(steer.SourceStats{Name: name, Received: 100, Dropped: 10, Kernel: freezes(1), Filtered: 4}, true)
+	check("both unreadable", steer.SourceStats{Name: name, Received: 150, Dropped: 15, Kernel: freezes(3), Filtered: 5})
+	a.set(steer.SourceStats{Name: name, Received: 120, Dropped: 10, Kernel: freezes(1), Filtered: 4}, false)
+	b.set(steer.SourceStats{Name: name, Received: 60, Dropped: 7, Kernel: freezes(2), Filtered: 3}, false)
+	check("both read again", steer.SourceStats{Name: name, Received: 180, Dropped: 17, Kernel: freezes(3), Filtered: 7})
 }

@@ -40,11 +40,9 @@
 //	rps_flow_moves_total                              counter  Stats.FlowMoves (RFS)
 //	rps_source_received_total{source}                 counter  SourceStats.Received (tp_packets)
 //	rps_source_dropped_total{source}                  counter  SourceStats.Dropped (tp_drops)
-//	rps_source_freezes_total{source}                  counter  SourceStats.FreezeQueue (tp_freeze_q_cnt)
 //	rps_source_filtered_total{source}                 counter  SourceStats.Filtered (a capture filter in user space)
-//	rps_source_xdp_total{source,counter}              counter  an AF_XDP socket's XDP_STATISTICS (SourceStats.XDP):
-//	                                                           counter="rx_dropped", "rx_invalid_descs", "rx_ring_full",
-//	                                                           "rx_fill_ring_empty_descs"; only for AF_XDP sources
+//	rps_source_kernel_total{source,counter}           counter  SourceStats.Kernel, one series per counter, under the
+//	                                                           kernel's name (counter="tp_freeze_q_cnt", "rx_ring_full", ...)
 //
 // worker is the workstream id (netstat -Q's WSID), one series per worker
 // rather than one metric per worker, so that sum by (reason)

@@ -169,19 +169,24 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 	put("bucket_moves_total", float64(st.BucketMoves))
 	put("flow_moves_total", float64(st.FlowMoves))
 	sums := map[string]steer.SourceStats{}
+	kernel := map[[2]string]uint64{}
 	for _, s := range st.Sources {
 		sum := sums[s.Name]
 		sum.Received += s.Received
 		sum.Dropped += s.Dropped
-		sum.FreezeQueue += s.FreezeQueue
 		sum.Filtered += s.Filtered
 		sums[s.Name] = sum
+		for _, k := range s.Kernel {
+			kernel[[2]string{s.Name, k.Name}] += k.Value
+		}
 	}
 	for name, s := range sums {
 		put("source_received_total", float64(s.Received), "source", name)
 		put("source_dropped_total", float64(s.Dropped), "source", name)
-		put("source_freezes_total", float64(s.FreezeQueue), "source", name)
 		put("source_filtered_total", float64(s.Filtered), "source", name)
+	}
+	for k, v := range kernel {
+		put("source_kernel_total", float64(v), "counter", k[1], "source", k[0])
 	}
 	return out
 }
@@ -286,4 +291,9 @@ func loadSample(t testing.TB) []steer.Frame {
 			b.Release()
 		}
 	}
+}
+
+// freezes is an AF_PACKET socket's kernel counters with n queue freezes.
+func freezes(n uint64) []steer.KernelCounter {
+	return []steer.KernelCounter{{Name: "tp_freeze_q_cnt", Value: n}}
 }

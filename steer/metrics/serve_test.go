@@ -27,7 +27,7 @@ import (
 // beside them, and the whole exposition against client_golang's lint.
 func TestHandlerScrape(t *testing.T) {
 	d := newDispatcher(t, steer.Config{Workers: 2}, func(*steer.Packet) {})
-	runSample(t, d, "afpacket:eth0", steer.SourceStats{Received: 4700, Dropped: 77, FreezeQueue: 2})
+	runSample(t, d, "afpacket:eth0", steer.SourceStats{Received: 4700, Dropped: 77, Kernel: freezes(2)})
 	moveBuckets(t, d)
 	closeDispatcher(t, d)
 	h, err := metrics.Handler(d)

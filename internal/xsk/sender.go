@@ -1,9 +1,31 @@
-package afxdp
+package xsk
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"time"
+
+	"github.com/rpsgo/rps/steer"
 )
+
+// ErrClosed is returned by a Sender used after Close. It wraps
+// net.ErrClosed.
+var ErrClosed = fmt.Errorf("xsk: sender closed: %w", net.ErrClosed)
+
+// ErrNotSupported is returned on systems without AF_XDP.
+var ErrNotSupported = errors.New("xsk: not supported on this system")
+
+// Bind modes of SenderConfig.Bind.
+const (
+	BindAuto     = 0 // zero copy where the driver has it, else copy
+	BindZeroCopy = 1 // XDP_ZEROCOPY or fail
+	BindCopy     = 2 // XDP_COPY
+)
+
+// DefaultFrameSize is SenderConfig.FrameSize's default.
+const DefaultFrameSize = 2048
 
 // DefaultSendWait is SenderConfig.Wait's default: how long Send waits for
 // a free chunk or TX ring slot before it drops the rest of its frames.
@@ -36,8 +58,8 @@ type SenderConfig struct {
 	// kernel always finds room to complete a frame.) Default
 	// DefaultSendRingSize, or NumFrames when that is smaller.
 	RingSize int
-	// Bind chooses zero copy or copy mode. Default BindAuto.
-	Bind BindMode
+	// Bind is BindAuto, BindZeroCopy or BindCopy. Default BindAuto.
+	Bind int
 	// Wait bounds how long one Send call blocks when every chunk is in
 	// flight or the TX ring is full, and how long it keeps handing queued
 	// frames to a copy-mode kernel that pushes back. Negative does not
@@ -60,14 +82,20 @@ func (c SenderConfig) withDefaults() (SenderConfig, error) {
 	if c.Wait == 0 {
 		c.Wait = DefaultSendWait
 	}
-	if err := checkUMEM(c.Queue, c.NumFrames, c.FrameSize); err != nil {
-		return c, err
-	}
+	page := os.Getpagesize()
 	switch {
+	case c.Queue < 0 || c.Queue > 1<<16-1:
+		return c, fmt.Errorf("xsk: %w: queue %d is not between 0 and 65535", steer.ErrConfig, c.Queue)
+	case !pow2(c.NumFrames):
+		return c, fmt.Errorf("xsk: %w: %d frames is not a power of two", steer.ErrConfig, c.NumFrames)
+	case c.FrameSize < DefaultFrameSize || c.FrameSize > page || !pow2(c.FrameSize):
+		return c, fmt.Errorf("xsk: %w: frame size %d is not a power of two between %d and the page size %d", steer.ErrConfig, c.FrameSize, DefaultFrameSize, page)
+	case c.NumFrames > 1<<30/c.FrameSize:
+		return c, fmt.Errorf("xsk: %w: UMEM of %d frames of %d bytes exceeds 1 GiB", steer.ErrConfig, c.NumFrames, c.FrameSize)
 	case !pow2(c.RingSize) || c.RingSize > c.NumFrames:
-		return c, fmt.Errorf("%w: TX ring size %d is not a power of two up to the %d frames", ErrConfig, c.RingSize, c.NumFrames)
-	case c.Bind > BindCopy:
-		return c, fmt.Errorf("%w: unknown bind mode %d", ErrConfig, c.Bind)
+		return c, fmt.Errorf("xsk: %w: TX ring size %d is not a power of two up to the %d frames", steer.ErrConfig, c.RingSize, c.NumFrames)
+	case c.Bind < BindAuto || c.Bind > BindCopy:
+		return c, fmt.Errorf("xsk: %w: unknown bind mode %d", steer.ErrConfig, c.Bind)
 	}
 	return c, nil
 }
@@ -101,3 +129,5 @@ type SenderStats struct {
 
 // InFlight is the number of frames sent and not yet completed.
 func (s SenderStats) InFlight() uint64 { return s.Sent - s.Completed }
+
+func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }

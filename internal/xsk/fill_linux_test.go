@@ -1,6 +1,6 @@
 //go:build linux
 
-package afxdp
+package xsk
 
 import (
 	"math/rand/v2"
@@ -27,14 +27,14 @@ func TestFillHammer(t *testing.T) {
 	)
 	var idx [48]uint32 // producer, consumer and flags, apart
 	slots := make([]uint64, chunks)
-	u := &umem{
-		frameSize: frameSize,
-		fill: ring{
-			prod:  &idx[0],
-			cons:  &idx[16],
-			flags: &idx[32],
+	u := &UMEM{
+		FrameSize: frameSize,
+		Fill: Ring{
+			Prod:  &idx[0],
+			Cons:  &idx[16],
+			Flags: &idx[32],
 			desc:  unsafe.Pointer(&slots[0]),
-			mask:  chunks - 1,
+			Mask:  chunks - 1,
 		},
 	}
 	var inRing [chunks]atomic.Bool // in FILL (or on its way in)
@@ -58,7 +58,7 @@ func TestFillHammer(t *testing.T) {
 							t.Errorf("chunk %d given back while in the ring", b)
 						}
 					}
-					u.give(batch)
+					u.Give(batch)
 					given.Add(int64(len(batch)))
 					batch = batch[:0]
 				}
@@ -67,7 +67,7 @@ func TestFillHammer(t *testing.T) {
 				for _, b := range batch {
 					inRing[b/frameSize].Store(true)
 				}
-				u.give(batch)
+				u.Give(batch)
 			}
 		}()
 	}
@@ -77,17 +77,17 @@ func TestFillHammer(t *testing.T) {
 		all[i] = uint64(i) * frameSize
 		inRing[i].Store(true)
 	}
-	u.give(all)
+	u.Give(all)
 	// The kernel: consume, check, deal to a releaser.
 	cons := uint32(0)
 	seen := 0
 	for seen < rounds && !t.Failed() {
-		prod := atomic.LoadUint32(u.fill.prod)
+		prod := atomic.LoadUint32(u.Fill.Prod)
 		if prod == cons {
 			runtime.Gosched()
 		}
 		for ; cons != prod && seen < rounds; cons++ {
-			a := *u.fill.addr(cons)
+			a := *u.Fill.Addr(cons)
 			if a%frameSize != 0 || a >= chunks*frameSize {
 				t.Fatalf("slot %d holds address %#x", cons, a)
 			}
@@ -97,19 +97,19 @@ func TestFillHammer(t *testing.T) {
 			work[int(a/frameSize)%releasers] <- a
 			seen++
 		}
-		atomic.StoreUint32(u.fill.cons, cons)
+		atomic.StoreUint32(u.Fill.Cons, cons)
 	}
 	for _, w := range work {
 		close(w)
 	}
 	wg.Wait()
 	// Drain: every chunk must be in the ring once.
-	prod := atomic.LoadUint32(u.fill.prod)
+	prod := atomic.LoadUint32(u.Fill.Prod)
 	if n := prod - cons; n != chunks {
 		t.Fatalf("%d chunks in the ring at the end, want %d (spilled %d)", n, chunks, len(u.spill))
 	}
 	for ; cons != prod; cons++ {
-		a := *u.fill.addr(cons)
+		a := *u.Fill.Addr(cons)
 		if !inRing[a/frameSize].Swap(false) {
 			t.Fatalf("chunk %#x twice in the ring at the end", a)
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package afxdp
+package xsk
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -109,13 +109,13 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // leaves no descriptor or mapping behind.
 func TestSenderDelivers(t *testing.T) {
 	netns.Require(t, "ethtool")
-	before := openFDs(t)
-	mapsBefore, areasBefore := socketMaps(t), mappedAreas.Load()
+	before := livetest.OpenFDs(t)
+	mapsBefore, areasBefore := livetest.SocketMaps(t), mappedAreas.Load()
 	p := netns.New(t, netns.Options{})
 	const numFrames = 64
 	s := openSenderIn(t, p.A, p.A.Link, SenderConfig{NumFrames: numFrames, RingSize: 32, Wait: 2 * time.Second})
-	if info := s.Info(); info.ZeroCopy || info.Attach != AttachNone || info.Ifname != p.A.Link {
-		t.Fatalf("Info %+v: want copy mode (veth has no zero copy), no program", info)
+	if info := s.Info(); info.ZeroCopy || info.Ifname != p.A.Link {
+		t.Fatalf("Info %+v: want copy mode (veth has no zero copy)", info)
 	}
 	// Refused frames: empty, and one byte longer than a chunk.
 	if m, err := s.Send([][]byte{{}, make([]byte, DefaultFrameSize+1)}); m != 0 || err != nil {
@@ -134,7 +134,7 @@ func TestSenderDelivers(t *testing.T) {
 	if _, err := s.Send([][]byte{make([]byte, 60)}); !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
-	if fds, maps, areas := openFDs(t), socketMaps(t), mappedAreas.Load(); fds > before || maps != mapsBefore || areas != areasBefore {
+	if fds, maps, areas := livetest.OpenFDs(t), livetest.SocketMaps(t), mappedAreas.Load(); fds > before || maps != mapsBefore || areas != areasBefore {
 		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, maps, areas, before, mapsBefore, areasBefore)
 	}
 }
@@ -153,7 +153,7 @@ func sendChecked(t *testing.T, s *Sender, p *netns.Pair, n, numFrames int) Sende
 	dst, src := macOf(t, p.B, p.B.Link), macOf(t, p.A, p.A.Link)
 	pfd := packetSocket(t, p.B, p.B.Link)
 	defer unix.Close(pfd)
-	r0 := rxPackets(t, p.B)
+	r0 := livetest.LinkRx(t, p.B)
 	rng := rand.New(rand.NewPCG(1, 2))
 	lengths := make([]int, n)
 	for i := range lengths {
@@ -205,11 +205,11 @@ func sendChecked(t *testing.T, s *Sender, p *netns.Pair, n, numFrames int) Sende
 		t.Fatalf("the peer received %d intact frames in order, %d others, of %d sent (%v)", r.got, r.bad, n, r.err)
 	}
 	var st SenderStats
-	waitStable(t, func() (string, bool) {
+	livetest.WaitStable(t, func() (string, bool) {
 		if st, err = s.Stats(); err != nil {
 			t.Fatal(err)
 		}
-		rx := rxPackets(t, p.B) - r0
+		rx := livetest.LinkRx(t, p.B) - r0
 		return fmt.Sprintf("%+v, peer rx %d", st, rx), st.Completed-st0.Completed == uint64(n) && rx == uint64(n)
 	})
 	if st.Sent-st0.Sent != uint64(n) || st.Dropped != st0.Dropped || st.TxInvalidDescs != 0 || st.InFlight() != 0 {
@@ -223,86 +223,6 @@ func sendChecked(t *testing.T, s *Sender, p *netns.Pair, n, numFrames int) Sende
 		t.Errorf("%d chunks free after every frame completed, want %d", free, numFrames)
 	}
 	return st
-}
-
-// TestSenderShared sends through a Sender sharing a Source's UMEM and
-// queue (Source.NewSender) while the Source receives: the frames arrive
-// intact and counted, the Source's counters still add up to its link's,
-// and the chunks of the two never mix (the Sender's are the ones the
-// Source set aside). The Sender outlives the Source, and closing both
-// leaves nothing behind. A second Sender, or one on a Source that set no
-// chunks aside, is refused.
-func TestSenderShared(t *testing.T) {
-	netns.Require(t, "ethtool", "trafgen")
-	before := openFDs(t)
-	mapsBefore, areasBefore := socketMaps(t), mappedAreas.Load()
-	p := netns.New(t, netns.Options{})
-	const rxFrames, sendFrames = 256, 64
-	src := openIn(t, p.A, Config{NumFrames: rxFrames, SendFrames: sendFrames, Attach: AttachGeneric})
-	var s *Sender
-	if err := p.A.Do(func() (err error) {
-		s, err = src.NewSender(SenderConfig{RingSize: 32, Wait: 2 * time.Second})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if info, sinfo := s.Info(), src.Info(); info.Ifindex != sinfo.Ifindex || info.Queue != sinfo.Queue || info.ZeroCopy != sinfo.ZeroCopy {
-		t.Errorf("Sender %+v on another queue than the Source %+v", info, sinfo)
-	}
-	if s.Config().NumFrames != sendFrames {
-		t.Errorf("Sender config %+v: want the %d chunks set aside", s.Config(), sendFrames)
-	}
-	for _, c := range s.free {
-		if c < rxFrames*DefaultFrameSize {
-			t.Fatalf("the Sender holds chunk %#x of the Source's FILL ring", c)
-		}
-	}
-	if err := p.A.Do(func() error { _, err := src.NewSender(SenderConfig{}); return err }); !errors.Is(err, ErrConfig) {
-		t.Errorf("a second Sender on the Source: %v, want ErrConfig", err)
-	}
-
-	r0 := rxPackets(t, p.A)
-	var bad int
-	rd := read(src, func(b *steer.Batch) {
-		for _, f := range b.Frames {
-			if uintptr(unsafe.Pointer(&f.Data[0]))-uintptr(unsafe.Pointer(&src.u.area[0])) >= rxFrames*DefaultFrameSize || len(f.Data) != 64 {
-				bad++
-			}
-		}
-	})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		trafgenUDP(t, context.Background(), p, 5000)
-	}()
-	sendChecked(t, s, p, 5000, sendFrames)
-	<-done
-	settle(t, p.A, r0, src, rd.frames.Load)
-	rd.stop(t)
-	if bad > 0 {
-		t.Errorf("%d frames read were not the 64-byte frames sent, or in the Sender's chunks", bad)
-	}
-
-	// The Sender outlives the Source.
-	if err := src.Close(); err != nil {
-		t.Fatal(err)
-	}
-	sendChecked(t, s, p, 500, sendFrames)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.A.Do(func() error { _, err := src.NewSender(SenderConfig{}); return err }); err == nil {
-		t.Error("NewSender on a closed Source succeeded")
-	}
-	src2 := openIn(t, p.A, Config{Attach: AttachNone})
-	if err := p.A.Do(func() error { _, err := src2.NewSender(SenderConfig{}); return err }); !errors.Is(err, ErrConfig) {
-		t.Errorf("NewSender without Config.SendFrames: %v, want ErrConfig", err)
-	}
-	src2.Close()
-	if fds, maps, areas := openFDs(t), socketMaps(t), mappedAreas.Load(); fds > before || maps != mapsBefore || areas != areasBefore {
-		t.Errorf("leak: %d descriptors, %d ring and %d UMEM mappings, had %d, %d and %d", fds, maps, areas, before, mapsBefore, areasBefore)
-	}
 }
 
 // TestSenderCloseWhileBlocked blocks a Send for lack of chunks and closes
@@ -425,21 +345,15 @@ func holdingBridge(t *testing.T, ns *netns.NS) {
 }
 
 // TestSenderErrors checks what OpenSender and Send refuse: bad
-// configurations, a missing interface, a queue a Source holds (the kernel
-// allows one UMEM per device and queue), and a queue with no TX queue
-// behind it.
+// configurations, a missing interface, and a queue with no TX queue
+// behind it. (A queue a receiving socket holds: TestSharedSender.)
 func TestSenderErrors(t *testing.T) {
 	for _, cfg := range []SenderConfig{
 		{NumFrames: 3}, {FrameSize: 1000}, {RingSize: 3}, {NumFrames: 64, RingSize: 128},
 		{Queue: -1}, {Bind: 7}, {NumFrames: 1 << 20, FrameSize: 4096},
 	} {
-		if _, err := OpenSender("lo", cfg); !errors.Is(err, ErrConfig) {
-			t.Errorf("OpenSender(%+v): %v, want ErrConfig", cfg, err)
-		}
-	}
-	for _, n := range []int{-1, 3, MaxUMEMSize / DefaultFrameSize} {
-		if _, err := Open("lo", Config{SendFrames: n}); !errors.Is(err, ErrConfig) {
-			t.Errorf("Open with SendFrames %d: %v, want ErrConfig", n, err)
+		if _, err := OpenSender("lo", cfg); !errors.Is(err, steer.ErrConfig) {
+			t.Errorf("OpenSender(%+v): %v, want steer.ErrConfig", cfg, err)
 		}
 	}
 	netns.Require(t, "ethtool")
@@ -447,20 +361,9 @@ func TestSenderErrors(t *testing.T) {
 	if err := p.A.Do(func() error {
 		_, err := OpenSender("rps-no-such-link", SenderConfig{})
 		return err
-	}); err == nil || errors.Is(err, ErrConfig) {
+	}); err == nil || errors.Is(err, steer.ErrConfig) {
 		t.Errorf("OpenSender on a missing interface: %v", err)
 	}
-	src := openIn(t, p.A, Config{Attach: AttachGeneric})
-	if err := p.A.Do(func() error {
-		s, err := OpenSender(p.A.Link, SenderConfig{})
-		if err == nil {
-			s.Close()
-		}
-		return err
-	}); !errors.Is(err, unix.EBUSY) {
-		t.Errorf("OpenSender on the queue a Source holds: %v, want EBUSY", err)
-	}
-	src.Close()
 
 	// A veth with two receive queues and one transmit queue: queue 1 binds
 	// but cannot transmit.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package afxdp
+package xsk
 
 import (
 	"errors"
@@ -9,10 +9,13 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rpsgo/rps/steer"
 )
 
 // Sender is an AF_XDP socket that transmits on one queue of an interface,
@@ -24,9 +27,9 @@ type Sender struct {
 	ifname  string
 	ifindex int
 	fd      int
-	u       *umem // the area and the FILL (unused) and COMPLETION rings
-	owner   bool  // fd registered u (u closes it); else u is a Source's
-	tx      ring
+	u       *UMEM // the area and the FILL (unused) and COMPLETION rings
+	owner   bool  // fd registered u (u closes it); else u is a receiving socket's
+	tx      Ring
 
 	mu       sync.Mutex // the TX ring's producer side, the COMPLETION ring's consumer side, free
 	txProd   uint32     // the TX producer index, under mu
@@ -65,7 +68,7 @@ const xdpMaxTxSkbBudget = 9
 // interface named ifname, in the caller's network namespace, with a UMEM
 // of cfg.NumFrames chunks, a TX ring and a COMPLETION ring of its own. It
 // attaches no XDP program and receives nothing. To send on a queue a
-// Source holds, use Source.NewSender.
+// receiving socket holds, use SharedSender.
 func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -75,37 +78,64 @@ func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
 	defer runtime.UnlockOSThread()
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
+		return nil, fmt.Errorf("xsk: interface %q: %w", ifname, err)
 	}
 	s := newSender(cfg, ifi.Name, ifi.Index)
 	if err := s.setup(nil); err != nil {
 		s.teardown()
-		return nil, fmt.Errorf("afxdp: sender on %q queue %d: %w", ifname, cfg.Queue, err)
+		return nil, fmt.Errorf("xsk: sender on %q queue %d: %w", ifname, cfg.Queue, err)
 	}
-	s.free = make([]uint64, cfg.NumFrames)
-	for i := range s.free {
-		// Handed out from the end: chunk 0 first.
-		s.free[i] = uint64(cfg.NumFrames-1-i) * s.u.frameSize
-	}
+	s.takeChunks(s.u.sendChunks)
+	s.u.sendChunks = nil
 	return s, nil
 }
 
-// NewSender opens a Sender on the Source's interface and queue that shares
-// its UMEM (XDP_SHARED_UMEM): the kernel allows one UMEM per device and
-// queue, so this is how a port that receives through a Source sends
-// through AF_XDP too. Its chunks are the Config.SendFrames chunks the
-// Source's UMEM set aside, so Config.SendFrames must be positive; its
-// completions come on the UMEM's COMPLETION ring, which the Source does
-// not use. The queue, the chunk size and the zero-copy mode are the
-// Source's: cfg.Queue and cfg.Bind are not used, and cfg.NumFrames and
-// cfg.FrameSize, when not zero, must be Config.SendFrames and the Source's
-// FrameSize. A Source has at most one Sender. Call NewSender in the
-// Source's network namespace, as Open. The Sender may outlive the Source:
-// the UMEM goes when both are closed.
-func (src *Source) NewSender(cfg SenderConfig) (*Sender, error) {
-	u := src.u
-	info := src.Info()
-	fs := int(u.frameSize)
+// takeChunks makes chunks the free list, handed out from the end: the
+// first chunk first.
+func (s *Sender) takeChunks(chunks []uint64) {
+	s.free = make([]uint64, len(chunks))
+	for i := range s.free {
+		s.free[i] = chunks[len(chunks)-1-i]
+	}
+}
+
+// SharedSender opens a Sender on the interface and queue of a receiving
+// socket that owns its UMEM (steer/afxdp's Source, through its
+// SyscallConn), sharing that UMEM (XDP_SHARED_UMEM): the kernel allows one
+// UMEM per device and queue, so this is how a port that receives through
+// AF_XDP sends through it too. Its chunks are those the UMEM set aside for
+// sending (afxdp.Config.SendFrames), which must be some; its completions
+// come on the UMEM's COMPLETION ring, which the receiving socket does not
+// use. The queue, the chunk size and the zero-copy mode are the UMEM's:
+// cfg.Queue and cfg.Bind are not used, and cfg.NumFrames and
+// cfg.FrameSize, when not zero, must be the chunks set aside and the
+// UMEM's FrameSize. A UMEM has at most one Sender. Call SharedSender in the
+// receiving socket's network namespace. The Sender may outlive the
+// receiving socket: the UMEM goes when both are closed.
+func SharedSender(src interface {
+	SyscallConn() (syscall.RawConn, error)
+}, cfg SenderConfig) (*Sender, error) {
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("xsk: shared sender: %w", err)
+	}
+	var s *Sender
+	cerr := rc.Control(func(fd uintptr) { s, err = sharedSender(int(fd), cfg) })
+	if cerr != nil {
+		return nil, fmt.Errorf("xsk: shared sender: %w", cerr)
+	}
+	return s, err
+}
+
+// sharedSender is SharedSender on the UMEM the socket fd owns; fd is held
+// open meanwhile, and with it the UMEM.
+func sharedSender(fd int, cfg SenderConfig) (*Sender, error) {
+	v, ok := owners.Load(fd)
+	if !ok {
+		return nil, fmt.Errorf("xsk: %w: the socket owns no UMEM: open it alone (a group's first socket, or afxdp.Open)", steer.ErrConfig)
+	}
+	u := v.(*UMEM)
+	fs := int(u.FrameSize)
 	u.mu.Lock()
 	chunks := u.sendChunks
 	u.sendChunks = nil
@@ -119,12 +149,12 @@ func (src *Source) NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	switch {
 	case chunks == nil:
-		return nil, fmt.Errorf("%w: a Sender on %s queue %d needs Config.SendFrames chunks in the Source's UMEM, which has none left (none set aside, or a Sender took them)", ErrConfig, info.Ifname, info.Queue)
+		return nil, fmt.Errorf("xsk: %w: a Sender on %s queue %d needs chunks set aside in the UMEM (afxdp.Config.SendFrames), which has none left (none set aside, or a Sender took them)", steer.ErrConfig, u.Ifname, u.Queue)
 	case cfg.NumFrames != 0 && cfg.NumFrames != len(chunks), cfg.FrameSize != 0 && cfg.FrameSize != fs:
 		giveBack()
-		return nil, fmt.Errorf("%w: a Sender sharing a Source's UMEM has its %d chunks of %d bytes, not %d of %d", ErrConfig, len(chunks), fs, cfg.NumFrames, cfg.FrameSize)
+		return nil, fmt.Errorf("xsk: %w: a Sender sharing a UMEM has its %d chunks of %d bytes, not %d of %d", steer.ErrConfig, len(chunks), fs, cfg.NumFrames, cfg.FrameSize)
 	}
-	cfg.NumFrames, cfg.FrameSize, cfg.Queue, cfg.Bind = len(chunks), fs, info.Queue, BindAuto
+	cfg.NumFrames, cfg.FrameSize, cfg.Queue, cfg.Bind = len(chunks), fs, u.Queue, BindAuto
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		giveBack()
@@ -132,33 +162,24 @@ func (src *Source) NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if ns, err := currentNetNS(); err != nil || ns != src.ns {
+	if ns, err := CurrentNetNS(); err != nil || ns != u.NS {
 		giveBack()
-		return nil, fmt.Errorf("afxdp: sender on %s queue %d: called from another network namespace than the Source's (%v)", info.Ifname, info.Queue, err)
+		return nil, fmt.Errorf("xsk: sender on %s queue %d: called from another network namespace than the receiving socket's (%v)", u.Ifname, u.Queue, err)
 	}
 	// Hold the UMEM, and so its owner's descriptor, for the bind and for
 	// as long as the Sender lives.
-	for {
-		r := u.refs.Load()
-		if r <= 0 {
-			giveBack()
-			return nil, fmt.Errorf("afxdp: sender on %s queue %d: %w", info.Ifname, info.Queue, ErrClosed)
-		}
-		if u.refs.CompareAndSwap(r, r+1) {
-			break
-		}
+	if !u.Ref() {
+		giveBack()
+		return nil, fmt.Errorf("xsk: sender on %s queue %d: %w", u.Ifname, u.Queue, ErrClosed)
 	}
-	s := newSender(cfg, info.Ifname, info.Ifindex)
+	s := newSender(cfg, u.Ifname, u.Ifindex)
 	s.u = u
 	if err := s.setup(u); err != nil {
 		s.teardown() // drops the reference
 		giveBack()
-		return nil, fmt.Errorf("afxdp: sender on %s queue %d: %w", info.Ifname, info.Queue, err)
+		return nil, fmt.Errorf("xsk: sender on %s queue %d: %w", u.Ifname, u.Queue, err)
 	}
-	s.free = make([]uint64, len(chunks))
-	for i := range s.free {
-		s.free[i] = chunks[len(chunks)-1-i]
-	}
+	s.takeChunks(chunks)
 	return s, nil
 }
 
@@ -171,7 +192,7 @@ func newSender(cfg SenderConfig, ifname string, ifindex int) *Sender {
 
 // setup creates the socket, with a UMEM of its own when shared is nil,
 // else on shared, and its TX ring, and binds it.
-func (s *Sender) setup(shared *umem) error {
+func (s *Sender) setup(shared *UMEM) error {
 	cfg := &s.cfg
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -183,36 +204,34 @@ func (s *Sender) setup(shared *umem) error {
 		// Bind wants a FILL ring; nothing is ever put in it. The
 		// COMPLETION ring can hold every chunk, so that the kernel never
 		// lacks room to complete a frame.
-		u, o, err := registerUMEM(fd, cfg.NumFrames, cfg.FrameSize, 1, cfg.NumFrames)
+		u, o, err := NewUMEM(fd, 0, cfg.NumFrames, cfg.FrameSize, cfg.NumFrames, false)
 		if err != nil {
 			return err
 		}
 		s.u, s.owner, off = u, true, o
-		u.ownerFD = fd
-		u.refs.Store(1)
-	} else if off, err = mmapOffsets(fd); err != nil {
+	} else if off, err = MmapOffsets(fd); err != nil {
 		return err
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_TX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("setting the TX ring to %d entries: %w", cfg.RingSize, err)
 	}
-	if s.tx, err = mapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
+	if s.tx, err = MapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
 		return fmt.Errorf("TX ring: %w", err)
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue), Flags: unix.XDP_USE_NEED_WAKEUP}
 	switch {
 	case shared != nil:
 		// A socket that shares a UMEM takes its owner's mode and flags.
-		sa.Flags, sa.SharedUmemFD = unix.XDP_SHARED_UMEM, uint32(shared.ownerFD)
+		sa.Flags, sa.SharedUmemFD = unix.XDP_SHARED_UMEM, uint32(shared.OwnerFD)
 	case cfg.Bind == BindZeroCopy:
 		sa.Flags |= unix.XDP_ZEROCOPY
 	case cfg.Bind == BindCopy:
 		sa.Flags |= unix.XDP_COPY
 	}
-	if err := bind(fd, sa); err != nil {
+	if err := Bind(fd, sa); err != nil {
 		switch {
 		case errors.Is(err, unix.EBUSY):
-			return fmt.Errorf("bind: %w (another AF_XDP socket, such as a Source, holds the queue: the kernel allows one UMEM per device and queue; see Source.NewSender)", err)
+			return fmt.Errorf("bind: %w (another AF_XDP socket, such as a receiving one, holds the queue: the kernel allows one UMEM per device and queue; see SharedSender)", err)
 		case errors.Is(err, unix.EINVAL):
 			return fmt.Errorf("bind: %w (is there a queue %d?)", err, cfg.Queue)
 		case cfg.Bind == BindZeroCopy && errors.Is(err, unix.EOPNOTSUPP):
@@ -225,9 +244,9 @@ func (s *Sender) setup(shared *umem) error {
 		if err != nil {
 			return fmt.Errorf("reading XDP_OPTIONS: %w", err)
 		}
-		s.u.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+		s.u.ZeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
-	if !s.u.zeroCopy && cfg.RingSize >= 32 {
+	if !s.u.ZeroCopy && cfg.RingSize >= 32 {
 		// Best effort (older kernels lack the option): let one kick
 		// transmit a whole ring.
 		_ = unix.SetsockoptInt(fd, unix.SOL_XDP, xdpMaxTxSkbBudget, cfg.RingSize)
@@ -235,10 +254,18 @@ func (s *Sender) setup(shared *umem) error {
 	return nil
 }
 
+// Info describes a Sender's socket.
+type Info struct {
+	Ifname   string
+	Ifindex  int
+	Queue    int
+	ZeroCopy bool // the driver reads frames straight from the UMEM
+}
+
 // Info describes the socket: its interface and queue, and whether it is
-// zero copy. Attach is AttachNone: a Sender needs no program.
+// zero copy.
 func (s *Sender) Info() Info {
-	return Info{Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.cfg.Queue, Attach: AttachNone, ZeroCopy: s.u.zeroCopy}
+	return Info{Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.cfg.Queue, ZeroCopy: s.u.ZeroCopy}
 }
 
 // Config returns the configuration in use, defaults filled in.
@@ -271,8 +298,8 @@ func (s *Sender) Send(frames [][]byte) (int, error) {
 		return 0, ErrClosed
 	}
 	w := waiter{s: s, pause: minKickPause}
-	fs := int(s.u.frameSize)
-	area := s.u.area
+	fs := int(s.u.FrameSize)
+	area := s.u.Area
 	n, i := 0, 0
 	for i < len(frames) {
 		s.reap()
@@ -304,7 +331,7 @@ func (s *Sender) Send(frames [][]byte) (int, error) {
 			chunk := s.free[len(s.free)-1]
 			s.free = s.free[:len(s.free)-1]
 			copy(area[chunk:chunk+uint64(fs)], f)
-			d := s.tx.rxDesc(prod)
+			d := s.tx.Desc(prod)
 			d.Addr, d.Len, d.Options = chunk, uint32(len(f)), 0
 			prod++
 			room--
@@ -314,7 +341,7 @@ func (s *Sender) Send(frames [][]byte) (int, error) {
 			// The descriptors are in memory before the kernel can see the
 			// producer move.
 			s.txProd = prod
-			atomic.StoreUint32(s.tx.prod, prod)
+			atomic.StoreUint32(s.tx.Prod, prod)
 			s.sent.Add(uint64(k))
 		}
 	}
@@ -344,17 +371,17 @@ func (s *Sender) Flush() error {
 // runs out. Under mu.
 func (s *Sender) flush(w *waiter) error {
 	for {
-		before := atomic.LoadUint32(s.tx.cons)
+		before := atomic.LoadUint32(s.tx.Cons)
 		if before == s.txProd {
 			return nil
 		}
 		if err := s.kick(); err != nil {
 			return err
 		}
-		if s.u.zeroCopy {
+		if s.u.ZeroCopy {
 			return nil
 		}
-		after := atomic.LoadUint32(s.tx.cons)
+		after := atomic.LoadUint32(s.tx.Cons)
 		if after == s.txProd {
 			return nil
 		}
@@ -378,21 +405,21 @@ func (s *Sender) flush(w *waiter) error {
 // frames) and EBUSY (the device dropped a frame, which still completes)
 // are not errors: the frames left on the ring wait for the next kick.
 func (s *Sender) kick() error {
-	if atomic.LoadUint32(s.tx.cons) == s.txProd {
+	if atomic.LoadUint32(s.tx.Cons) == s.txProd {
 		return nil
 	}
-	if s.u.zeroCopy && atomic.LoadUint32(s.tx.flags)&unix.XDP_RING_NEED_WAKEUP == 0 {
+	if s.u.ZeroCopy && atomic.LoadUint32(s.tx.Flags)&unix.XDP_RING_NEED_WAKEUP == 0 {
 		return nil
 	}
 	for {
-		before := atomic.LoadUint32(s.tx.cons)
+		before := atomic.LoadUint32(s.tx.Cons)
 		err := unix.Sendto(s.fd, nil, unix.MSG_DONTWAIT, nil)
 		switch {
 		case err == nil:
-			if !s.u.zeroCopy && atomic.LoadUint32(s.tx.cons) == before && before != s.txProd {
+			if !s.u.ZeroCopy && atomic.LoadUint32(s.tx.Cons) == before && before != s.txProd {
 				// A copy-mode kernel that returns without taking a frame
 				// has no TX queue of this number.
-				return fmt.Errorf("afxdp: send on %s queue %d: the kernel took no frame (the device has no TX queue %d)", s.ifname, s.cfg.Queue, s.cfg.Queue)
+				return fmt.Errorf("xsk: send on %s queue %d: the kernel took no frame (the device has no TX queue %d)", s.ifname, s.cfg.Queue, s.cfg.Queue)
 			}
 			return nil
 		case errors.Is(err, unix.EINTR):
@@ -400,7 +427,7 @@ func (s *Sender) kick() error {
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):
 			return nil
 		}
-		return fmt.Errorf("afxdp: send on %s queue %d: %w", s.ifname, s.cfg.Queue, err)
+		return fmt.Errorf("xsk: send on %s queue %d: %w", s.ifname, s.cfg.Queue, err)
 	}
 }
 
@@ -409,14 +436,14 @@ func (s *Sender) kick() error {
 // read, and the consumer index stored (release) after. Under mu.
 func (s *Sender) reap() {
 	cons := s.compCons
-	prod := atomic.LoadUint32(s.u.comp.prod)
+	prod := atomic.LoadUint32(s.u.Comp.Prod)
 	if cons == prod {
 		return
 	}
-	fs, size := s.u.frameSize, uint64(len(s.u.area))
+	fs, size := s.u.FrameSize, uint64(len(s.u.Area))
 	var bad uint64
 	for ; cons != prod; cons++ {
-		addr := *s.u.comp.addr(cons)
+		addr := *s.u.Comp.Addr(cons)
 		if addr >= size {
 			bad++ // never from a sane kernel
 			continue
@@ -425,7 +452,7 @@ func (s *Sender) reap() {
 	}
 	n := prod - s.compCons
 	s.compCons = cons
-	atomic.StoreUint32(s.u.comp.cons, cons)
+	atomic.StoreUint32(s.u.Comp.Cons, cons)
 	s.completed.Add(uint64(n) - bad)
 	if bad > 0 {
 		s.badComps.Add(bad)
@@ -434,12 +461,12 @@ func (s *Sender) reap() {
 
 // txFree is the number of free TX ring slots. Under mu.
 func (s *Sender) txFree() uint32 {
-	return s.tx.mask + 1 - (s.txProd - atomic.LoadUint32(s.tx.cons))
+	return s.tx.Mask + 1 - (s.txProd - atomic.LoadUint32(s.tx.Cons))
 }
 
 // drop counts frames Send gives up on.
 func (s *Sender) drop(frames [][]byte) {
-	fs := int(s.u.frameSize)
+	fs := int(s.u.FrameSize)
 	for _, f := range frames {
 		if len(f) == 0 || len(f) > fs {
 			s.invalid.Add(1)
@@ -516,9 +543,9 @@ func (s *Sender) readKernelStatsLocked() error {
 		return ErrClosed
 	}
 	var ks unix.XDPStatistics
-	n, err := getsockopt(s.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+	n, err := Getsockopt(s.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
 	if err != nil {
-		return fmt.Errorf("afxdp: reading XDP_STATISTICS: %w", err)
+		return fmt.Errorf("xsk: reading XDP_STATISTICS: %w", err)
 	}
 	if uintptr(n) < unsafe.Sizeof(ks) {
 		ks.Tx_ring_empty_descs = 0 // a kernel before 5.9
@@ -563,12 +590,12 @@ func (s *Sender) teardown() {
 		return
 	}
 	s.fdClosed = true
-	s.tx.unmap()
+	s.tx.Unmap()
 	if !s.owner && s.fd >= 0 {
 		_ = unix.Close(s.fd)
 	}
 	s.fd = -1
 	if s.u != nil {
-		s.u.unref()
+		s.u.Unref()
 	}
 }

@@ -1,0 +1,300 @@
+//go:build linux
+
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ring is one of the four rings the kernel shares with user space: a
+// producer index, a consumer index, a flags word and a power-of-two array
+// of entries. See the package documentation for the order of accesses.
+type Ring struct {
+	mem   []byte
+	Prod  *uint32
+	Cons  *uint32
+	Flags *uint32
+	desc  unsafe.Pointer
+	Mask  uint32
+}
+
+// MapRing maps a ring of entries entries of entrySize bytes, described by
+// off, at the socket's page offset pgoff.
+func MapRing(fd int, off unix.XDPRingOffset, pgoff int64, entries, entrySize int) (Ring, error) {
+	size := int(off.Desc) + entries*entrySize
+	mem, err := unix.Mmap(fd, pgoff, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return Ring{}, fmt.Errorf("mapping a ring of %d entries: %w", entries, err)
+	}
+	return Ring{
+		mem:   mem,
+		Prod:  (*uint32)(unsafe.Pointer(&mem[off.Producer])),
+		Cons:  (*uint32)(unsafe.Pointer(&mem[off.Consumer])),
+		Flags: (*uint32)(unsafe.Pointer(&mem[off.Flags])),
+		desc:  unsafe.Pointer(&mem[off.Desc]),
+		Mask:  uint32(entries - 1),
+	}, nil
+}
+
+// Unmap unmaps the ring; it is idempotent.
+func (r *Ring) Unmap() {
+	if r.mem != nil {
+		_ = unix.Munmap(r.mem)
+		*r = Ring{}
+	}
+}
+
+// Desc returns RX or TX entry i (struct xdp_desc).
+func (r *Ring) Desc(i uint32) *unix.XDPDesc {
+	return (*unix.XDPDesc)(unsafe.Add(r.desc, uintptr(i&r.Mask)*unsafe.Sizeof(unix.XDPDesc{})))
+}
+
+// Addr returns FILL or COMPLETION entry i (a u64 UMEM address).
+func (r *Ring) Addr(i uint32) *uint64 {
+	return (*uint64)(unsafe.Add(r.desc, uintptr(i&r.Mask)*8))
+}
+
+// UMEM is the memory area the kernel writes frames into, and its FILL and
+// COMPLETION rings. It belongs to the socket that registered it (the
+// owner); the sockets of a group, and a Sender, share it. The FILL ring
+// has exactly one producer at a time: every Give holds mu.
+type UMEM struct {
+	Area      []byte
+	FrameSize uint64
+	Fill      Ring
+	Comp      Ring
+	OwnerFD   int // the registering socket; its mappings hold the rings
+	ZeroCopy  bool
+	// Ifname, Ifindex, Queue and NS are the device and queue the owner is
+	// bound to, and its network namespace, for a SharedSender.
+	Ifname  string
+	Ifindex int
+	Queue   int
+	NS      NetNS
+
+	mu       sync.Mutex // the FILL ring's producer side
+	fillProd uint32     // the producer index, written only under mu
+	spill    []uint64   // chunks that found no slot (never, while the count holds)
+
+	refs atomic.Int32 // sockets (and a Sender) not torn down
+	torn atomic.Bool
+
+	sendChunks []uint64 // chunks never in FILL, until a SharedSender takes them (under mu)
+}
+
+// Give hands chunks (addresses of chunk starts) to the kernel through the
+// FILL ring: the addresses are written into the slots first, then the
+// producer index is published with a release store. It reports whether a
+// zero-copy driver asked to be woken (XDP_RING_NEED_WAKEUP).
+func (u *UMEM) Give(chunks []uint64) bool {
+	if len(chunks) == 0 {
+		return false
+	}
+	u.mu.Lock()
+	prod := u.fillProd
+	free := u.Fill.Mask + 1 - (prod - atomic.LoadUint32(u.Fill.Cons))
+	if len(u.spill) > 0 {
+		n := min(uint32(len(u.spill)), free)
+		for _, a := range u.spill[:n] {
+			*u.Fill.Addr(prod) = a
+			prod++
+		}
+		u.spill = append(u.spill[:0], u.spill[n:]...)
+		free -= n
+	}
+	n := min(uint32(len(chunks)), free)
+	for _, a := range chunks[:n] {
+		*u.Fill.Addr(prod) = a
+		prod++
+	}
+	if int(n) < len(chunks) {
+		u.spill = append(u.spill, chunks[n:]...)
+	}
+	u.fillProd = prod
+	atomic.StoreUint32(u.Fill.Prod, prod)
+	u.mu.Unlock()
+	return u.ZeroCopy && atomic.LoadUint32(u.Fill.Flags)&unix.XDP_RING_NEED_WAKEUP != 0
+}
+
+// Ref takes a reference for another socket, unless the UMEM is gone.
+func (u *UMEM) Ref() bool {
+	for {
+		r := u.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if u.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// Unref drops one socket's reference; the last one unmaps the rings and
+// the area and closes the owner socket.
+func (u *UMEM) Unref() {
+	if u.refs.Add(-1) > 0 || !u.torn.CompareAndSwap(false, true) {
+		return
+	}
+	u.teardown()
+}
+
+func (u *UMEM) teardown() {
+	owners.Delete(u.OwnerFD)
+	u.Fill.Unmap()
+	u.Comp.Unmap()
+	if u.OwnerFD >= 0 {
+		_ = unix.Close(u.OwnerFD)
+		u.OwnerFD = -1
+	}
+	if u.Area != nil {
+		if unix.Munmap(u.Area) == nil {
+			mappedAreas.Add(-1)
+		}
+		u.Area = nil
+	}
+}
+
+// mappedAreas counts the UMEM areas mapped.
+var mappedAreas atomic.Int64
+
+// MappedAreas returns the number of UMEM areas the process has mapped,
+// for leak checks.
+func MappedAreas() int64 { return mappedAreas.Load() }
+
+// owners maps an owner socket's descriptor to its UMEM, while both are
+// there: SharedSender looks the UMEM up under the socket's Control.
+var owners sync.Map
+
+// Getsockopt reads a socket option into the n bytes at p and returns the
+// length the kernel wrote.
+func Getsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) (int, error) {
+	l := uint32(n)
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(l), nil
+}
+
+// setsockopt sets a socket option to the n bytes at p.
+func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
+	return unix.SetsockoptString(fd, level, opt, unsafe.String((*byte)(p), n))
+}
+
+// NewUMEM registers an area of frames+sendFrames chunks of frameSize bytes
+// on the socket fd, which becomes its owner, creates and maps its FILL
+// ring (frames entries) and COMPLETION ring (compSize entries, at least
+// sendFrames), and puts the first frames chunks into the FILL ring; the
+// others are kept for a SharedSender, whose completions the COMPLETION
+// ring can all hold. With fill false the FILL ring stays empty (a socket
+// that only sends). It returns the mmap offsets for the socket's own
+// rings. The UMEM has one reference, the owner's.
+func NewUMEM(fd, frames, sendFrames, frameSize, compSize int, fill bool) (*UMEM, unix.XDPMmapOffsets, error) {
+	var off unix.XDPMmapOffsets
+	total := frames + sendFrames
+	fillSize := max(frames, 1)
+	compSize = max(compSize, sendFrames, 1)
+	u := &UMEM{FrameSize: uint64(frameSize), OwnerFD: -1}
+	area, err := unix.Mmap(-1, 0, total*frameSize, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, off, fmt.Errorf("allocating the UMEM: %w", err)
+	}
+	u.Area = area
+	mappedAreas.Add(1)
+	reg := unix.XDPUmemReg{
+		Addr: uint64(uintptr(unsafe.Pointer(&area[0]))),
+		Len:  uint64(len(area)),
+		Size: uint32(frameSize),
+	}
+	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		u.teardown()
+		return nil, off, fmt.Errorf("registering the UMEM (%d frames of %d bytes): %w", total, frameSize, err)
+	}
+	for _, o := range [][2]int{{unix.XDP_UMEM_FILL_RING, fillSize}, {unix.XDP_UMEM_COMPLETION_RING, compSize}} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, o[0], o[1]); err != nil {
+			u.teardown()
+			return nil, off, fmt.Errorf("setting ring option %d to %d entries: %w", o[0], o[1], err)
+		}
+	}
+	if off, err = MmapOffsets(fd); err != nil {
+		u.teardown()
+		return nil, off, err
+	}
+	if u.Fill, err = MapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, fillSize, 8); err != nil {
+		u.teardown()
+		return nil, off, fmt.Errorf("FILL ring: %w", err)
+	}
+	if u.Comp, err = MapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, compSize, 8); err != nil {
+		u.teardown()
+		return nil, off, fmt.Errorf("COMPLETION ring: %w", err)
+	}
+	chunks := make([]uint64, total)
+	for i := range chunks {
+		chunks[i] = uint64(i) * u.FrameSize
+	}
+	if fill {
+		u.Give(chunks[:frames])
+	}
+	if sendFrames > 0 {
+		u.sendChunks = chunks[frames:]
+	}
+	u.OwnerFD = fd
+	u.refs.Store(1)
+	owners.Store(fd, u)
+	return u, off, nil
+}
+
+// MmapOffsets reads the socket's ring offsets (XDP_MMAP_OFFSETS).
+func MmapOffsets(fd int) (unix.XDPMmapOffsets, error) {
+	var off unix.XDPMmapOffsets
+	n, err := Getsockopt(fd, unix.SOL_XDP, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off))
+	if err != nil {
+		return off, fmt.Errorf("reading XDP_MMAP_OFFSETS: %w", err)
+	}
+	if uintptr(n) < unsafe.Sizeof(off) {
+		return off, fmt.Errorf("reading XDP_MMAP_OFFSETS: %d bytes, the kernel has no ring flags (need Linux 5.4)", n)
+	}
+	return off, nil
+}
+
+// bindBusyWait bounds how long Bind retries while the queue is busy: the
+// kernel lets go of a closed socket's queue only after an RCU grace period
+// and a work item (xsk_destruct, xp_release_deferred), so a socket closed
+// just before still holds it for a moment.
+const bindBusyWait = time.Second
+
+// Bind binds fd to sa, retrying while the queue is busy, up to a second.
+func Bind(fd int, sa *unix.SockaddrXDP) error {
+	deadline := time.Now().Add(bindBusyWait)
+	pause := 100 * time.Microsecond
+	for {
+		err := unix.Bind(fd, sa)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
+// NetNS identifies a network namespace (the device and inode of its
+// /proc file).
+type NetNS struct{ dev, ino uint64 }
+
+// CurrentNetNS returns the namespace of the calling thread; the caller
+// must have locked its OS thread for the answer to stay true.
+func CurrentNetNS() (NetNS, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return NetNS{}, fmt.Errorf("reading the network namespace: %w", err)
+	}
+	return NetNS{dev: uint64(st.Dev), ino: st.Ino}, nil
+}
