@@ -519,8 +519,8 @@ loop:
 		k.afterCount = limit.Over()
 	}
 	writeReconcile(out, &s, k)
-	// As tcpdump prints its counts when it stops.
-	fmt.Fprintf(errOut, "%d packets captured\n%d packets received by filter\n%d packets dropped by kernel\n", s.Frames, k.received, k.dropped)
+	// As tcpdump prints its counts when it stops, meaning what it means.
+	_ = capture.WriteSummary(errOut, &s, capture.LiveCounts{Received: k.received, Dropped: k.dropped, Filtered: k.filtered, AfterCount: k.afterCount})
 	if o.json {
 		r := capture.NewReport("livesteer", &s)
 		r.Input, r.Filter, r.Interrupted, r.ElapsedSeconds = o.iface, o.filter, interrupted, elapsed.Seconds()

@@ -495,7 +495,7 @@ var reportKeys = []string{
 	"live.socket", "live.worker_changes", "live.xdp", "live.xdp.attach", "live.xdp.queue", "live.xdp.zero_copy", "reasons", "schema", "sources", "sources.filtered", "sources.kernel", "sources.kernel_dropped",
 	"sources.kernel_received", "sources.mode", "sources.name", "table", "top_flows", "top_flows.bytes",
 	"top_flows.desired", "top_flows.flowid", "top_flows.packets", "top_flows.worker", "totals", "totals.after_count",
-	"totals.balanced", "totals.bucket_moves", "totals.dropped", "totals.filtered", "totals.flow_moves",
+	"totals.balanced", "totals.bucket_moves", "totals.captured", "totals.dropped", "totals.drops", "totals.drops.close", "totals.drops.flow_limit", "totals.drops.queue", "totals.drops.redispatch", "totals.drops.stall", "totals.filtered", "totals.flow_moves",
 	"totals.handled", "totals.kernel_dropped", "totals.kernel_received", "totals.panicked", "totals.read",
 	"totals.steered", "totals.written", "version", "workers", "workers.close_drops", "workers.cpu",
 	"workers.dispatched", "workers.flow_limit_drops", "workers.handled",

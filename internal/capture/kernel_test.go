@@ -67,3 +67,36 @@ func TestReportKernelCounters(t *testing.T) {
 		t.Errorf("JSON source %+v", x)
 	}
 }
+
+// TestSummary: tcpdump's counts say what tcpdump means by them. A run
+// that lost frames in user space says so, by reason, instead of counting
+// them as captured (it once printed the frames steered as captured), and
+// the JSON report's totals agree.
+func TestSummary(t *testing.T) {
+	st := steer.Stats{Frames: 20006, Workstreams: []steer.WorkstreamStats{
+		{Handled: 4000, QDrops: 5000, Panics: 1},
+		{Handled: 5572, QDrops: 5421, StallDrops: 10, CloseDrops: 2},
+	}}
+	var b bytes.Buffer
+	if err := WriteSummary(&b, &st, LiveCounts{Received: 20106, Dropped: 90, Filtered: 10}); err != nil {
+		t.Fatal(err)
+	}
+	want := "9573 packets captured\n20096 packets received by filter\n90 packets dropped by kernel\n" +
+		"10433 packets dropped in user space (queue 10421, stall 10, close 2)\n"
+	if b.String() != want {
+		t.Errorf("summary\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := WriteSummary(&b, &steer.Stats{}, LiveCounts{AfterCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "0 packets captured\n0 packets received by filter\n0 packets dropped by kernel\n" +
+		"0 packets dropped in user space\n3 packets read past -c, not steered\n"; b.String() != want {
+		t.Errorf("summary\n%s\nwant\n%s", b.String(), want)
+	}
+	r := NewReport("test", &st)
+	if tot := r.Totals; tot.Captured != 9573 || tot.Dropped != 10433 || tot.Drops != (Drops{Queue: 10421, Stall: 10, Close: 2}) ||
+		tot.Captured+tot.Dropped != tot.Steered {
+		t.Errorf("JSON totals %+v", tot)
+	}
+}

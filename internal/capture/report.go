@@ -103,7 +103,8 @@ type Config struct {
 // after_count + steered; for a live capture: kernel_received == steered +
 // kernel_dropped + filtered + after_count (a kernel filter's rejects are
 // counted nowhere; filtered is an AF_XDP capture's user-space filter). In
-// both, steered == handled + dropped + panicked.
+// both, steered == handled + dropped + panicked, captured == handled +
+// panicked, and dropped is the sum of drops.
 type Totals struct {
 	// Read is the frames the source delivered: the records read from a
 	// file, the frames read from the rings.
@@ -113,9 +114,16 @@ type Totals struct {
 	// AfterCount is the frames read past -c N and not steered.
 	AfterCount uint64 `json:"after_count"`
 	// Steered is every frame handed to the dispatcher (steer.Stats.Frames).
-	Steered  uint64 `json:"steered"`
+	Steered uint64 `json:"steered"`
+	// Captured is the frames the handlers got, as tcpdump's "packets
+	// captured" counts the packets handed to the program: handled and
+	// panicked.
+	Captured uint64 `json:"captured"`
 	Handled  uint64 `json:"handled"`
+	// Dropped is the frames lost in user space, after the source and
+	// before a handler; Drops says why.
 	Dropped  uint64 `json:"dropped"`
+	Drops    Drops  `json:"drops"`
 	Panicked uint64 `json:"panicked"`
 	// KernelReceived and KernelDropped sum the sockets' counters
 	// (tp_packets, tp_drops); zero for files.
@@ -258,7 +266,8 @@ func NewReport(command string, st *steer.Stats) *Report {
 			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(),
 		},
 		Totals: Totals{
-			Steered: st.Frames, Handled: st.Handled(), Dropped: st.Dropped(), Panicked: st.Panicked(),
+			Steered: st.Frames, Captured: st.Handled() + st.Panicked(), Handled: st.Handled(),
+			Dropped: st.Dropped(), Drops: DropsOf(st), Panicked: st.Panicked(),
 			BucketMoves: st.BucketMoves, FlowMoves: st.FlowMoves,
 		},
 		Workers:        []Worker{},
