@@ -14,6 +14,12 @@
 // A [CopyPool] holds the buffers a source's Copy mode copies each batch
 // into, so that the ring's memory goes back to the kernel at once.
 //
+// [Interface] and [Explain] make the errors of opening a live socket say
+// what to change: a missing interface names the network namespace looked
+// in and the interfaces there; a refused socket, program or UMEM names
+// the privilege (root, or CAP_NET_RAW, CAP_BPF, CAP_NET_ADMIN) or the
+// locked-memory limit it lacks, and which of them the process lacks.
+//
 // Everything here runs when a ring is empty, or once per batch; nothing
 // runs per frame but [CopyBuf.Add], which the compiler inlines.
 package livesock

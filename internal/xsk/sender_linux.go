@@ -5,7 +5,6 @@ package xsk
 import (
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -76,9 +76,9 @@ func OpenSender(ifname string, cfg SenderConfig) (*Sender, error) {
 	}
 	runtime.LockOSThread() // one namespace from the lookup to the bind
 	defer runtime.UnlockOSThread()
-	ifi, err := net.InterfaceByName(ifname)
+	ifi, err := livesock.Interface(ifname)
 	if err != nil {
-		return nil, fmt.Errorf("xsk: interface %q: %w", ifname, err)
+		return nil, fmt.Errorf("xsk: %w", err)
 	}
 	s := newSender(cfg, ifi.Name, ifi.Index)
 	if err := s.setup(nil); err != nil {
@@ -196,7 +196,7 @@ func (s *Sender) setup(shared *UMEM) error {
 	cfg := &s.cfg
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+		return fmt.Errorf("socket: %w", livesock.Explain(err, livesock.NeedRaw))
 	}
 	s.fd = fd
 	var off unix.XDPMmapOffsets
@@ -206,7 +206,7 @@ func (s *Sender) setup(shared *UMEM) error {
 		// lacks room to complete a frame.
 		u, o, err := NewUMEM(fd, 0, cfg.NumFrames, cfg.FrameSize, cfg.NumFrames, false)
 		if err != nil {
-			return err
+			return livesock.Explain(err, livesock.NeedMemlock)
 		}
 		s.u, s.owner, off = u, true, o
 	} else if off, err = MmapOffsets(fd); err != nil {

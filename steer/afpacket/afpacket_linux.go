@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -94,9 +93,9 @@ func open(ifname string, cfg Config, initial []SockFilter) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	ifi, err := net.InterfaceByName(ifname)
+	ifi, err := livesock.Interface(ifname)
 	if err != nil {
-		return nil, fmt.Errorf("afpacket: interface %q: %w", ifname, err)
+		return nil, fmt.Errorf("afpacket: %w", err)
 	}
 	s := &Source{
 		cfg:      cfg,
@@ -125,7 +124,7 @@ func (s *Source) setup(initial []SockFilter) error {
 	cfg := &s.cfg
 	fd, err := s.sock.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+		return fmt.Errorf("socket: %w", livesock.Explain(err, livesock.NeedRaw))
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return fmt.Errorf("setting TPACKET_V3: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/kgroup"
 )
@@ -82,7 +83,7 @@ func (k *fanoutKernel) attach(cfg steer.Config, table []int, o kgroup.Options) (
 	}
 	prog, err := bpfsteer.New(popts)
 	if err != nil {
-		return false, fmt.Errorf("afpacket: loading the steering program: %w", err)
+		return false, fmt.Errorf("afpacket: loading the steering program: %w", livesock.Explain(err, livesock.NeedBPF))
 	}
 	if err := k.g.SetEBPF(prog.FD()); err != nil {
 		prog.Close()

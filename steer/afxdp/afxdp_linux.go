@@ -83,9 +83,9 @@ func Open(ifname string, cfg Config) (*Source, error) {
 	}
 	runtime.LockOSThread() // one namespace from the lookup to the attach
 	defer runtime.UnlockOSThread()
-	ifi, err := net.InterfaceByName(ifname)
+	ifi, err := livesock.Interface(ifname)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
+		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	s, err := openSocket(ifi, cfg, nil)
 	if err != nil {
@@ -142,7 +142,7 @@ func (s *Source) setup(shared *Source) error {
 	cfg := &s.cfg
 	fd, err := s.sock.Socket(unix.AF_XDP, unix.SOCK_RAW, 0)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+		return fmt.Errorf("socket: %w", livesock.Explain(err, livesock.NeedRaw))
 	}
 	var off unix.XDPMmapOffsets
 	if shared == nil {
@@ -150,7 +150,7 @@ func (s *Source) setup(shared *Source) error {
 		// fit in the COMPLETION ring.
 		u, o, err := xsk.NewUMEM(fd, cfg.NumFrames, cfg.SendFrames, cfg.FrameSize, max(cfg.RingSize, cfg.SendFrames), true)
 		if err != nil {
-			return err
+			return livesock.Explain(err, livesock.NeedMemlock)
 		}
 		s.u, s.owner, off = u, true, o
 		u.Ifname, u.Ifindex, u.Queue, u.NS = s.ifname, s.ifindex, cfg.Queue, s.ns

@@ -5,7 +5,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
-	"net"
+	"github.com/rpsgo/rps/internal/livesock"
 	"runtime"
 	"sync/atomic"
 )
@@ -39,9 +39,9 @@ func OpenGroup(ifname string, n int, cfg Config) (*Group, error) {
 	}
 	runtime.LockOSThread() // one namespace for the lookup and every socket
 	defer runtime.UnlockOSThread()
-	ifi, err := net.InterfaceByName(ifname)
+	ifi, err := livesock.Interface(ifname)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: interface %q: %w", ifname, err)
+		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	g := &Group{sources: make([]*Source, 0, n)}
 	for i := 0; i < n; i++ {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/internal/xsk"
 
 	"github.com/rpsgo/rps/steer"
@@ -76,7 +77,7 @@ func attachRedirect(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode, passU
 		MaxEntries: 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating the XSKMAP: %w", err)
+		return nil, fmt.Errorf("creating the XSKMAP: %w", livesock.Explain(err, livesock.NeedBPF))
 	}
 	if err := r.xsks.Put(uint32(0), uint32(fd)); err != nil {
 		r.close()
@@ -90,12 +91,12 @@ func attachRedirect(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode, passU
 	})
 	if err != nil {
 		r.close()
-		return nil, fmt.Errorf("loading the redirect program: %w", err)
+		return nil, fmt.Errorf("loading the redirect program: %w", livesock.Explain(err, livesock.NeedBPF))
 	}
 	r.link, r.mode, err = attachProgram(ns, r.prog, ifindex, mode)
 	if err != nil {
 		r.close()
-		return nil, err
+		return nil, livesock.Explain(err, livesock.NeedXDP)
 	}
 	return r, nil
 }
@@ -108,7 +109,7 @@ func attachPassUnhashed(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode) (
 	opts := bpfsteer.Options{Key: hash.MicrosoftKey[:], Table: []uint32{0}, PassUnhashed: true, Queue: uint32(queue)}
 	x, err := bpfsteer.NewXDP(opts, 1)
 	if err != nil {
-		return nil, fmt.Errorf("loading the XDP program: %w", err)
+		return nil, fmt.Errorf("loading the XDP program: %w", livesock.Explain(err, livesock.NeedBPF))
 	}
 	r := &redirect{x: x}
 	if err := x.SetSocket(0, fd); err != nil {
@@ -118,7 +119,7 @@ func attachPassUnhashed(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode) (
 	r.link, r.mode, err = attachProgram(ns, x.Program(), ifindex, mode)
 	if err != nil {
 		r.close()
-		return nil, err
+		return nil, livesock.Explain(err, livesock.NeedXDP)
 	}
 	return r, nil
 }

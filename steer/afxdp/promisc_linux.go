@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rpsgo/rps/internal/livesock"
 )
 
 // promisc holds an interface in promiscuous mode (Config.Promisc) the way
@@ -26,7 +28,7 @@ type promisc struct {
 func openPromisc(ifindex int) (*promisc, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("promiscuous mode: a packet socket: %w", err)
+		return nil, fmt.Errorf("promiscuous mode: a packet socket: %w", livesock.Explain(err, livesock.NeedRaw))
 	}
 	mreq := unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC}
 	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/kgroup"
 )
@@ -91,7 +92,7 @@ func (k *xskKernel) attach(popts bpfsteer.Options) error {
 	g := k.g
 	x, err := bpfsteer.NewXDP(popts, g.Len())
 	if err != nil {
-		return fmt.Errorf("afxdp: loading the steering program: %w", err)
+		return fmt.Errorf("afxdp: loading the steering program: %w", livesock.Explain(err, livesock.NeedBPF))
 	}
 	k.x = x
 	for i, s := range g.sources {
@@ -102,7 +103,7 @@ func (k *xskKernel) attach(popts bpfsteer.Options) error {
 	first := g.sources[0]
 	l, mode, err := attachProgram(first.ns, x.Program(), first.ifindex, first.cfg.Attach)
 	if err != nil {
-		return fmt.Errorf("afxdp: steering %s queue %d: %w", first.ifname, first.cfg.Queue, err)
+		return fmt.Errorf("afxdp: steering %s queue %d: %w", first.ifname, first.cfg.Queue, livesock.Explain(err, livesock.NeedXDP))
 	}
 	k.link = l
 	for _, s := range g.sources {

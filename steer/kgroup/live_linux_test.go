@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
@@ -826,4 +827,60 @@ func TestSteeringStopIntake(t *testing.T) {
 		checkModes("after the group's Close")
 		t.Logf("after the stop the stack took %d of %d frames", in2-in1, rx1-rx0)
 	})
+}
+
+// TestOpenErrors: what stops a socket or a Steering from opening says
+// what to change, in both families: a missing interface names the
+// namespace the process looked in and the interfaces there; a process
+// without CAP_NET_RAW (not root) is told that a packet or AF_XDP socket
+// needs it, and one without CAP_BPF that the steering program does.
+func TestOpenErrors(t *testing.T) {
+	netns.Require(t)
+	forEach(t, func(t *testing.T, f family) {
+		p := netns.New(t, netns.Options{})
+		missing := *p.A
+		missing.Link = "rps-nosuch0"
+		err := p.A.Do(func() error { s, err := f.open(&missing, false, false); closeIf(s, err); return err })
+		want := fmt.Sprintf(`device "rps-nosuch0" does not exist in network namespace %q; its interfaces are `, p.A.Name)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p.A.Link) {
+			t.Errorf("a missing interface: %v, want %q and the namespace's interfaces", err, want)
+		}
+		t.Log(err)
+		err = p.A.Do(func() error {
+			return livetest.WithoutCaps(nil, func() error { s, err := f.open(p.A, false, false); closeIf(s, err); return err })
+		})
+		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "needs root or CAP_NET_RAW; the process lacks CAP_NET_RAW") {
+			t.Errorf("without capabilities: %v, want EPERM naming CAP_NET_RAW", err)
+		}
+		t.Log(err)
+		d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close(context.Background())
+		err = p.A.Do(func() error {
+			return livetest.WithoutCaps([]int{livetest.CapBPF, livetest.CapSysAdmin}, func() error {
+				g, err := f.group(p.A, d, 2, kgroup.Options{}, groupOpts{small: true})
+				if err == nil {
+					g.st.Close()
+					g.close()
+				}
+				return err
+			})
+		})
+		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "CAP_BPF") || !strings.Contains(err.Error(), "the process lacks CAP_BPF") {
+			t.Errorf("without CAP_BPF: %v, want EPERM naming CAP_BPF", err)
+		}
+		t.Log(err)
+		if livetest.XDPAttached(t, p.A) {
+			t.Error("a refused Steering left a program on the link")
+		}
+	})
+}
+
+// closeIf closes s when err is nil.
+func closeIf(s livetest.Source, err error) {
+	if err == nil {
+		s.Close()
+	}
 }
