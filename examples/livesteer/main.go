@@ -29,7 +29,7 @@
 // given over to capture. With -xdp-pass-unhashed the frames the library
 // cannot hash (ARP, other non-IP frames, malformed headers) go to the
 // kernel stack instead, in both modes, so the host keeps answering ARP on
-// the port (afxdp.Config.PassUnhashed, SteeringOptions.PassUnhashed). The
+// the port (afxdp.Config.PassUnhashed, kgroup.Options.PassUnhashed). The
 // program is attached native (in the
 // driver) where the driver allows, else generic, and the socket is zero
 // copy where the driver allows, else copy (-xdp-attach, -xdp-bind force a

@@ -1,7 +1,8 @@
 // Package holdback changes the indirection table of a kernel-steered group
-// of sockets without reordering any flow: the ordered table change that
-// steer/afpacket (a fanout group steered by an eBPF program) and
-// steer/afxdp (AF_XDP sockets steered by an XDP program) share.
+// of sockets without reordering any flow: the ordered table change of
+// steer/kgroup's Steering, which steer/afpacket (a fanout group steered by
+// an eBPF program) and steer/afxdp (AF_XDP sockets steered by an XDP
+// program) share.
 //
 // Each socket of the group is read by one worker with DIRECT dispatch, and
 // the kernel picks the socket of a frame by the table. After the kernel's
@@ -27,13 +28,12 @@
 //     and the new worker dispatches the held frames, in arrival order,
 //     before anything it reads later.
 //
-// The two users differ only in the primitives of steps 2 and 3, which they
-// give as a [Kernel]: afpacket updates the program's table map and attaches
-// the program again (the kernel replaces a fanout program after
-// synchronize_net), and reads a socket's position as tp_packets - tp_drops
-// of PACKET_STATISTICS; afxdp updates the map and waits for an RCU grace
-// period, and reads the RX ring's producer index. Positions are ring
-// indices: counters that wrap at 2^32, compared modulo 2^32.
+// The socket families differ only in the primitives of steps 2 and 3,
+// which steer/kgroup gives as a [Kernel]: the switch updates the program's
+// table map and waits for an RCU grace period in both; a socket's
+// position is tp_packets - tp_drops of PACKET_STATISTICS for AF_PACKET,
+// the RX ring's producer index for AF_XDP. Positions are ring indices:
+// counters that wrap at 2^32, compared modulo 2^32.
 //
 // A hold normally lasts until the old worker's next read. It is lifted
 // early, and counted in [Stats], after Options.HoldTimeout (an old worker
