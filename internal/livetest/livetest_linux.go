@@ -272,3 +272,46 @@ func ReleaseAfterClose(t testing.TB, s Source, i int, held []Held) {
 		t.Errorf("iteration %d: second Close: %v", i, err)
 	}
 }
+
+// Reader reads a source from a goroutine until Stop, counting the frames.
+type Reader struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	frames atomic.Uint64
+	err    error
+}
+
+// Read starts a Reader on src: each batch is seen by onBatch (when not
+// nil), counted and released (see Drain).
+func Read(src Source, onBatch func(b *steer.Batch)) *Reader {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Reader{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = Drain(ctx, src, &r.frames, onBatch)
+	}()
+	return r
+}
+
+// Frames returns the frames read so far.
+func (r *Reader) Frames() uint64 { return r.frames.Load() }
+
+// Stop ends the reading and waits for it; an error of ReadBatch other
+// than the end or the source's Close fails t.
+func (r *Reader) Stop(t testing.TB) {
+	t.Helper()
+	r.cancel()
+	<-r.done
+	if r.err != nil {
+		t.Errorf("ReadBatch: %v", r.err)
+	}
+}
+
+// Total returns the frames the readers have read.
+func Total[R interface{ Frames() uint64 }](readers []R) uint64 {
+	var n uint64
+	for _, r := range readers {
+		n += r.Frames()
+	}
+	return n
+}

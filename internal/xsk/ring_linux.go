@@ -43,6 +43,34 @@ func MapRing(fd int, off unix.XDPRingOffset, pgoff int64, entries, entrySize int
 	}, nil
 }
 
+// MapDescRing maps an RX or TX ring of entries descriptors (struct
+// xdp_desc) at the socket's page offset pgoff (XDP_PGOFF_RX_RING,
+// XDP_PGOFF_TX_RING).
+func MapDescRing(fd int, off unix.XDPRingOffset, pgoff int64, entries int) (Ring, error) {
+	return MapRing(fd, off, pgoff, entries, int(unsafe.Sizeof(unix.XDPDesc{})))
+}
+
+// Statistics reads the socket's XDP_STATISTICS. A kernel before 5.9
+// writes the first three counters only (it counts rx_ring_full in
+// rx_dropped): the others read zero.
+func Statistics(fd int) (unix.XDPStatistics, error) {
+	var ks unix.XDPStatistics
+	if _, err := Getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks)); err != nil {
+		return ks, fmt.Errorf("reading XDP_STATISTICS: %w", err)
+	}
+	return ks, nil
+}
+
+// ZeroCopy reports whether the bound socket fd is in zero-copy mode
+// (XDP_OPTIONS).
+func ZeroCopy(fd int) (bool, error) {
+	opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+	if err != nil {
+		return false, fmt.Errorf("reading XDP_OPTIONS: %w", err)
+	}
+	return opts&unix.XDP_OPTIONS_ZEROCOPY != 0, nil
+}
+
 // Unmap unmaps the ring; it is idempotent.
 func (r *Ring) Unmap() {
 	if r.mem != nil {

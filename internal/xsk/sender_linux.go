@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -46,9 +45,7 @@ type Sender struct {
 	invalid   atomic.Uint64
 	badComps  atomic.Uint64
 
-	statsMu  sync.Mutex
-	kstats   SenderStats // the kernel's counters, as last read
-	frozen   bool
+	kstats   livesock.Counters[SenderStats] // the kernel's counters, as last read
 	fdMu     sync.RWMutex
 	fdClosed bool
 }
@@ -215,7 +212,7 @@ func (s *Sender) setup(shared *UMEM) error {
 	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_TX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("setting the TX ring to %d entries: %w", cfg.RingSize, err)
 	}
-	if s.tx, err = MapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
+	if s.tx, err = MapDescRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("TX ring: %w", err)
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue), Flags: unix.XDP_USE_NEED_WAKEUP}
@@ -240,11 +237,9 @@ func (s *Sender) setup(shared *UMEM) error {
 		return fmt.Errorf("bind: %w", err)
 	}
 	if shared == nil {
-		opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
-		if err != nil {
-			return fmt.Errorf("reading XDP_OPTIONS: %w", err)
+		if s.u.ZeroCopy, err = ZeroCopy(fd); err != nil {
+			return err
 		}
-		s.u.ZeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
 	if !s.u.ZeroCopy && cfg.RingSize >= 32 {
 		// Best effort (older kernels lack the option): let one kick
@@ -521,13 +516,7 @@ func (s *Sender) Stats() (SenderStats, error) {
 		}
 		s.mu.Unlock()
 	}
-	s.statsMu.Lock()
-	defer s.statsMu.Unlock()
-	var err error
-	if !s.frozen {
-		err = s.readKernelStatsLocked()
-	}
-	st := s.kstats
+	st, err := s.kstats.Get(s.readKernelStats)
 	st.Sent = s.sent.Load()
 	st.Completed = s.completed.Load()
 	st.Dropped = s.dropped.Load()
@@ -536,22 +525,19 @@ func (s *Sender) Stats() (SenderStats, error) {
 	return st, err
 }
 
-func (s *Sender) readKernelStatsLocked() error {
+// readKernelStats reads the TX counters of XDP_STATISTICS into st.
+func (s *Sender) readKernelStats(st *SenderStats) error {
 	s.fdMu.RLock()
 	defer s.fdMu.RUnlock()
 	if s.fdClosed || s.fd < 0 {
 		return ErrClosed
 	}
-	var ks unix.XDPStatistics
-	n, err := Getsockopt(s.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+	ks, err := Statistics(s.fd)
 	if err != nil {
-		return fmt.Errorf("xsk: reading XDP_STATISTICS: %w", err)
+		return fmt.Errorf("xsk: %w", err)
 	}
-	if uintptr(n) < unsafe.Sizeof(ks) {
-		ks.Tx_ring_empty_descs = 0 // a kernel before 5.9
-	}
-	s.kstats.TxInvalidDescs = ks.Tx_invalid_descs
-	s.kstats.TxRingEmptyDescs = ks.Tx_ring_empty_descs
+	st.TxInvalidDescs = ks.Tx_invalid_descs
+	st.TxRingEmptyDescs = ks.Tx_ring_empty_descs
 	return nil
 }
 
@@ -569,10 +555,7 @@ func (s *Sender) Close() error {
 	defer s.mu.Unlock()
 	kerr := s.kick()
 	s.reap()
-	s.statsMu.Lock()
-	err := s.readKernelStatsLocked()
-	s.frozen = true
-	s.statsMu.Unlock()
+	err := s.kstats.Freeze(s.readKernelStats)
 	s.teardown()
 	if kerr != nil {
 		return kerr

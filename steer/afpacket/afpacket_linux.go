@@ -73,9 +73,7 @@ type Source struct {
 	nblocks   atomic.Uint64
 	peak      atomic.Int64 // the most blocks Backlog saw held at a block's take
 
-	statsMu sync.Mutex
-	kstats  Stats // kernel part of the totals
-	frozen  bool  // Close read the final kernel counters
+	kstats livesock.Counters[Stats] // the kernel part of the totals
 }
 
 // Open opens a TPACKET_V3 ring on the interface named ifname in the
@@ -263,17 +261,7 @@ func (s *Source) blocksHeld() (n int64) {
 }
 
 // ref takes a reference on the ring, unless it is gone.
-func (s *Source) ref() bool {
-	for {
-		n := s.refs.Load()
-		if n <= 0 {
-			return false
-		}
-		if s.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
+func (s *Source) ref() bool { return livesock.TryRef(&s.refs) }
 
 // dropRef drops a reference ref took.
 func (s *Source) dropRef() {
@@ -303,7 +291,7 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, pollTimeout time
 	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
-	var deadline time.Time
+	var deadline livesock.Deadline
 	for {
 		if s.sock.Closed() {
 			return ErrClosed
@@ -321,15 +309,9 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, pollTimeout time
 		if s.tryTake() {
 			continue
 		}
-		wait := pollTimeout
-		if wait > 0 {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(wait)
-			}
-			if wait = deadline.Sub(now); wait <= 0 {
-				return nil
-			}
+		wait, ok := deadline.Left(pollTimeout)
+		if !ok {
+			return nil
 		}
 		var err error
 		if s.blocks[s.cur].out.Load() {
@@ -521,27 +503,23 @@ func (s *Source) poll(ctx context.Context, wait time.Duration) error {
 // Stats returns the running totals of the kernel's counters and of the
 // frames delivered. After Close it returns the totals as of Close.
 func (s *Source) Stats() (Stats, error) {
-	s.statsMu.Lock()
-	defer s.statsMu.Unlock()
-	var err error
-	if !s.frozen {
-		err = s.readKernelStatsLocked()
-	}
-	st := s.kstats
+	st, err := s.kstats.Get(s.readKernelStats)
 	st.Delivered = s.delivered.Load()
 	st.Blocks = s.nblocks.Load()
 	return st, err
 }
 
-func (s *Source) readKernelStatsLocked() error {
+// readKernelStats adds what PACKET_STATISTICS counted since its last read
+// (a read resets it) to st.
+func (s *Source) readKernelStats(st *Stats) error {
 	return s.withFD(func(fd int) error {
 		ks, err := unix.GetsockoptTpacketStatsV3(fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
 		if err != nil {
 			return fmt.Errorf("afpacket: reading PACKET_STATISTICS: %w", err)
 		}
-		s.kstats.Packets += uint64(ks.Packets)
-		s.kstats.Drops += uint64(ks.Drops)
-		s.kstats.FreezeQueueCount += uint64(ks.Freeze_q_cnt)
+		st.Packets += uint64(ks.Packets)
+		st.Drops += uint64(ks.Drops)
+		st.FreezeQueueCount += uint64(ks.Freeze_q_cnt)
 		return nil
 	})
 }
@@ -576,10 +554,7 @@ func (s *Source) Close() error {
 	}
 	s.readMu.Unlock()
 
-	s.statsMu.Lock()
-	err := s.readKernelStatsLocked()
-	s.frozen = true
-	s.statsMu.Unlock()
+	err := s.kstats.Freeze(s.readKernelStats)
 	if s.refs.Load() > 1 {
 		_ = s.withFD(func(fd int) error { return attachFilter(fd, dropAll) })
 	}

@@ -61,8 +61,8 @@ func TestCountsMatchInterface(t *testing.T) {
 			r0 := rx(t, p.A)
 			st0, _ := src.Stats()
 			tc.run(t)
-			r, st := settle(t, p.A, r0, src.Stats, func() uint64 { return c.frames.Load() + st0.Delivered })
-			c.stop(t)
+			r, st := settle(t, p.A, r0, src.Stats, func() uint64 { return c.Frames() + st0.Delivered })
+			c.Stop(t)
 			st.Packets -= st0.Packets
 			t.Logf("%s: rx %d, delivered %d, drops %d, freezes %d, blocks %d, flows %d",
 				tc.name, r, st.Delivered, st.Drops, st.FreezeQueueCount, st.Blocks, flows)
@@ -98,8 +98,8 @@ func TestSuperFrames(t *testing.T) {
 	})
 	r0 := rx(t, p.A)
 	iperf(t, p, "-P", "2", "-t", "1")
-	r, st := settle(t, p.A, r0, src.Stats, c.frames.Load)
-	c.stop(t)
+	r, st := settle(t, p.A, r0, src.Stats, c.Frames)
+	c.Stop(t)
 	t.Logf("rx %d, delivered %d, drops %d, super-frames %d, largest %d bytes", r, st.Delivered, st.Drops, super, maxLen)
 	if super == 0 || maxLen <= 1514 {
 		t.Errorf("no super-frame seen (largest %d)", maxLen)
@@ -123,8 +123,8 @@ func TestVLAN(t *testing.T) {
 		const n = 500
 		// PCP 5 and DEI set around VLAN id 100: only the id must come out.
 		trafgenUDPTagged(t, context.Background(), p, n, 5<<13|1<<12|100)
-		settle(t, p.A, r0, src.Stats, c.frames.Load)
-		c.stop(t)
+		settle(t, p.A, r0, src.Stats, c.Frames)
+		c.Stop(t)
 		v.check(t, n)
 	})
 	t.Run("subinterface", func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestVLAN(t *testing.T) {
 		for time.Now().Before(deadline) && v.udpSeen(c) < n {
 			time.Sleep(20 * time.Millisecond)
 		}
-		c.stop(t)
+		c.Stop(t)
 		v.check(t, n)
 	})
 }
@@ -274,8 +274,8 @@ func TestDropsCounted(t *testing.T) {
 		r()
 	}
 	c := collect(src, nil)
-	r, st := settle(t, p.A, r0, src.Stats, func() uint64 { return delivered + c.frames.Load() })
-	c.stop(t)
+	r, st := settle(t, p.A, r0, src.Stats, func() uint64 { return delivered + c.Frames() })
+	c.Stop(t)
 	t.Logf("while held: %+v (%d batches held); final: rx %d, %+v", mid, len(held), r, st)
 	if mid.Drops == 0 || mid.FreezeQueueCount == 0 {
 		t.Errorf("a full ring caused no drops or freezes: %+v", mid)

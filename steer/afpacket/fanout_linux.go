@@ -3,14 +3,19 @@
 package afpacket
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 // Group is a set of sockets on one interface joined to one kernel fanout
@@ -192,3 +197,148 @@ func (g *Group) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// NewSteering binds the fanout group g to the dispatcher d (kgroup.New):
+// socket i of the group is read by worker i, so the kernel's choice of
+// socket is the choice of worker, and the dispatcher's stats show each
+// socket's PACKET_STATISTICS as a source.
+//
+// In FanoutEBPF mode it loads the library's steering program for d's
+// configuration and table and attaches it to g (PACKET_FANOUT_DATA, which
+// lifts the group's hold-back filters: frames flow from then on), so that
+// for every hashed frame Packet.Worker == Table()[FlowID & (buckets-1)],
+// and the Steering's SetTable changes the table without reordering any
+// flow. EBPF mode needs the RSS policy, sockets opened without FillRxHash
+// (a kernel hash would replace the flowid in user space) and CAP_BPF. In
+// the other modes the kernel picks the socket by the mode's rule
+// (FanoutMode.KeepsFlows says what it promises). A packet socket is a tap
+// beside the kernel stack, which gets every frame anyway: o.PassUnhashed
+// is refused. A group has one Steering at a time; Close gives it back.
+func NewSteering(d *steer.Dispatcher, g *Group, o kgroup.Options) (*kgroup.Steering, error) {
+	if g == nil {
+		return nil, fmt.Errorf("afpacket: %w: nil group", steer.ErrConfig)
+	}
+	k := &fanoutKernel{g: g}
+	for _, s := range g.sources {
+		k.socks = append(k.socks, member{s})
+	}
+	return kgroup.New(d, k, o)
+}
+
+// fanoutKernel is a fanout group as a kgroup.Kernel.
+type fanoutKernel struct {
+	g     *Group
+	socks []kgroup.Socket
+	prog  *bpfsteer.Program // FanoutEBPF mode's
+}
+
+// Sockets returns the group's sockets.
+func (k *fanoutKernel) Sockets() []kgroup.Socket { return k.socks }
+
+// Attach loads and attaches the steering program in FanoutEBPF mode; in
+// the other modes the kernel picks the socket by the mode's rule.
+func (k *fanoutKernel) Attach(cfg steer.Config, table []int, o kgroup.Options) (kgroup.Program, error) {
+	g := k.g
+	if g.isClosed() {
+		return nil, fmt.Errorf("afpacket: steering: %w", ErrClosed)
+	}
+	if !g.steered.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("afpacket: %w: the group already has a Steering: close it first", steer.ErrConfig)
+	}
+	if err := k.attach(cfg, table, o); err != nil {
+		g.steered.Store(false)
+		return nil, err
+	}
+	if k.prog == nil {
+		return nil, nil
+	}
+	return k.prog, nil
+}
+
+func (k *fanoutKernel) attach(cfg steer.Config, table []int, o kgroup.Options) error {
+	if k.g.mode != FanoutEBPF {
+		if o.PassUnhashed {
+			return fmt.Errorf("afpacket: %w: PassUnhashed: a packet socket is a tap beside the kernel stack, which gets every frame anyway", steer.ErrConfig)
+		}
+		return nil
+	}
+	if k.g.sources[0].cfg.FillRxHash {
+		return fmt.Errorf("afpacket: %w: FillRxHash replaces the flowid the eBPF program steers by: open the group without it", steer.ErrConfig)
+	}
+	popts, err := bpfsteer.DispatcherOptions(cfg, table, bpfsteer.Options{Fallback: uint32(o.Fallback), PassUnhashed: o.PassUnhashed})
+	if err != nil {
+		return fmt.Errorf("afpacket: the eBPF program cannot steer as the dispatcher's classifier does (change the configuration as said, or use another fanout mode): %w", err)
+	}
+	// The program's Sync is a grace period after which every frame it
+	// steered by the old table has been counted by its socket: the fanout
+	// runs the program and delivers the frame to the socket it picked
+	// (tpacket_rcv counts it in tp_packets) in one RCU read-side section.
+	prog, err := bpfsteer.New(popts)
+	if err != nil {
+		return fmt.Errorf("afpacket: loading the steering program: %w", livesock.Explain(err, livesock.NeedBPF))
+	}
+	if err := k.g.SetEBPF(prog.FD()); err != nil {
+		prog.Close()
+		return err
+	}
+	k.prog = prog
+	return nil
+}
+
+// StopIntake gives every socket a filter that drops every frame, then
+// waits for a grace period: a frame already past a socket's old filter
+// is in its ring, and counted, when it returns.
+func (k *fanoutKernel) StopIntake() error {
+	for i, s := range k.g.sources {
+		if err := s.withFD(func(fd int) error { return attachFilter(fd, dropAll) }); err != nil {
+			return fmt.Errorf("afpacket: stopping socket %d: %w", i, err)
+		}
+	}
+	if k.prog != nil {
+		return k.prog.Sync()
+	}
+	return bpfsteer.GracePeriod()
+}
+
+// Counters returns nil: the program keeps none.
+func (k *fanoutKernel) Counters() ([]steer.KernelCounter, error) { return nil, nil }
+
+// Close unloads the program (the group keeps its own reference to it, and
+// steers by its last table, while it is open) and gives the group back.
+func (k *fanoutKernel) Close() error {
+	var err error
+	if k.prog != nil {
+		err = k.prog.Close()
+	}
+	k.g.steered.Store(false)
+	return err
+}
+
+// member is a socket of the fanout group as its Steering reads it
+// (kgroup.Socket).
+type member struct{ *Source }
+
+// Read reads a batch, waiting at most limit when it is positive, and
+// returns the frames handed out so far.
+func (m member) Read(ctx context.Context, b *steer.Batch, limit time.Duration) (uint32, error) {
+	if err := m.readBatch(ctx, b, livesock.Cap(m.cfg.PollTimeout, limit)); err != nil {
+		return 0, err
+	}
+	return uint32(m.delivered.Load()), nil
+}
+
+// Position returns the frames the socket's ring has received: tp_packets
+// - tp_drops of PACKET_STATISTICS, counted under the same lock that
+// places them in the ring, so that ring order and count agree.
+func (m member) Position() (uint32, bool) {
+	if m.sock.Closed() {
+		return 0, false
+	}
+	s, err := m.Stats()
+	if err != nil {
+		return 0, false
+	}
+	return uint32(s.Packets - s.Drops), true
+}
+
+var _ kgroup.Kernel = (*fanoutKernel)(nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -59,20 +60,14 @@ func TestFanoutHash(t *testing.T) {
 					mu.Unlock()
 				})
 			}
-			seen := func() uint64 {
-				var sum uint64
-				for _, c := range cs {
-					sum += c.frames.Load()
-				}
-				return sum
-			}
+			seen := func() uint64 { return livetest.Total(cs) }
 			r0 := rx(t, p.A)
 			iperf(t, p, "-P", "8", "-t", "1")
 			r, st := settle(t, p.A, r0, g.Stats, seen)
 			per := make([]uint64, n)
 			for i, c := range cs {
-				c.stop(t)
-				per[i] = c.frames.Load()
+				c.Stop(t)
+				per[i] = c.Frames()
 			}
 			split := 0
 			for k, o := range owners {
@@ -144,11 +139,11 @@ func TestFanoutEBPF(t *testing.T) {
 	r0 := rx(t, p.A)
 	const n = 2000
 	trafgenUDP(t, ctx, p, n)
-	r, st := settle(t, p.A, r0, g.Stats, func() uint64 { return c0.frames.Load() + c1.frames.Load() })
-	c0.stop(t)
-	c1.stop(t)
-	t.Logf("rx %d, socket 0 %d, socket 1 %d, drops %d", r, c0.frames.Load(), c1.frames.Load(), st.Drops)
-	if c0.frames.Load() != 0 || c1.frames.Load()+st.Drops != uint64(n) {
+	r, st := settle(t, p.A, r0, g.Stats, func() uint64 { return c0.Frames() + c1.Frames() })
+	c0.Stop(t)
+	c1.Stop(t)
+	t.Logf("rx %d, socket 0 %d, socket 1 %d, drops %d", r, c0.Frames(), c1.Frames(), st.Drops)
+	if c0.Frames() != 0 || c1.Frames()+st.Drops != uint64(n) {
 		t.Fatalf("program answering 1 did not steer all %d frames to socket 1", n)
 	}
 }

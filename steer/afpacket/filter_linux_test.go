@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/filter"
@@ -129,11 +130,11 @@ func TestFilterLive(t *testing.T) {
 		var st Stats
 		waitFor(t, func() bool {
 			st, _ = src.Stats()
-			return rx(t, p.A)-r0 == want+udp+other && st.Packets == want && st.Delivered == want && c.frames.Load() == want
+			return rx(t, p.A)-r0 == want+udp+other && st.Packets == want && st.Delivered == want && c.Frames() == want
 		}, func() string {
-			return fmt.Sprintf("rx delta %d (want %d), socket %+v, read %d (want %d)", rx(t, p.A)-r0, want+udp+other, st, c.frames.Load(), want)
+			return fmt.Sprintf("rx delta %d (want %d), socket %+v, read %d (want %d)", rx(t, p.A)-r0, want+udp+other, st, c.Frames(), want)
 		})
-		c.stop(t)
+		c.Stop(t)
 		if bad.Load() != 0 || st.Drops != 0 {
 			t.Errorf("%d frames the filter should have rejected; %d ring drops", bad.Load(), st.Drops)
 		}
@@ -146,12 +147,7 @@ func TestFilterLive(t *testing.T) {
 		for _, s := range g.Sources() {
 			cs = append(cs, collect(s, check(&bad)))
 		}
-		read := func() (n uint64) {
-			for _, c := range cs {
-				n += c.frames.Load()
-			}
-			return n
-		}
+		read := func() uint64 { return livetest.Total(cs) }
 		r0 := send(t)
 		var st Stats
 		waitFor(t, func() bool {
@@ -161,8 +157,8 @@ func TestFilterLive(t *testing.T) {
 			return fmt.Sprintf("rx delta %d, group %+v, read %d (want %d)", rx(t, p.A)-r0, st, read(), want)
 		})
 		for i, c := range cs {
-			c.stop(t)
-			if c.frames.Load() == 0 {
+			c.Stop(t)
+			if c.Frames() == 0 {
 				t.Errorf("socket %d got no frame: the flows were not spread", i)
 			}
 		}
@@ -255,11 +251,11 @@ func TestFilterVLANLive(t *testing.T) {
 			var st Stats
 			waitFor(t, func() bool {
 				st, _ = src.Stats()
-				return rx(t, p.A)-r0 == tagged+untagged+otherTag && st.Packets == tc.want && c.frames.Load() == tc.want
+				return rx(t, p.A)-r0 == tagged+untagged+otherTag && st.Packets == tc.want && c.Frames() == tc.want
 			}, func() string {
-				return fmt.Sprintf("rx delta %d, socket %+v, read %d (want %d)", rx(t, p.A)-r0, st, c.frames.Load(), tc.want)
+				return fmt.Sprintf("rx delta %d, socket %+v, read %d (want %d)", rx(t, p.A)-r0, st, c.Frames(), tc.want)
 			})
-			c.stop(t)
+			c.Stop(t)
 			if wrong.Load() != 0 {
 				t.Errorf("%d frames without tag 100", wrong.Load())
 			}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,42 +34,25 @@ func openIn(t testing.TB, ns *netns.NS, link string, cfg Config) *Source {
 	return s
 }
 
-// collector reads a source from a goroutine and releases every batch.
+// collector reads a source from a goroutine, passing each frame to
+// onFrame (when not nil) under mu.
 type collector struct {
-	src     *Source
-	cancel  context.CancelFunc
-	done    chan struct{}
-	frames  atomic.Uint64
-	mu      sync.Mutex
-	onFrame func(f *steer.Frame) // under mu
-	err     error
+	*livetest.Reader
+	mu sync.Mutex
 }
 
 func collect(src *Source, onFrame func(f *steer.Frame)) *collector {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{src: src, cancel: cancel, done: make(chan struct{}), onFrame: onFrame}
-	go func() {
-		defer close(c.done)
-		c.err = livetest.Drain(ctx, src, &c.frames, func(b *steer.Batch) {
-			if c.onFrame != nil {
-				c.mu.Lock()
-				for i := range b.Frames {
-					c.onFrame(&b.Frames[i])
-				}
-				c.mu.Unlock()
+	c := &collector{}
+	c.Reader = livetest.Read(src, func(b *steer.Batch) {
+		if onFrame != nil {
+			c.mu.Lock()
+			for i := range b.Frames {
+				onFrame(&b.Frames[i])
 			}
-		})
-	}()
+			c.mu.Unlock()
+		}
+	})
 	return c
-}
-
-func (c *collector) stop(t testing.TB) {
-	t.Helper()
-	c.cancel()
-	<-c.done
-	if c.err != nil {
-		t.Errorf("ReadBatch: %v", c.err)
-	}
 }
 
 // rx reads the link's rx_packets inside ns.

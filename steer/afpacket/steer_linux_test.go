@@ -128,7 +128,7 @@ func startLive(t *testing.T, p *netns.Pair, o liveOpts) *live {
 			r.observe(f.Data)
 		}
 	})
-	t.Cleanup(func() { l.ref.stop(t) })
+	t.Cleanup(func() { l.ref.Stop(t) })
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	if o.single {

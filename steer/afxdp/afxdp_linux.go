@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -53,7 +52,6 @@ type Source struct {
 	heldPool sync.Pool
 	copyPool livesock.CopyPool
 
-	done chan struct{}
 	refs atomic.Int64 // 1 while open + batches not released
 	torn atomic.Bool
 
@@ -63,9 +61,7 @@ type Source struct {
 	badDescs  atomic.Uint64
 	passed    atomic.Uint64 // Stats.PassedToKernel as last read from prog
 
-	statsMu sync.Mutex
-	kstats  Stats // the kernel's counters, as last read
-	frozen  bool  // Close read the final kernel counters
+	kstats livesock.Counters[Stats] // the kernel's counters, as last read
 }
 
 // Open opens an AF_XDP socket on queue cfg.Queue of the interface named
@@ -122,7 +118,6 @@ func openSocket(ifi *net.Interface, cfg Config, shared *Source) (*Source, error)
 		name:    fmt.Sprintf("afxdp:%s:%d", ifi.Name, cfg.Queue),
 		ifname:  ifi.Name,
 		ifindex: ifi.Index,
-		done:    make(chan struct{}),
 	}
 	s.sock.Init("afxdp", ErrClosed, ErrNotSupported)
 	s.attach.Store(uint32(AttachNone))
@@ -166,7 +161,7 @@ func (s *Source) setup(shared *Source) error {
 	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_RX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("setting the RX ring to %d entries: %w", cfg.RingSize, err)
 	}
-	if s.rx, err = xsk.MapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, int(unsafe.Sizeof(unix.XDPDesc{}))); err != nil {
+	if s.rx, err = xsk.MapDescRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize); err != nil {
 		return fmt.Errorf("RX ring: %w", err)
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(cfg.Queue)}
@@ -196,11 +191,9 @@ func (s *Source) setup(shared *Source) error {
 		return fmt.Errorf("bind: %w", err)
 	}
 	if shared == nil {
-		opts, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
-		if err != nil {
-			return fmt.Errorf("reading XDP_OPTIONS: %w", err)
+		if s.u.ZeroCopy, err = xsk.ZeroCopy(fd); err != nil {
+			return err
 		}
-		s.u.ZeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
 	return s.sock.Arm(unix.POLLIN)
 }
@@ -261,17 +254,7 @@ func (s *Source) backlog() int {
 }
 
 // ref takes a reference on the socket, unless it is gone.
-func (s *Source) ref() bool {
-	for {
-		n := s.refs.Load()
-		if n <= 0 {
-			return false
-		}
-		if s.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
+func (s *Source) ref() bool { return livesock.TryRef(&s.refs) }
 
 // ReadBatch fills b with up to Config.BatchSize frames from the RX ring,
 // after waiting for the ring to fill as Config.BatchTimeout says.
@@ -298,7 +281,7 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
-	var deadline time.Time
+	var deadline livesock.Deadline
 	for {
 		if s.sock.Closed() {
 			return 0, ErrClosed
@@ -321,15 +304,9 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 			}
 			continue // every frame filtered out
 		}
-		wait := timeout
-		if wait > 0 {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(wait)
-			}
-			if wait = deadline.Sub(now); wait <= 0 {
-				return s.rxCons, nil
-			}
+		wait, ok := deadline.Left(timeout)
+		if !ok {
+			return s.rxCons, nil
 		}
 		if err := s.poll(ctx, wait); err != nil {
 			return 0, err
@@ -536,13 +513,7 @@ func (s *Source) Stats() (Stats, error) {
 	s.progMu.Lock()
 	perr := s.readPassedLocked()
 	s.progMu.Unlock()
-	s.statsMu.Lock()
-	defer s.statsMu.Unlock()
-	var err error
-	if !s.frozen {
-		err = s.readKernelStatsLocked()
-	}
-	st := s.kstats
+	st, err := s.kstats.Get(s.readKernelStats)
 	st.RxInvalidDescs += s.badDescs.Load()
 	st.Delivered = s.delivered.Load()
 	st.Filtered = s.filtered.Load()
@@ -563,24 +534,21 @@ func (s *Source) readPassedLocked() error {
 	return nil
 }
 
-func (s *Source) readKernelStatsLocked() error {
+// readKernelStats reads XDP_STATISTICS, which the kernel keeps from bind
+// on, into st.
+func (s *Source) readKernelStats(st *Stats) error {
 	return s.withFD(func(fd int) error {
-		var ks unix.XDPStatistics
-		n, err := xsk.Getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+		ks, err := xsk.Statistics(fd)
 		if err != nil {
-			return fmt.Errorf("afxdp: reading XDP_STATISTICS: %w", err)
+			return fmt.Errorf("afxdp: %w", err)
 		}
-		if uintptr(n) < unsafe.Sizeof(ks) {
-			// A kernel before 5.9 counts rx_ring_full in rx_dropped.
-			ks.Rx_ring_full, ks.Rx_fill_ring_empty_descs = 0, 0
-		}
-		s.kstats.RxDropped = ks.Rx_dropped
-		s.kstats.RxInvalidDescs = ks.Rx_invalid_descs
-		s.kstats.RxRingFull = ks.Rx_ring_full
+		st.RxDropped = ks.Rx_dropped
+		st.RxInvalidDescs = ks.Rx_invalid_descs
+		st.RxRingFull = ks.Rx_ring_full
 		if s.owner {
 			// The FILL ring's count, which every socket sharing the ring
 			// reports: its owner alone carries it, so sums are right.
-			s.kstats.RxFillRingEmptyDescs = ks.Rx_fill_ring_empty_descs
+			st.RxFillRingEmptyDescs = ks.Rx_fill_ring_empty_descs
 		}
 		return nil
 	})
@@ -681,7 +649,6 @@ func (s *Source) Close() error {
 	if !s.sock.Stop() {
 		return nil
 	}
-	close(s.done)
 	var errs []error
 	s.readMu.Lock() // the reader has left
 	if err := s.detach(); err != nil {
@@ -691,12 +658,9 @@ func (s *Source) Close() error {
 		errs = append(errs, fmt.Errorf("afxdp: close: %w", err))
 	}
 	s.setAttach(AttachNone)
-	s.statsMu.Lock()
-	if err := s.readKernelStatsLocked(); err != nil && !errors.Is(err, ErrClosed) {
+	if err := s.kstats.Freeze(s.readKernelStats); err != nil && !errors.Is(err, ErrClosed) {
 		errs = append(errs, err)
 	}
-	s.frozen = true
-	s.statsMu.Unlock()
 	s.readMu.Unlock()
 	s.unref()
 	return errors.Join(errs...)

@@ -47,7 +47,7 @@ func TestCounters(t *testing.T) {
 			t.Logf("%s: attach %v, %s", c.name, info.Attach, info.Mode())
 			r0 := rxPackets(t, p.A)
 			var bad int
-			rd := read(s, func(b *steer.Batch) {
+			rd := livetest.Read(s, func(b *steer.Batch) {
 				for _, f := range b.Frames {
 					if len(f.Data) != 64 || f.Length != 64 || f.Data[12] != 0x08 || f.Data[23] != 17 {
 						bad++
@@ -56,8 +56,8 @@ func TestCounters(t *testing.T) {
 			})
 			const n = 20000
 			trafgenUDP(t, context.Background(), p, n)
-			rx, st := settle(t, p.A, r0, s, rd.frames.Load)
-			rd.stop(t)
+			rx, st := settle(t, p.A, r0, s, rd.Frames)
+			rd.Stop(t)
 			if rx < n {
 				t.Errorf("the interface counted %d frames, %d were sent", rx, n)
 			}
@@ -94,10 +94,10 @@ func TestDropsAddUp(t *testing.T) {
 	p := netns.New(t, netns.Options{})
 	s := openIn(t, p.A, Config{NumFrames: 64, RingSize: 32, BatchSize: 8})
 	r0 := rxPackets(t, p.A)
-	rd := read(s, func(b *steer.Batch) { time.Sleep(50 * time.Microsecond) })
+	rd := livetest.Read(s, func(b *steer.Batch) { time.Sleep(50 * time.Microsecond) })
 	trafgenUDP(t, context.Background(), p, 50000)
-	rx, st := settle(t, p.A, r0, s, rd.frames.Load)
-	rd.stop(t)
+	rx, st := settle(t, p.A, r0, s, rd.Frames)
+	rd.Stop(t)
 	t.Logf("rx %d: %+v", rx, st)
 	if st.RxDropped+st.RxRingFull == 0 {
 		t.Errorf("no drops counted under a flood of a 32-entry ring: %+v", st)
@@ -245,7 +245,7 @@ func TestFilter(t *testing.T) {
 			s := openIn(t, p.A, Config{Filter: c.prog})
 			r0 := rxPackets(t, p.A)
 			var bad int
-			rd := read(s, func(b *steer.Batch) {
+			rd := livetest.Read(s, func(b *steer.Batch) {
 				for _, f := range b.Frames {
 					if len(f.Data) != 42 || f.Length != 64 {
 						bad++
@@ -254,8 +254,8 @@ func TestFilter(t *testing.T) {
 			})
 			const n = 5000
 			trafgenUDP(t, context.Background(), p, n, "--gap", "20us")
-			_, st := settle(t, p.A, r0, s, rd.frames.Load)
-			rd.stop(t)
+			_, st := settle(t, p.A, r0, s, rd.Frames)
+			rd.Stop(t)
 			t.Logf("%+v", st)
 			if bad > 0 {
 				t.Errorf("%d frames not cut to the filter's 42 bytes", bad)

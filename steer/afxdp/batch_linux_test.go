@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 )
@@ -155,21 +156,21 @@ func TestBatchTimeoutStream(t *testing.T) {
 	perRead := func(bt time.Duration) float64 {
 		s := openIn(t, p.A, Config{BatchTimeout: bt})
 		var batches atomic.Uint64
-		r := read(s, func(b *steer.Batch) {
+		r := livetest.Read(s, func(b *steer.Batch) {
 			if len(b.Frames) > 0 {
 				batches.Add(1)
 			}
 		})
 		r0 := rxPackets(t, p.A)
 		trafgenUDP(t, context.Background(), p, 3000, "--gap", "50us")
-		_, st := settle(t, p.A, r0, s, r.frames.Load)
-		r.stop(t)
+		_, st := settle(t, p.A, r0, s, r.Frames)
+		r.Stop(t)
 		s.Close()
 		if st.RxRingFull+st.RxDropped > 0 {
 			t.Errorf("BatchTimeout %v: the kernel dropped: %+v", bt, st)
 		}
-		n := float64(r.frames.Load()) / float64(max(batches.Load(), 1))
-		t.Logf("BatchTimeout %v: %d frames in %d reads, %.1f a read", bt, r.frames.Load(), batches.Load(), n)
+		n := float64(r.Frames()) / float64(max(batches.Load(), 1))
+		t.Logf("BatchTimeout %v: %d frames in %d reads, %.1f a read", bt, r.Frames(), batches.Load(), n)
 		return n
 	}
 	off, on := perRead(-1), perRead(5*time.Millisecond)

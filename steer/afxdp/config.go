@@ -17,8 +17,8 @@ import (
 var (
 	// ErrNotSupported is returned on systems without AF_XDP.
 	ErrNotSupported = errors.New("afxdp: not supported on this system")
-	// ErrClosed is returned by a Source or Group used after Close. It wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)
-	// holds too.
+	// ErrClosed is returned by a Source or Group used after Close. It
+	// wraps net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
 	ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
 )
 

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -141,7 +140,7 @@ func TestGroupSharedUMEM(t *testing.T) {
 			flush()
 		}()
 	}
-	var readers []*reader
+	var readers []*livetest.Reader
 	for _, s := range g.Sources() {
 		readers = append(readers, readHeld(s, func(b steer.Batch) {
 			c := make([][]byte, len(b.Frames))
@@ -156,7 +155,7 @@ func TestGroupSharedUMEM(t *testing.T) {
 	trafgenUDP(t, context.Background(), p, frames, "--gap", "5us")
 	rx, st := settleGroup(t, p.A, r0, g, readers)
 	for _, r := range readers {
-		r.stop(t)
+		r.Stop(t)
 	}
 	close(jobs)
 	rel.Wait()
@@ -189,8 +188,8 @@ func TestGroupSharedUMEM(t *testing.T) {
 
 // readHeld reads src from a goroutine and passes every batch with frames
 // to keep, which must release it.
-func readHeld(src *Source, keep func(b steer.Batch)) *reader {
-	return read(src, func(b *steer.Batch) {
+func readHeld(src *Source, keep func(b steer.Batch)) *livetest.Reader {
+	return livetest.Read(src, func(b *steer.Batch) {
 		if len(b.Frames) == 0 {
 			return
 		}
@@ -202,16 +201,9 @@ func readHeld(src *Source, keep func(b steer.Batch)) *reader {
 
 // settleGroup is settle for a group: rx delta == the group's Received,
 // and the readers saw its Delivered frames.
-func settleGroup(t testing.TB, ns *netns.NS, r0 uint64, g *Group, readers []*reader) (uint64, Stats) {
+func settleGroup(t testing.TB, ns *netns.NS, r0 uint64, g *Group, readers []*livetest.Reader) (uint64, Stats) {
 	t.Helper()
-	seen := func() uint64 {
-		var n uint64
-		for _, r := range readers {
-			n += r.frames.Load()
-		}
-		return n
-	}
-	return settleStats(t, ns, r0, g.Stats, seen)
+	return settleStats(t, ns, r0, g.Stats, func() uint64 { return livetest.Total(readers) })
 }
 
 // TestGroupCloseHeld closes a group while its readers wait in poll and
@@ -299,7 +291,7 @@ func TestGroupFillCount(t *testing.T) {
 	defer detach()
 	var mu sync.Mutex
 	var held []steer.Batch
-	var readers []*reader
+	var readers []*livetest.Reader
 	for _, s := range g.Sources() {
 		readers = append(readers, readHeld(s, func(b steer.Batch) {
 			mu.Lock()
@@ -311,7 +303,8 @@ func TestGroupFillCount(t *testing.T) {
 	kernelCount := func(s *Source) uint64 {
 		var ks unix.XDPStatistics
 		if err := s.withFD(func(fd int) error {
-			_, err := xsk.Getsockopt(fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+			var err error
+			ks, err = xsk.Statistics(fd)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -343,7 +336,7 @@ func TestGroupFillCount(t *testing.T) {
 		t.Errorf("the group's count %d, socket 0's %d (SourceStats %d)", sum.RxFillRingEmptyDescs, first.RxFillRingEmptyDescs, kernelCounter(ss0, "rx_fill_ring_empty_descs"))
 	}
 	for _, r := range readers {
-		r.stop(t)
+		r.Stop(t)
 	}
 	for _, b := range held {
 		b.Release()

@@ -5,7 +5,6 @@ package afxdp
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/rpsgo/rps/internal/livetest"
@@ -26,34 +25,6 @@ func openIn(t testing.TB, ns *netns.NS, cfg Config) *Source {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
-}
-
-// reader reads a source from a goroutine and releases every batch, after
-// onBatch (if any) has seen it.
-type reader struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	frames atomic.Uint64
-	err    error
-}
-
-func read(src *Source, onBatch func(b *steer.Batch)) *reader {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &reader{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.err = livetest.Drain(ctx, src, &r.frames, onBatch)
-	}()
-	return r
-}
-
-func (r *reader) stop(t testing.TB) {
-	t.Helper()
-	r.cancel()
-	<-r.done
-	if r.err != nil {
-		t.Errorf("ReadBatch: %v", r.err)
-	}
 }
 
 // rxPackets reads the link's rx_packets inside ns.

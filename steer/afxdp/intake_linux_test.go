@@ -29,9 +29,9 @@ func TestStopIntake(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			p := netns.New(t, netns.Options{})
 			s := openIn(t, p.A, Config{Attach: mode})
-			rd := read(s, nil)
+			rd := livetest.Read(s, nil)
 			livetest.Background(t, p)
-			livetest.WaitFor(t, "no frame read", func() bool { return rd.frames.Load() > 1000 })
+			livetest.WaitFor(t, "no frame read", func() bool { return rd.Frames() > 1000 })
 			in0 := livetest.IPInReceives(t, p.A)
 			time.Sleep(50 * time.Millisecond)
 			if in := livetest.IPInReceives(t, p.A); in != in0 {
@@ -49,7 +49,7 @@ func TestStopIntake(t *testing.T) {
 			prod, _ := s.rxProduced()
 			livetest.WaitFor(t, "the ring is not read dry", func() bool {
 				st, _ := s.Stats()
-				return s.rxConsumed() == prod && st.Delivered == rd.frames.Load()
+				return s.rxConsumed() == prod && st.Delivered == rd.Frames()
 			})
 			st0, err := s.Stats()
 			if err != nil {
@@ -63,8 +63,8 @@ func TestStopIntake(t *testing.T) {
 			if prod1 != prod {
 				t.Errorf("%d frames reached the RX ring after StopIntake returned", prod1-prod)
 			}
-			if st1 != st0 || st1.Delivered != rd.frames.Load() {
-				t.Errorf("the socket's counters moved after StopIntake: %+v, then %+v (read %d)", st0, st1, rd.frames.Load())
+			if st1 != st0 || st1.Delivered != rd.Frames() {
+				t.Errorf("the socket's counters moved after StopIntake: %+v, then %+v (read %d)", st0, st1, rd.Frames())
 			}
 			if rx1 == rx0 || in2 == in1 {
 				t.Errorf("in 200ms after StopIntake the link received %d frames and the kernel stack took %d; want traffic reaching the stack", rx1-rx0, in2-in1)
@@ -79,7 +79,7 @@ func TestStopIntake(t *testing.T) {
 			if err != nil || ss.Mode != mode.String()+", copy" || ss.Received != st0.Received() {
 				t.Errorf("SourceStats after StopIntake: %+v, %v; want attach %v and the counters", ss, err, mode)
 			}
-			rd.stop(t)
+			rd.Stop(t)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func TestStopIntake(t *testing.T) {
 			if ss, _ := s.SourceStats(); ss.Mode != mode.String()+", copy" {
 				t.Errorf("SourceStats after Close: mode %q; want attach %v", ss.Mode, mode)
 			}
-			t.Logf("%v: read %d, %+v; after the stop the stack took %d of %d frames", mode, rd.frames.Load(), st0, in2-in1, rx1-rx0)
+			t.Logf("%v: read %d, %+v; after the stop the stack took %d of %d frames", mode, rd.Frames(), st0, in2-in1, rx1-rx0)
 		})
 	}
 }

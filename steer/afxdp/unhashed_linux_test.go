@@ -38,7 +38,7 @@ func TestOpenUnhashed(t *testing.T) {
 			}
 			r0 := rxPackets(t, p.A)
 			var seqs, arpSeen atomic.Uint64
-			rd := read(s, func(b *steer.Batch) {
+			rd := livetest.Read(s, func(b *steer.Batch) {
 				for _, f := range b.Frames {
 					if livetest.IsARP(f.Data) {
 						arpSeen.Add(1)
@@ -55,10 +55,10 @@ func TestOpenUnhashed(t *testing.T) {
 				if st, err = s.Stats(); err != nil {
 					t.Fatal(err)
 				}
-				return fmt.Sprintf("rx delta %d, %+v, seen %d (%d sequenced, %d ARP)", r, st, rd.frames.Load(), seqs.Load(), arpSeen.Load()),
-					r == st.Received()+st.PassedToKernel && st.Delivered == rd.frames.Load() && seqs.Load() == flows*rounds
+				return fmt.Sprintf("rx delta %d, %+v, seen %d (%d sequenced, %d ARP)", r, st, rd.Frames(), seqs.Load(), arpSeen.Load()),
+					r == st.Received()+st.PassedToKernel && st.Delivered == rd.Frames() && seqs.Load() == flows*rounds
 			}))
-			rd.stop(t)
+			rd.Stop(t)
 			if c.cfg.PassUnhashed {
 				if st.PassedToKernel != arps || arpSeen.Load() != 0 {
 					t.Errorf("%d ARP requests: %d passed to the kernel, %d at the socket", arps, st.PassedToKernel, arpSeen.Load())

@@ -2,11 +2,11 @@
 // kernel steer it: one socket per worker, and a kernel program that picks
 // each frame's socket, so that the kernel's choice of socket is the
 // choice of worker. It is the mechanism the live sources share, written
-// once over a small interface that each socket family implements: an
-// AF_PACKET fanout group with its PACKET_FANOUT_EBPF program
-// (steer/afpacket), AF_XDP sockets on one queue with an XDP program that
-// redirects through an XSKMAP (steer/afxdp). Their NewSteering functions
-// return a [Steering].
+// once over a small interface that each socket family implements
+// ([Kernel], [Socket] and [Program]): an AF_PACKET fanout group with its
+// PACKET_FANOUT_EBPF program (steer/afpacket), AF_XDP sockets on one
+// queue with an XDP program that redirects through an XSKMAP
+// (steer/afxdp). Their NewSteering functions return a [Steering].
 //
 // # The group and its workers
 //
@@ -46,10 +46,10 @@
 //     frames back: while a hold is on, its reader classifies each frame it
 //     reads (the only time a frame is classified twice) and copies those
 //     of held buckets aside instead of dispatching them.
-//  2. The kernel's table is updated (one map write), and the switch waits
-//     for an RCU grace period: every run of the program that began before
-//     has ended, and with it the delivery of its frame into the socket's
-//     ring ([Kernel.Switch]).
+//  2. The kernel's table is updated (one map write, [Program.SetTable]),
+//     and the switch waits for an RCU grace period ([Program.Sync]): every
+//     run of the program that began before has ended, and with it the
+//     delivery of its frame into the socket's ring.
 //  3. The old worker's position is read: how many frames its ring had
 //     received then ([Socket.Position]: tp_packets - tp_drops of an
 //     AF_PACKET socket, the RX ring's producer index of an AF_XDP one).

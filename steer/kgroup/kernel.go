@@ -17,9 +17,10 @@ var (
 	// ErrClosed is wrapped by the errors of a Steering used after Close.
 	// It wraps net.ErrClosed.
 	ErrClosed = fmt.Errorf("kgroup: steering closed: %w", net.ErrClosed)
-	// ErrNoGracePeriod is wrapped by the error of a Kernel's Switch that
-	// changed the kernel's table but could not wait for the grace period
-	// after it (see Kernel.Switch).
+	// ErrNoGracePeriod is wrapped by the error of a SetTable that changed
+	// the kernel's table but could not wait for the grace period after it
+	// (Program.Sync failed): the moved buckets' holds then run out of
+	// time instead, counted as timeouts.
 	ErrNoGracePeriod = holdback.ErrNoGracePeriod
 )
 
@@ -83,28 +84,19 @@ func (s Stats) Counter(name string) uint64 {
 
 // Kernel is what a socket family implements for a Steering: a group of
 // sockets, one per worker, and the kernel program that picks each frame's
-// socket. New calls its methods one at a time, never after Close.
+// socket. A Steering calls its methods, and its Program's, one at a time,
+// never after Close.
 type Kernel interface {
 	// Sockets returns the group's sockets; worker i reads socket i.
 	Sockets() []Socket
 	// Attach builds the family's program for the dispatcher's
 	// configuration cfg (normalized) and indirection table, with o's
 	// Fallback and PassUnhashed, and attaches it: frames flow from then
-	// on. It reports whether the program steers by the table; false means
+	// on. It returns the program that steers by the table, or nil when
 	// the kernel picks the socket by a rule of its own, which SetTable
 	// cannot change. A configuration the program cannot honour is an
 	// error wrapping steer.ErrConfig; on any error nothing stays attached.
-	Attach(cfg steer.Config, table []int, o Options) (byTable bool, err error)
-	// Table returns the table the program steers by: one socket per
-	// bucket.
-	Table() ([]int, error)
-	// Switch makes the program steer by table and returns once every frame
-	// steered by the previous table is in its socket's ring, counted where
-	// Socket.Position counts (an RCU grace period). An error means the
-	// table did not change, unless it wraps ErrNoGracePeriod: the table
-	// changed but the wait failed, and the holds of the change then run
-	// out of time instead (counted as timeouts).
-	Switch(table []int) error
+	Attach(cfg steer.Config, table []int, o Options) (Program, error)
 	// StopIntake stops the kernel passing frames to the sockets and
 	// returns once none can reach their rings; the sockets stay open. It
 	// is idempotent.
@@ -115,6 +107,22 @@ type Kernel interface {
 	// Close detaches the program and frees what Attach made; it does not
 	// close the sockets.
 	Close() error
+}
+
+// Program is a loaded kernel program that steers by an indirection table
+// (internal/bpfsteer's socket filter and XDP programs are).
+type Program interface {
+	// Table returns the table the program steers by: one socket per
+	// bucket.
+	Table() ([]uint32, error)
+	// SetTable replaces the table in one map update: a frame steered after
+	// it sees the new table.
+	SetTable(table []uint32) error
+	// Sync returns after an RCU grace period: every run of the program
+	// that began before the call has ended, and with it the delivery of
+	// its frame into its socket's ring, counted where Socket.Position
+	// counts.
+	Sync() error
 }
 
 // Socket is one socket of a group as its worker reads it.

@@ -3,7 +3,6 @@ package kgroup_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -79,16 +78,17 @@ func (s *fakeSocket) SourceStats() (steer.SourceStats, error) {
 	return steer.SourceStats{Name: "fake", Received: uint64(s.produced)}, nil
 }
 
-// fakeKernel is a Kernel without a kernel: a table, sockets the test
-// fills, and counters of its calls. A call after Close fails the test.
+// fakeKernel is a Kernel, and its Program, without a kernel: a table,
+// sockets the test fills, and counters of its calls. A call after Close
+// fails the test.
 type fakeKernel struct {
 	t         *testing.T
 	mu        sync.Mutex
 	socks     []*fakeSocket
 	byTable   bool
 	attachErr error
-	switchErr error
-	table     []int
+	syncErr   error
+	table     []uint32
 	closed    bool
 	calls     int
 }
@@ -116,30 +116,39 @@ func (k *fakeKernel) Sockets() []kgroup.Socket {
 	return out
 }
 
-func (k *fakeKernel) Attach(cfg steer.Config, table []int, o kgroup.Options) (bool, error) {
+func (k *fakeKernel) Attach(cfg steer.Config, table []int, o kgroup.Options) (kgroup.Program, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.call("Attach")
-	k.table = slices.Clone(table)
-	return k.byTable, k.attachErr
+	for _, w := range table {
+		k.table = append(k.table, uint32(w))
+	}
+	if k.attachErr != nil || !k.byTable {
+		return nil, k.attachErr
+	}
+	return k, nil
 }
 
-func (k *fakeKernel) Table() ([]int, error) {
+func (k *fakeKernel) Table() ([]uint32, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.call("Table")
 	return slices.Clone(k.table), nil
 }
 
-func (k *fakeKernel) Switch(table []int) error {
+func (k *fakeKernel) SetTable(table []uint32) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.call("Switch")
-	if k.switchErr != nil && !errors.Is(k.switchErr, kgroup.ErrNoGracePeriod) {
-		return k.switchErr
-	}
+	k.call("SetTable")
 	k.table = slices.Clone(table)
-	return k.switchErr
+	return nil
+}
+
+func (k *fakeKernel) Sync() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.call("Sync")
+	return k.syncErr
 }
 
 func (k *fakeKernel) StopIntake() error {
@@ -411,7 +420,7 @@ func TestFailedReadKeepsPosition(t *testing.T) {
 func TestNoGracePeriod(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	r := newMoveRig(t, kgroup.Options{HoldTimeout: timeout})
-	r.k.switchErr = fmt.Errorf("fake: %w", kgroup.ErrNoGracePeriod)
+	r.k.syncErr = errors.New("fake: no grace period")
 	err := r.st.SetTable(context.Background(), r.moved)
 	if !errors.Is(err, kgroup.ErrNoGracePeriod) {
 		t.Fatalf("SetTable: %v, want ErrNoGracePeriod", err)

@@ -17,11 +17,11 @@ import (
 // read by worker i, and the kernel's program picks each frame's socket.
 // See the package documentation. Its methods are safe for concurrent use.
 type Steering struct {
-	d       *steer.Dispatcher
-	k       Kernel
-	byTable bool
-	srcs    []*source
-	hold    *holdback.Holder
+	d    *steer.Dispatcher
+	k    Kernel
+	prog Program // nil when the kernel steers by a rule of its own
+	srcs []*source
+	hold *holdback.Holder
 
 	mu     sync.Mutex // held through every call into k; guards closed and last
 	closed bool
@@ -52,11 +52,11 @@ func New(d *steer.Dispatcher, k Kernel, o Options) (*Steering, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kgroup: %w", err)
 	}
-	byTable, err := k.Attach(d.Config(), d.Table(), o)
+	prog, err := k.Attach(d.Config(), d.Table(), o)
 	if err != nil {
 		return nil, err
 	}
-	st := &Steering{d: d, k: k, byTable: byTable, hold: hold}
+	st := &Steering{d: d, k: k, prog: prog, hold: hold}
 	for i, s := range socks {
 		st.srcs = append(st.srcs, &source{s: s, r: hold.Reader(i)})
 	}
@@ -205,9 +205,9 @@ func (st *Steering) SetTable(ctx context.Context, table []int) error {
 	}
 	cfg := st.d.Config()
 	switch {
-	case !st.byTable && cfg.Dispatch == steer.Direct:
+	case st.prog == nil && cfg.Dispatch == steer.Direct:
 		return fmt.Errorf("kgroup: set table: %w: with direct dispatch the kernel, not the table, picks the worker", steer.ErrConfig)
-	case !st.byTable:
+	case st.prog == nil:
 		return st.d.SetTable(table)
 	case cfg.Dispatch != steer.Direct:
 		return fmt.Errorf("kgroup: set table: %w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v",
@@ -238,13 +238,24 @@ func (tk *tableKernel) Table() ([]int, error) {
 	switch {
 	case st.closed:
 		return nil, ErrClosed
-	case !st.byTable:
+	case st.prog == nil:
 		return nil, fmt.Errorf("%w: the kernel picks each frame's socket by a rule of its own, not a table", steer.ErrConfig)
 	}
-	return st.k.Table()
+	t, err := st.prog.Table()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(t))
+	for i, w := range t {
+		out[i] = int(w)
+	}
+	return out, nil
 }
 
-// Switch switches the program's table and waits for a grace period.
+// Switch makes the program steer by table, then waits for a grace period
+// (Program.Sync): once that returns, every frame steered by the old table
+// is in its socket's ring, counted. A table that changed without a grace
+// period is an error wrapping ErrNoGracePeriod.
 func (tk *tableKernel) Switch(table []int) error {
 	st := (*Steering)(tk)
 	st.mu.Lock()
@@ -252,7 +263,17 @@ func (tk *tableKernel) Switch(table []int) error {
 	if st.closed {
 		return ErrClosed
 	}
-	return st.k.Switch(table)
+	t := make([]uint32, len(table))
+	for i, w := range table {
+		t[i] = uint32(w)
+	}
+	if err := st.prog.SetTable(t); err != nil {
+		return fmt.Errorf("switching the program's table: %w", err)
+	}
+	if err := st.prog.Sync(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoGracePeriod, err)
+	}
+	return nil
 }
 
 // Position returns socket i's position.
