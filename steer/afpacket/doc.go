@@ -110,14 +110,11 @@
 //
 // kgroup.WorkerChanges counts how often flows change worker, to see what
 // a mode does. In EBPF mode the Steering's SetTable moves buckets between
-// workers without reordering: the switch is one update of the program's
-// table map followed by an RCU grace period (the fanout runs the program
-// and puts the frame in the ring it picked, counting it in tp_packets, in
-// one RCU read-side section), and a socket's position is tp_packets -
-// tp_drops, which its reader reaches when it has handed out as many
-// frames; the new worker holds a moved bucket's frames back until the old
-// worker has handled everything its ring held at the switch (see package
-// steer/kgroup). With HYBRID or DEFERRED dispatch each worker re-steers
-// what its socket delivers through the user-space table, and a flow is
-// ordered only per socket.
+// workers without reordering (see package steer/kgroup): the switch is one
+// update of the program's table map and an RCU grace period (the fanout
+// runs the program and puts the frame in its ring, counting it in
+// tp_packets, in one RCU read-side section), and a socket's position is
+// tp_packets - tp_drops. With HYBRID or DEFERRED dispatch each worker
+// re-steers what its socket delivers through the user-space table, and a
+// flow is ordered only per socket.
 package afpacket

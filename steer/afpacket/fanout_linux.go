@@ -199,21 +199,15 @@ func (g *Group) Close() error {
 }
 
 // NewSteering binds the fanout group g to the dispatcher d (kgroup.New):
-// socket i of the group is read by worker i, so the kernel's choice of
-// socket is the choice of worker, and the dispatcher's stats show each
-// socket's PACKET_STATISTICS as a source.
-//
-// In FanoutEBPF mode it loads the library's steering program for d's
-// configuration and table and attaches it to g (PACKET_FANOUT_DATA, which
-// lifts the group's hold-back filters: frames flow from then on), so that
-// for every hashed frame Packet.Worker == Table()[FlowID & (buckets-1)],
-// and the Steering's SetTable changes the table without reordering any
-// flow. EBPF mode needs the RSS policy, sockets opened without FillRxHash
-// (a kernel hash would replace the flowid in user space) and CAP_BPF. In
-// the other modes the kernel picks the socket by the mode's rule
-// (FanoutMode.KeepsFlows says what it promises). A packet socket is a tap
-// beside the kernel stack, which gets every frame anyway: o.PassUnhashed
-// is refused. A group has one Steering at a time; Close gives it back.
+// socket i is read by worker i, so the kernel's choice of socket is the
+// choice of worker. In FanoutEBPF mode it loads the library's steering
+// program for d's configuration and table and attaches it to g
+// (PACKET_FANOUT_DATA, which lifts the group's hold-back filters), so that
+// for every hashed frame Packet.Worker == Table()[FlowID & (buckets-1)];
+// that needs the RSS policy, sockets opened without FillRxHash and
+// CAP_BPF. In the other modes the kernel picks the socket by the mode's
+// rule. o.PassUnhashed is refused: the stack gets every frame anyway. A
+// group has one Steering at a time; its Close gives the group back.
 func NewSteering(d *steer.Dispatcher, g *Group, o kgroup.Options) (*kgroup.Steering, error) {
 	if g == nil {
 		return nil, fmt.Errorf("afpacket: %w: nil group", steer.ErrConfig)
