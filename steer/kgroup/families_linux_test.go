@@ -59,6 +59,9 @@ type group struct {
 	close func() error
 	// again is NewSteering over the same group, in its namespace.
 	again func(d *steer.Dispatcher, o kgroup.Options) (*kgroup.Steering, error)
+	// fed reports whether the sockets say that a program feeds them, for
+	// a family whose sockets say so (nil for the others).
+	fed func() bool
 }
 
 var families = []family{
@@ -127,6 +130,7 @@ var families = []family{
 				return nil, err
 			}
 			return &group{st: st, close: xg.Close, stats: func() []steer.SourceStats { return sourceStats(xg.Sources()) },
+				fed: func() bool { return xg.Info().Attach != afxdp.AttachNone },
 				again: func(d *steer.Dispatcher, o kgroup.Options) (st *kgroup.Steering, err error) {
 					err = ns.Do(func() (err error) { st, err = afxdp.NewSteering(d, xg, o); return err })
 					return st, err

@@ -82,7 +82,7 @@ func (s *fakeSocket) SourceStats() (steer.SourceStats, error) {
 // sockets the test fills, and counters of its calls. A call after Close
 // fails the test.
 type fakeKernel struct {
-	t         *testing.T
+	t         testing.TB
 	mu        sync.Mutex
 	socks     []*fakeSocket
 	byTable   bool
@@ -93,7 +93,7 @@ type fakeKernel struct {
 	calls     int
 }
 
-func newFakeKernel(t *testing.T, n int) *fakeKernel {
+func newFakeKernel(t testing.TB, n int) *fakeKernel {
 	k := &fakeKernel{t: t, byTable: true}
 	for range n {
 		k.socks = append(k.socks, &fakeSocket{})
@@ -175,7 +175,7 @@ func (k *fakeKernel) Close() error {
 
 // newDispatcher returns a DIRECT dispatcher of n workers, every bucket on
 // worker 0, handling into handled.
-func newDispatcher(t *testing.T, n int, dispatch steer.DispatchMode, handled *[]steer.Frame) *steer.Dispatcher {
+func newDispatcher(t testing.TB, n int, dispatch steer.DispatchMode, handled *[]steer.Frame) *steer.Dispatcher {
 	t.Helper()
 	var mu sync.Mutex
 	d, err := steer.New(steer.Config{Workers: n, Dispatch: dispatch}, func(p *steer.Packet) {

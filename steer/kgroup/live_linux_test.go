@@ -765,11 +765,17 @@ func TestSteeringStopIntake(t *testing.T) {
 		for _, s := range l.g.stats() {
 			modes[s.Mode] = true
 		}
+		if l.g.fed != nil && !l.g.fed() {
+			t.Error("the sockets say that no program feeds them before StopIntake")
+		}
 		if err := l.g.st.StopIntake(); err != nil {
 			t.Fatal(err)
 		}
 		if livetest.XDPAttached(t, p.A) {
 			t.Error("a program is still on the link after StopIntake")
+		}
+		if l.g.fed != nil && l.g.fed() {
+			t.Error("the sockets say that a program feeds them after StopIntake")
 		}
 		ss0 := l.g.st.Stats()
 		state := func() string {
@@ -784,9 +790,13 @@ func TestSteeringStopIntake(t *testing.T) {
 		livetest.WaitFor(t, "the rings are not read dry", func() bool {
 			ds := l.d.Stats()
 			var recv, drop uint64
-			for _, s := range l.g.stats() {
+			bySocket := f.bySocket(ss0)
+			for i, s := range l.g.stats() {
 				recv += s.Received
 				drop += s.Dropped
+				if bySocket != nil && s.Received != bySocket[i] {
+					return false // each socket received what the program sent it
+				}
 			}
 			return recv == ds.Frames+drop && ds.Frames == ds.Handled()+ds.Dropped()
 		})
