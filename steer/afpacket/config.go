@@ -1,6 +1,7 @@
 package afpacket
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -127,27 +128,12 @@ func SockFilters(p *filter.Program) []SockFilter {
 
 // withDefaults returns c with the zero fields set and checks it.
 func (c Config) withDefaults() (Config, error) {
-	if c.BlockSize == 0 {
-		c.BlockSize = DefaultBlockSize
-	}
-	if c.NumBlocks == 0 {
-		c.NumBlocks = DefaultNumBlocks
-	}
-	if c.FrameSize == 0 {
-		c.FrameSize = DefaultFrameSize
-		if c.FrameSize > c.BlockSize {
-			c.FrameSize = c.BlockSize
-		}
-	}
-	if c.BlockTimeout == 0 {
-		c.BlockTimeout = DefaultBlockTimeout
-	}
-	if c.PollTimeout == 0 {
-		c.PollTimeout = DefaultPollTimeout
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
+	c.BlockSize = cmp.Or(c.BlockSize, DefaultBlockSize)
+	c.NumBlocks = cmp.Or(c.NumBlocks, DefaultNumBlocks)
+	c.FrameSize = cmp.Or(c.FrameSize, min(DefaultFrameSize, c.BlockSize))
+	c.BlockTimeout = cmp.Or(c.BlockTimeout, DefaultBlockTimeout)
+	c.PollTimeout = cmp.Or(c.PollTimeout, DefaultPollTimeout)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	page := os.Getpagesize()
 	switch {
 	case c.BlockSize < 0 || c.BlockSize%page != 0:

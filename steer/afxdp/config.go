@@ -1,6 +1,7 @@
 package afxdp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -12,15 +13,14 @@ import (
 	"github.com/rpsgo/rps/steer/filter"
 )
 
-// Sentinel errors, for errors.Is. An invalid Config or argument is an
-// error wrapping steer.ErrConfig, as in every package of the module.
-var (
-	// ErrNotSupported is returned on systems without AF_XDP.
-	ErrNotSupported = errors.New("afxdp: not supported on this system")
-	// ErrClosed is returned by a Source or Group used after Close. It
-	// wraps net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
-	ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
-)
+// ErrNotSupported is returned on systems without AF_XDP. (An invalid
+// Config or argument is an error wrapping steer.ErrConfig, as in every
+// package of the module.)
+var ErrNotSupported = errors.New("afxdp: not supported on this system")
+
+// ErrClosed is returned by a Source or Group used after Close. It wraps
+// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
+var ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
 
 // Defaults for the zero values of Config. They give a 32 MiB UMEM per
 // socket (or per group, whose sockets share one) and an RX ring of 8192
@@ -268,24 +268,12 @@ type Config struct {
 
 // withDefaults returns c with the zero fields set and checks it.
 func (c Config) withDefaults() (Config, error) {
-	if c.NumFrames == 0 {
-		c.NumFrames = DefaultNumFrames
-	}
-	if c.FrameSize == 0 {
-		c.FrameSize = DefaultFrameSize
-	}
-	if c.RingSize == 0 {
-		c.RingSize = DefaultRingSize
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.PollTimeout == 0 {
-		c.PollTimeout = DefaultPollTimeout
-	}
-	if c.BatchTimeout == 0 {
-		c.BatchTimeout = DefaultBatchTimeout
-	}
+	c.NumFrames = cmp.Or(c.NumFrames, DefaultNumFrames)
+	c.FrameSize = cmp.Or(c.FrameSize, DefaultFrameSize)
+	c.RingSize = cmp.Or(c.RingSize, DefaultRingSize)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.PollTimeout = cmp.Or(c.PollTimeout, DefaultPollTimeout)
+	c.BatchTimeout = cmp.Or(c.BatchTimeout, DefaultBatchTimeout)
 	if err := checkUMEM(c.Queue, c.NumFrames, c.FrameSize); err != nil {
 		return c, err
 	}

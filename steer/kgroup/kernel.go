@@ -58,7 +58,11 @@ type Options struct {
 // program's own counters.
 type Stats struct {
 	TableChanges uint64 // SetTable calls that changed the kernel's table
-	BucketsMoved uint64 // buckets whose worker changed, over all SetTable calls
+	// BucketsMoved counts the buckets whose worker the kernel's table
+	// changed, over all SetTable calls. (steer.Stats.BucketMoves counts
+	// the moves the dispatcher's own selection makes, which a kernel-steered
+	// DIRECT dispatcher does not.)
+	BucketsMoved uint64
 	HeldFrames   uint64 // frames held back in their new worker during a change
 	// HoldTimeouts and HoldOverflows count holds lifted before the old
 	// worker had drained its ring: the only ways a table change can reorder
