@@ -40,7 +40,8 @@ const MaxTunnelDepth = 4
 // takes a quarter to a third of that time in a map that fits in cache and
 // half of it in a map of a million flows (BenchmarkFlowKeyMap). A table
 // that has the flowid already, such as package flowtable's, hashes no key
-// and only compares it.
+// and only compares it. [FlowKey.Canonical] gives both directions of a
+// connection one key.
 //
 // The tuple (addresses, ports, protocol) is the one that was hashed: the
 // innermost IP header's when the classifier decapsulated tunnels. The
@@ -82,6 +83,23 @@ func (k FlowKey) Flow() FlowKey {
 	k.NVLAN = 0
 	k.VLANs = [MaxVLANDepth]uint16{}
 	return k
+}
+
+// Canonical returns the key with its two endpoints in a fixed order, the
+// one [hash.Canonical] gives (the lower address first, IPv4-mapped IPv6
+// addresses compared unmapped, then the lower port), and whether it
+// swapped them. Both directions of a connection so have one canonical key:
+// a flow meter that counts connections rather than directions keys its
+// records by it, with a symmetric hash ([HashConfig.Symmetric]) putting
+// both directions on one worker. The rest of the key (protocol, VLAN IDs,
+// encapsulations) is kept; a key without addresses is never swapped.
+func (k FlowKey) Canonical() (c FlowKey, swapped bool) {
+	if o := k.Src.Unmap().Compare(k.Dst.Unmap()); o > 0 || (o == 0 && k.SrcPort > k.DstPort) {
+		k.Src, k.Dst = k.Dst, k.Src
+		k.SrcPort, k.DstPort = k.DstPort, k.SrcPort
+		return k, true
+	}
+	return k, false
 }
 
 // Encapsulation names the encapsulations walked, outermost first, joined

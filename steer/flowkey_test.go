@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/rpsgo/rps/hash"
 )
 
 // padding returns where t, or a type inside it, has bytes that belong to
@@ -192,5 +194,49 @@ func BenchmarkFlowKeyMap(b *testing.B) {
 			b.ReportMetric(float64(tp.Nanoseconds())/float64(b.N), "padded-ns/lookup")
 			b.ReportMetric(float64(tf)/float64(tp), "flat/padded")
 		})
+	}
+}
+
+// TestFlowKeyCanonical checks FlowKey.Canonical against hash.Canonical,
+// both directions of a connection giving one key.
+func TestFlowKeyCanonical(t *testing.T) {
+	addrs := []netip.Addr{{}, netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"),
+		netip.MustParseAddr("::ffff:10.0.0.1"), netip.MustParseAddr("::ffff:10.0.0.3"),
+		netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")}
+	ports := []uint16{0, 80, 443, 50000}
+	for _, src := range addrs {
+		for _, dst := range addrs {
+			for _, sp := range ports {
+				for _, dp := range ports {
+					k := FlowKey{Src: src, Dst: dst, SrcPort: sp, DstPort: dp, Proto: 6, NVLAN: 1, VLANs: [MaxVLANDepth]uint16{7}}
+					k.NEncap, k.Encaps[0] = 1, Encap{Kind: EncapMPLS, HasID: true, ID: 16}
+					c, swapped := k.Canonical()
+					a, b, ap, bp := hash.Canonical(src, dst, sp, dp)
+					if c.Src != a || c.Dst != b || c.SrcPort != ap || c.DstPort != bp {
+						t.Fatalf("%v:%d > %v:%d: canonical %v:%d > %v:%d, hash.Canonical %v:%d > %v:%d",
+							src, sp, dst, dp, c.Src, c.SrcPort, c.Dst, c.DstPort, a, ap, b, bp)
+					}
+					want := k
+					if swapped {
+						want.Src, want.Dst, want.SrcPort, want.DstPort = dst, src, dp, sp
+					}
+					if c != want {
+						t.Fatalf("%v:%d > %v:%d: canonical %+v, swapped %v", src, sp, dst, dp, c, swapped)
+					}
+					if src.Unmap() == dst.Unmap() && sp == dp {
+						continue // one endpoint, perhaps written two ways: either order is canonical
+					}
+					r := k
+					r.Src, r.Dst, r.SrcPort, r.DstPort = dst, src, dp, sp
+					rc, rswapped := r.Canonical()
+					if rc != c {
+						t.Fatalf("%v:%d > %v:%d: the reverse direction has another canonical key", src, sp, dst, dp)
+					}
+					if swapped == rswapped && k != r {
+						t.Fatalf("%v:%d > %v:%d: both directions swapped %v", src, sp, dst, dp, swapped)
+					}
+				}
+			}
+		}
 	}
 }
