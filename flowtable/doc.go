@@ -20,14 +20,19 @@
 //     evicts the flow looked up least recently, counted in
 //     Stats.Evictions and passed to Config.OnEvict as [Evicted], so that a
 //     meter can still report it.
-//   - Idle expiry by the caller's clock. With Config.Idle set, a flow not
-//     seen for longer than that has ended: [Table.Expire] removes such
-//     flows (from a worker's tick), and Lookup restarts one whose next
-//     packet comes after the gap, so that the result does not depend on
-//     when ticks ran. The times are the ones the caller passes, normally
-//     the packets' capture times (steer.Packet.Timestamp); the table never
-//     reads the clock, and a replayed capture ends the same flows as it
-//     did live.
+//   - Idle expiry by capture time. With Config.Idle set, a flow not seen
+//     for longer than that has ended. The times are the ones the caller
+//     passes, normally the packets' capture times (steer.Packet.Timestamp);
+//     the table never reads the clock, so a capture replayed in
+//     milliseconds ends the same flows, at the same points of the capture,
+//     as it did live. Each Lookup ends up to two flows gone idle by its
+//     time, the least recently seen first, and restarts its own flow if
+//     that one had gone idle: a handler that only looks up expires flows
+//     as the capture's time moves, and a table whose flows go idle frees
+//     slots faster than new flows take them, evicting none.
+//     [Table.Expire], from a worker's tick (steer.Ticker) with the latest
+//     capture time the worker handled, ends the rest when a worker's
+//     traffic stops.
 //   - Exact keys. A flow is found by the flowid the dispatcher already
 //     computed (steer.Packet.FlowID, the Toeplitz hash: FreeBSD's
 //     m_pkthdr.flowid) and confirmed by the caller's full key K (say
@@ -73,6 +78,8 @@
 //		r.Packets++
 //	}
 //
+//	// Lookup expires by capture time; the tick ends what is left idle
+//	// when this worker's traffic stops.
 //	func (m *meter) Tick(time.Time) { m.flows.Expire(m.clock) }
 //
 // MoveOut takes a moved flow's records with [Table.DeleteFunc]
@@ -106,5 +113,6 @@
 // bucket: with at most one flow a bucket on average, the chance that a
 // given bucket holds 16 is about 2 in 10^14, so Crowded stays zero unless
 // someone aims at it. Lookup, Get and Delete so look at 16 chain entries
-// at the most; Expire, besides, at the flows it removes.
+// at the most (Lookup also ends two idle flows at the most); Expire,
+// besides, at the flows it removes.
 package flowtable

@@ -52,6 +52,7 @@ func (m *model) touch(f Flow[uint8]) {
 }
 
 func (m *model) lookup(f Flow[uint8], now int64) (*int64, bool) {
+	m.expireN(now, lookupExpiry)
 	if e := m.flows[f]; e != nil {
 		isNew := m.idle > 0 && now-e.seen > m.idle
 		if isNew {
@@ -112,9 +113,12 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-func (m *model) expire(now int64) int {
+func (m *model) expire(now int64) int { return m.expireN(now, len(m.order)) }
+
+// expireN ends up to limit flows idle at now, least recently seen first.
+func (m *model) expireN(now int64, limit int) int {
 	n := 0
-	for m.idle > 0 && len(m.order) > 0 && now-m.flows[m.order[0]].seen > m.idle {
+	for m.idle > 0 && n < limit && len(m.order) > 0 && now-m.flows[m.order[0]].seen > m.idle {
 		f := m.order[0]
 		m.st.Expired++
 		m.report(f, m.flows[f].v, Expired)

@@ -180,6 +180,11 @@ func (t *Table[K, V]) bucket(flowid uint32) *ref {
 // and passed to OnEvict as [Evicted] (in a crowded bucket, that bucket's
 // least recently seen: see the package comment).
 //
+// With Config.Idle set, Lookup first ends up to two other flows not seen
+// for longer than Idle before now, least recently seen first, each passed
+// to OnEvict as [Expired] as Expire would: flows expire as the times
+// passed to Lookup advance, with no tick.
+//
 // now is the time the caller goes by: a packet's capture time
 // (steer.Packet.Timestamp), so that replaying a capture gives the same
 // flows as it did live. The table only compares the times it is given and
@@ -190,6 +195,9 @@ func (t *Table[K, V]) bucket(flowid uint32) *ref {
 // on the table, any of which may reuse the slot for another flow.
 func (t *Table[K, V]) Lookup(flowid uint32, key K, now time.Time) (v *V, isNew bool) {
 	ns := now.UnixNano()
+	if t.oldest != 0 && t.idle > 0 && ns-t.meta[t.oldest-1].seen > t.idle {
+		t.expire(ns, lookupExpiry)
+	}
 	b := t.bucket(flowid)
 	depth := 0
 	for r := *b; r != 0; depth++ {
@@ -397,16 +405,28 @@ func (t *Table[K, V]) DeleteFunc(del func(f Flow[K], v *V) bool) int {
 // up before it may be expired late, at a later Expire or by its next
 // Lookup; never early.
 //
-// A handler calls it from its worker's tick (steer's Ticker), with the
-// latest packet time it has handled rather than the wall clock when it
-// replays captures.
+// Lookup expires flows too, two at a time, as the times it is given
+// advance; Expire ends all the idle ones at once. A handler calls it from
+// its worker's tick (steer's Ticker), with the latest packet time it has
+// handled rather than the wall clock when it replays captures, so that a
+// worker whose traffic stopped still ends its flows.
 func (t *Table[K, V]) Expire(now time.Time) int {
 	if t.idle <= 0 {
 		return 0
 	}
-	ns := now.UnixNano()
+	return t.expire(now.UnixNano(), math.MaxInt)
+}
+
+// lookupExpiry is how many idle flows a Lookup ends at the most: more than
+// the one flow it may start, so that ending flows keeps pace with starting
+// them and a table whose flows go idle never has to evict.
+const lookupExpiry = 2
+
+// expire ends up to limit flows not seen for longer than the idle timeout
+// before ns, least recently seen first, and returns how many it ended.
+func (t *Table[K, V]) expire(ns int64, limit int) int {
 	removed := 0
-	for r := t.oldest; r != 0 && ns-t.meta[r-1].seen > t.idle; r = t.oldest {
+	for r := t.oldest; r != 0 && removed < limit && ns-t.meta[r-1].seen > t.idle; r = t.oldest {
 		t.report(r, Expired)
 		t.unlink(r)
 		t.release(r)

@@ -510,3 +510,43 @@ func TestOnEvictPanics(t *testing.T) {
 		t.Errorf("stats after refilling: %+v", st)
 	}
 }
+
+// TestLookupExpires: Lookup ends flows gone idle by the time it is given,
+// two at a time, least recently seen first, so a replay that passes
+// capture times expires flows with no Expire call, and a table whose flows
+// go idle makes room without evicting.
+func TestLookupExpires(t *testing.T) {
+	var out []evicted
+	tb := newRec(t, 4, 10*time.Second, &out)
+	for i := range 4 {
+		tb.Lookup(uint32(i), k(i), at(i))
+	}
+	// At 12.5 s, flows 0 (0 s) and 1 (1 s) are idle, 2 and 3 are not: the
+	// new flow takes a slot they freed.
+	wantNew(t, tb, 9, time.Unix(1_700_000_012, 5e8))
+	var got []uint32
+	for _, e := range out {
+		if e.why != Expired {
+			t.Errorf("flow %d ended as %v", e.f.ID, e.why)
+		}
+		got = append(got, e.f.ID)
+	}
+	if !slices.Equal(got, []uint32{0, 1}) {
+		t.Errorf("Lookup at 12.5 s ended %v, want [0 1]", got)
+	}
+	// At 100 s all three left are idle: one Lookup ends two of them.
+	out = out[:0]
+	tb.Lookup(9, k(9), at(100)) // flow 9 itself is idle too: restarted
+	if len(out) != 3 || out[2].f.ID != 9 || tb.Len() != 1 {
+		t.Errorf("Lookup at 100 s ended %d flows (%v), %d left; want flows 2 and 3, then flow 9's restart, 1 left", len(out), out, tb.Len())
+	}
+	// New flows one a second, in a table of 4 with a 2 s timeout: each
+	// flow lives 3 s of capture time, so no eviction is ever needed.
+	ev := newRec(t, 4, 2*time.Second, nil)
+	for i := range 1000 {
+		ev.Lookup(uint32(i), k(i), at(i))
+	}
+	if st := checkStats(t, ev); st.Evictions != 0 || st.Expired < 990 {
+		t.Errorf("flows that go idle: %+v; want no eviction", st)
+	}
+}
