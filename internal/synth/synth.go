@@ -16,6 +16,10 @@ type Spec struct {
 	Size  int     // frame length in bytes, at least 64 (54 for the headers)
 	UDP   bool    // UDP instead of TCP
 	Zipf  float64 // when > 0, flow sizes follow Zipf with this exponent s; otherwise uniform
+	// Cycle takes the flows in turn, 0, 1, ..., Flows-1, then 0 again,
+	// instead of drawing them: every flow appears once in each Flows
+	// frames. Zipf is then ignored.
+	Cycle bool
 	Seed  uint64
 }
 
@@ -23,24 +27,55 @@ type Spec struct {
 // TCP sequence number (or the first 4 UDP payload bytes), its index within
 // its flow, starting at 1, so a handler can check order.
 func Frames(spec Spec, n int) [][]byte {
-	flows := max(spec.Flows, 1)
-	size := max(spec.Size, 64)
-	rng := rand.New(rand.NewPCG(spec.Seed, 0x5eed))
-	pick := uniform(rng, flows)
-	if spec.Zipf > 0 {
-		pick = zipf(rng, flows, spec.Zipf)
-	}
-	seq := make([]uint32, flows)
-	buf := make([]byte, n*size) // one backing array, no per-frame allocation
+	g := NewGenerator(spec)
+	buf := make([]byte, n*g.size) // one backing array, no per-frame allocation
 	out := make([][]byte, n)
 	for i := range out {
-		f := pick()
-		seq[f]++
-		b := buf[i*size : (i+1)*size : (i+1)*size]
-		Build(b, f, seq[f], spec.UDP)
+		b := buf[i*g.size : (i+1)*g.size : (i+1)*g.size]
+		g.Next(b)
 		out[i] = b
 	}
 	return out
+}
+
+// Generator builds spec's frames one at a time, the same sequence Frames
+// returns, without holding them: for captures larger than memory.
+type Generator struct {
+	spec Spec
+	size int
+	pick func() int
+	seq  []uint32 // the last sequence number of each flow
+}
+
+// NewGenerator returns a generator of spec's frames.
+func NewGenerator(spec Spec) *Generator {
+	flows := max(spec.Flows, 1)
+	rng := rand.New(rand.NewPCG(spec.Seed, 0x5eed))
+	g := &Generator{spec: spec, size: max(spec.Size, 64), pick: uniform(rng, flows), seq: make([]uint32, flows)}
+	switch {
+	case spec.Cycle:
+		next := 0
+		g.pick = func() int {
+			f := next
+			next = (next + 1) % flows
+			return f
+		}
+	case spec.Zipf > 0:
+		g.pick = zipf(rng, flows, spec.Zipf)
+	}
+	return g
+}
+
+// Size returns the length of the frames: Spec.Size, at least 64.
+func (g *Generator) Size() int { return g.size }
+
+// Next writes the next frame into b, which must hold Size bytes, and
+// returns its flow.
+func (g *Generator) Next(b []byte) (flow int) {
+	f := g.pick()
+	g.seq[f]++
+	Build(b[:g.size], f, g.seq[f], g.spec.UDP)
+	return f
 }
 
 // Build writes into b (at least 64 bytes) the frame of flow f with sequence

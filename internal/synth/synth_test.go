@@ -40,3 +40,35 @@ func TestZipfSkew(t *testing.T) {
 		t.Errorf("largest flow has %d of 100000 frames, want about 13400", maxc)
 	}
 }
+
+// TestGeneratorMatchesFrames checks that the generator gives Frames'
+// sequence, and that Cycle takes every flow in turn.
+func TestGeneratorMatchesFrames(t *testing.T) {
+	spec := Spec{Flows: 50, Size: 80, Zipf: 1, Seed: 3}
+	fr := Frames(spec, 500)
+	g := NewGenerator(spec)
+	b := make([]byte, g.Size())
+	for i, want := range fr {
+		g.Next(b)
+		if string(b) != string(want) {
+			t.Fatalf("frame %d differs from Frames'", i)
+		}
+	}
+	spec = Spec{Flows: 7, Cycle: true}
+	g = NewGenerator(spec)
+	seen := map[string]int{}
+	for i := range 21 {
+		if f := g.Next(b[:64]); f != i%7 {
+			t.Fatalf("frame %d: flow %d, want %d", i, f, i%7)
+		}
+		seen[string(b[26:38])]++
+	}
+	if len(seen) != 7 {
+		t.Errorf("%d distinct flows, want 7", len(seen))
+	}
+	for k, n := range seen {
+		if n != 3 {
+			t.Errorf("flow %x: %d frames, want 3", k, n)
+		}
+	}
+}
