@@ -100,7 +100,10 @@
 // since the dispatcher picks a flow's worker by them and one worker's
 // flows share them. A doubly linked list through the slots keeps the flows
 // in the order they were last looked up, so that eviction takes its tail
-// and Expire visits only the flows it removes, plus one.
+// and Expire visits only the flows it removes, plus one. On Linux, New asks
+// for huge pages for each array of 4 MiB or more (MADV_HUGEPAGE): a table
+// of a million flows is then missed in the TLB far less, for nothing more
+// than resident memory counted two megabytes at a time.
 //
 // # Bounded time
 //

@@ -153,14 +153,18 @@ func New[K comparable, V any](cfg Config[K, V]) (*Table[K, V], error) {
 	// As many buckets as the next power of two: at most one flow a bucket
 	// on average.
 	lg := bits.Len(uint(cfg.Capacity - 1))
-	return &Table[K, V]{
+	t := &Table[K, V]{
 		meta:    make([]meta, cfg.Capacity),
 		kv:      make([]pair[K, V], cfg.Capacity),
 		buckets: make([]ref, 1<<lg),
 		shift:   uint(32 - lg),
 		idle:    int64(cfg.Idle),
 		onEvict: cfg.OnEvict,
-	}, nil
+	}
+	adviseHuge(t.meta)
+	adviseHuge(t.kv)
+	adviseHuge(t.buckets)
+	return t, nil
 }
 
 // bucket returns the index slot of flowid's chain.
