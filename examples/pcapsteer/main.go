@@ -151,6 +151,8 @@
 // addresses) are not skipped: they share one row per encapsulation with
 // empty src and dst and zero ports and protocol. A malformed IP frame whose addresses
 // were read (an IPv4 header with a bad IHL) keeps them in its row.
+//
+// -cpuprofile FILE writes a CPU profile of the run for go tool pprof.
 package main
 
 import (
@@ -160,6 +162,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -203,7 +206,8 @@ type options struct {
 	write       string // -w: pcap file or %d pattern
 	json        bool
 	version     bool
-	showProgram bool // -d
+	showProgram bool   // -d
+	cpuProfile  string // -cpuprofile: write a CPU profile of the run here
 }
 
 // parseFlags parses args. Its errors wrap cli.ErrUsage (or are flag.ErrHelp).
@@ -237,6 +241,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the report on standard output as one JSON document (the text report goes to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.showProgram, "d", false, "print the compiled capture filter, as tcpdump -d, and exit")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file`, for go tool pprof")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -408,10 +413,17 @@ func openInput(ctx context.Context, path, sampleName string) (*input, error) {
 // capture until it ends or ctx does, writes the report to stdout (to stderr
 // when the flow CSV, the pcap or the JSON report goes to stdout) and returns
 // the first error.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
 	}
 	if o.version {
 		return capture.WriteVersion(stdout, "pcapsteer")
@@ -573,6 +585,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return closeErr
 	}
 	return tally.check(&st, counts)
+}
+
+// startCPUProfile starts the CPU profile of -cpuprofile, written to path,
+// and returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // writeFlowsFile writes the flow CSV to path, or to stdout for "-".
