@@ -83,7 +83,9 @@ func TestFlowsCSVEncapsulations(t *testing.T) {
 				key = sipKey
 			}
 			path := filepath.Join(t.TempDir(), "flows.csv")
-			args := append([]string{"-r", file, "-key", key, "-workers", strconv.Itoa(workers), "-buckets", strconv.Itoa(buckets), "-flows", path}, tc.args...)
+			// The file's frames are a second apart: a long idle timeout
+			// keeps each flow key one record.
+			args := append([]string{"-r", file, "-key", key, "-workers", strconv.Itoa(workers), "-buckets", strconv.Itoa(buckets), "-flows", path, "-idle", "24h"}, tc.args...)
 			out, _, err := runCmd(t, args...)
 			if err != nil {
 				t.Fatal(err)

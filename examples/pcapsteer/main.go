@@ -36,7 +36,8 @@
 //   - Per-worker state without locks: steer.NewPerWorker gives every worker
 //     a tally of its own, the handler receives its worker's, and the tallies
 //     are merged only after Dispatcher.Close (see tally.go). Nothing here
-//     moves a flow between workers, so each flow's counts end up in one map.
+//     moves a flow between workers, so each flow's record is in one
+//     worker's table (see Flow records below, and flows.go).
 //   - Accounting: frames read == handled + dropped + panicked, checked at
 //     the end. A file can wait, so by default (-overflow auto) a full queue
 //     holds the reader back and nothing is dropped; -overflow drop drops at
@@ -131,24 +132,47 @@
 // internal/capture's Report), the text report then going to standard
 // error; so do -w - and -flows -. -version prints the version.
 //
-// The -flows CSV has a header row and one row per flow key (steer.FlowKey:
-// a key reaches one worker, nothing here moves flows): src, dst, sport,
-// dport, proto, hashtype, flowid, bucket, worker, packets, bytes, encap. The
-// tuple columns are the tuple that was hashed, the innermost one when a
-// tunnel was opened; hashtype is the M_HASHTYPE_* name; flowid is
-// 0x-prefixed hex; bucket is flowid & (buckets-1), the RSS
-// indirection-table slot; bytes are frame lengths on the wire; frames with
-// no ports give 0. encap names the encapsulations walked, outermost first,
-// as steer.FlowKey.Encapsulation does: the VLAN tags, MPLS labels, PPPoE
-// sessions and tunnels with their identifiers, such as vlan:7+vxlan:42,
-// mpls:1600 or gre:key=9+ipip, and is empty for a plain frame: two copies
-// of a flow in two VLANs or VNIs are two rows with one flowid. Every
-// handled frame is in exactly one row; dropped frames (only with -overflow
-// drop) are in none.
+// # Flow records
+//
+// Each worker keeps the flows it handles in a bounded table of its own
+// (package flowtable): a record per flow key, counting its frames and
+// bytes from its first frame until the flow ends, as a NetFlow exporter's
+// cache does. A flow ends when it has had no frame for -idle (default a
+// minute), when it has lasted -active (default 30 minutes; its next frame
+// starts a new record), when its worker's table is full and it is the
+// least recently seen (ended early, for lack of room), or with the
+// capture. The clock is the frames' capture times, not the wall clock: a
+// capture replayed in a second ends its flows where they ended when it was
+// recorded. The tables hold -flow-table flows in all (default 262144,
+// shared among the workers; plain flows and flows with VLAN tags or
+// encapsulations have a table each, of about 110 and 210 bytes a flow), so
+// memory stays bounded however many flows the capture holds: a long or
+// crowded-out flow is split in time, never lost. The summary counts the
+// records (its flows line), those ended idle, active and early, and, with
+// -flows, those written. With -symmetric a record is a connection, both
+// directions counted together (steer.FlowKey.Canonical).
+//
+// The -flows CSV has a header row and one row per flow record, written as
+// the record ends (those open at the end last, worker by worker): src,
+// dst, sport, dport, proto, hashtype, flowid, bucket, worker, packets,
+// bytes, encap, first, last, ended. The tuple columns are the tuple that
+// was hashed, the innermost one when a tunnel was opened, with -symmetric
+// in the direction of the connection's first frame; hashtype is the
+// M_HASHTYPE_* name; flowid is 0x-prefixed hex; bucket is flowid &
+// (buckets-1), the RSS indirection-table slot; bytes are frame lengths on
+// the wire; frames with no ports give 0. encap names the encapsulations
+// walked, outermost first, as steer.FlowKey.Encapsulation does: the VLAN
+// tags, MPLS labels, PPPoE sessions and tunnels with their identifiers,
+// such as vlan:7+vxlan:42, mpls:1600 or gre:key=9+ipip, and is empty for a
+// plain frame: two copies of a flow in two VLANs or VNIs are two rows with
+// one flowid. first and last are the capture times of the record's first
+// and last frames (RFC 3339, UTC); ended is idle, active, early or end
+// (open when the capture ended). Every handled frame is in exactly one
+// row; dropped frames (only with -overflow drop) are in none.
 // Frames that were not hashed (hash type NONE) have flowid 0x00000000 and an
 // empty bucket, and the SOURCE policy placed them. Those without IP
 // addresses (ARP, LLDP, frames too short or too malformed to reach the
-// addresses) are not skipped: they share one row per encapsulation with
+// addresses) are not skipped: they share one flow per encapsulation with
 // empty src and dst and zero ports and protocol. A malformed IP frame whose addresses
 // were read (an IPv4 header with a bad IHL) keeps them in its row.
 //
@@ -198,6 +222,7 @@ type options struct {
 	overflow steer.Overflow
 	rfs      bool
 	flows    string
+	flowCfg  flowConfig // -flow-table, -idle, -active and -symmetric
 	trace    int
 	progress bool
 
@@ -231,7 +256,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
 	fs.TextVar(&o.overflow, "overflow", steer.OverflowAuto, "what a full queue does to the reader: auto (wait: a file can wait), wait, or drop at the tail as a live source would")
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
-	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow and worker to `file` (\"-\": standard output, and the report goes to standard error)")
+	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow record to `file` as the records end (\"-\": standard output, and the report goes to standard error)")
+	fs.IntVar(&o.flowCfg.capacity, "flow-table", defaultFlowTable, "the flow records all the workers hold at once, in `flows`, shared among them: memory about 210 bytes a flow; past it the least recently seen flow's record ends early")
+	fs.DurationVar(&o.flowCfg.idle, "idle", defaultIdle, "idle timeout: a flow with no frame for this `long`, in capture time, ends its record")
+	fs.DurationVar(&o.flowCfg.active, "active", defaultActive, "active timeout: a flow that lasts this `long`, in capture time, ends its record and continues in a new one; 0: never")
 	fs.IntVar(&o.trace, "trace", 0, "print every step of the steering decision for the first `n` frames")
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on standard error when it is a terminal")
 	var ff capture.FilterFlags
@@ -295,7 +323,43 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.trace < 0 {
 		return nil, cli.Usagef("-trace %d is negative", o.trace)
 	}
+	switch c := &o.flowCfg; {
+	case c.capacity < 1 || c.capacity > maxFlowTable:
+		return nil, cli.Usagef("-flow-table %d: want 1 to %d flows", c.capacity, maxFlowTable)
+	case c.idle <= 0:
+		return nil, cli.Usagef("-idle %v: want a positive duration", c.idle)
+	case c.active < 0:
+		return nil, cli.Usagef("-active %v: want a positive duration, or 0 for none", c.active)
+	}
+	o.flowCfg.symmetric = o.hash.Symmetric
 	return o, nil
+}
+
+// The flow records' defaults: classic NetFlow's active timeout (30
+// minutes); an idle timeout of a minute, longer than NetFlow's 15 seconds
+// so that a connection paced by keepalives stays one record; and tables of
+// about 55 MB in all (some 210 bytes a flow), however many flows the
+// capture holds.
+const (
+	defaultFlowTable = 1 << 18
+	defaultIdle      = time.Minute
+	defaultActive    = 30 * time.Minute
+	// maxFlowTable bounds -flow-table (tens of gigabytes), well within
+	// what flowtable.New accepts.
+	maxFlowTable = 1 << 28
+)
+
+// workerCount returns how many workers the dispatcher will start, as steer
+// counts them: -workers, else one per -cpus entry, else
+// steer.DefaultWorkers(). The flow tables share -flow-table among them.
+func workerCount(o *options) int {
+	switch {
+	case o.workers > 0:
+		return o.workers
+	case len(o.cpus) > 0:
+		return len(o.cpus)
+	}
+	return steer.DefaultWorkers()
 }
 
 // parseCPUList parses a CPU list as taskset and /sys print them: comma
@@ -476,11 +540,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		defer dump.Close()
 	}
+	var flows *flowWriter
+	if o.flows != "" {
+		if flows, err = createFlows(o.flows, stdout); err != nil {
+			return err
+		}
+		defer flows.close()
+	}
 
 	// Each worker counts into a tally of its own, and writes its own
 	// frames (see tally.go).
 	cfg := steer.Config{
-		Workers:  o.workers,
+		Workers:  workerCount(o),
 		CPUs:     o.cpus,
 		Policy:   o.policy,
 		Dispatch: o.dispatch,
@@ -498,8 +569,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		tr = &tracer{out: report, n: o.trace}
 		cfg.Trace = tr.trace
 	}
+	tally := &tally{flowCfg: o.flowCfg, out: flows}
+	tally.flowCfg.workers = cfg.Workers
 	d, workers, err := steer.NewPerWorker(cfg, func(w *steer.Worker) *workerTally {
-		t := newWorkerTally(w)
+		t := newWorkerTally(w, tally.flowCfg, flows, &tally.buckets)
 		t.encaps = encaps.NewTally()
 		if dump != nil {
 			t.dump = dump.Worker(w.Index())
@@ -519,7 +592,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
-	tally := &tally{workers: workers, buckets: d.Config().Buckets}
+	tally.workers, tally.buckets = workers, d.Config().Buckets
 	fmt.Fprintf(report, "%sHash: %s\n", header, capture.HashSummary(o.hash))
 
 	var bar *progress
@@ -536,6 +609,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	cancel()
 	if dump != nil {
 		if err := dump.Close(); err != nil && closeErr == nil {
+			closeErr = err
+		}
+	}
+	tally.endOpen()
+	if flows != nil {
+		if err := flows.close(); err != nil && closeErr == nil {
 			closeErr = err
 		}
 	}
@@ -560,11 +639,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err := tally.writeSummary(report, &st, counts, elapsed); err != nil {
 		return err
 	}
-	if o.flows != "" {
-		if err := writeFlowsFile(o.flows, stdout, tally); err != nil {
-			return err
-		}
-	}
 	interrupted := runErr != nil && ctx.Err() != nil
 	if o.json {
 		r := capture.NewReport("pcapsteer", &st)
@@ -572,6 +646,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		r.Totals.Read, r.Totals.AfterCount, r.Totals.Written = counts.read, counts.afterCount, counts.written
 		r.Totals.Balanced = tally.check(&st, counts) == nil
 		r.Encapsulations = tally.encaps().Report()
+		r.FlowRecords = tally.flowReport()
 		if err := r.Write(stdout); err != nil {
 			return err
 		}
@@ -605,25 +680,6 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		}
 		return nil
 	}, nil
-}
-
-// writeFlowsFile writes the flow CSV to path, or to stdout for "-".
-func writeFlowsFile(path string, stdout io.Writer, t *tally) error {
-	if path == "-" {
-		return t.writeFlows(stdout)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("writing flows: %w", err)
-	}
-	if err := t.writeFlows(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing flows to %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing flows: %w", err)
-	}
-	return nil
 }
 
 // tracer is the Config.Trace function of -trace n: it prints the decisions

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"cmp"
-	"encoding/csv"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,24 +15,28 @@ import (
 // tally is what the handlers saw: one workerTally per worker, made by
 // steer.NewPerWorker in the worker's goroutine and written only there, so
 // the hot path takes no lock. The dispatcher hands a flow's frames to one
-// worker at a time, so each flow's counts end up in one tally (nothing here
-// moves a flow). With -dispatch direct every handler runs in the reading
-// goroutine, each tally still with one writer at a time. The tallies are
-// read only after Dispatcher.Close, which waits for the workers to finish.
+// worker at a time, so each flow's record is in one worker's table (nothing
+// here moves a flow). With -dispatch direct every handler runs in the
+// reading goroutine, each tally still with one writer at a time. The
+// tallies are read only after Dispatcher.Close, which waits for the
+// workers to finish.
 type tally struct {
 	workers []*workerTally // workers[i] is worker i's
 	buckets int
+	flowCfg flowConfig
+	out     *flowWriter // -flows, or nil
 }
 
 // workerTally is one worker's counts. Each is allocated on its own, so two
 // workers never write the same cache line.
 type workerTally struct {
-	flows   map[steer.FlowKey]*flowCount
+	index   int
 	reasons [steer.NumReasons]count
 	types   [256]count // by hash.HashType
 	total   count
 	encaps  *capture.EncapTally // frames by encapsulation
 	dump    *capture.WorkerDump // -w: this worker's pcap writer, or nil
+	flowTable
 }
 
 type count struct{ frames, bytes uint64 }
@@ -46,16 +46,11 @@ func (c *count) add(length int) {
 	c.bytes += uint64(length)
 }
 
-// flowCount is one flow's row: its flowid and what was counted.
-type flowCount struct {
-	flowid   uint32
-	hashType hash.HashType
-	count
-}
-
 // newWorkerTally is the per-worker state's constructor (steer.NewPerWorker).
-func newWorkerTally(*steer.Worker) *workerTally {
-	return &workerTally{flows: make(map[steer.FlowKey]*flowCount)}
+func newWorkerTally(w *steer.Worker, cfg flowConfig, out *flowWriter, buckets *int) *workerTally {
+	t := &workerTally{index: w.Index()}
+	t.flowTable.init(w.Index(), cfg, out, buckets)
+	return t
 }
 
 // handle is the handler: it runs in the goroutine of the worker w belongs to,
@@ -66,28 +61,28 @@ func (w *workerTally) handle(p *steer.Packet) {
 	w.types[p.HashType].add(p.Length)
 	k := p.Key() // a flow is its whole key, encapsulations included
 	w.encaps.Add(p.Data, &k, p.Length)
-	f := w.flows[k]
-	if f == nil {
-		f = &flowCount{flowid: p.FlowID, hashType: p.HashType}
-		w.flows[k] = f
-	}
-	f.add(p.Length)
+	w.count(&k, p)
 	if w.dump != nil {
 		w.dump.Write(p)
 	}
 }
 
-// Tick runs in the worker every second (steer.Ticker): the pcap writer
-// writes what it holds.
+// Tick runs in the worker every second (steer.Ticker): the flows idle by
+// the worker's capture clock end, the records ended so far go to the
+// -flows file, and the pcap writer writes what it holds.
 func (w *workerTally) Tick(now time.Time) {
+	w.flowTable.tick()
 	if w.dump != nil {
 		w.dump.Tick(now)
 	}
 }
 
-// Close runs in the worker before it exits (io.Closer): the pcap writer
-// writes the rest and closes its file. Dispatcher.Close returns its error.
+// Close runs in the worker before it exits (io.Closer): the records ended
+// so far go to the -flows file, and the pcap writer writes the rest and
+// closes its file. Dispatcher.Close returns their errors. The flows still
+// open are ended after Close (tally.endOpen), worker by worker.
 func (w *workerTally) Close() error {
+	w.flowTable.flush()
 	if w.dump != nil {
 		return w.dump.Close()
 	}
@@ -112,81 +107,33 @@ type tallyCounts struct {
 	writtenTo                           string
 }
 
-// flowRow is one line of the -flows CSV.
-type flowRow struct {
-	key    steer.FlowKey
-	encap  string // key.Encapsulation()
-	worker int
-	*flowCount
-}
-
-// rows merges the workers' flow maps: one row per flow key and worker (a
-// key reaches one worker: nothing here moves a flow), the busiest flows
-// first.
-func (t *tally) rows() []flowRow {
-	var rows []flowRow
-	for i, w := range t.workers {
-		for k, f := range w.flows {
-			rows = append(rows, flowRow{key: k, encap: k.Encapsulation(), worker: i, flowCount: f})
+// endOpen ends the records still open when the capture ended, worker
+// after worker, after Dispatcher.Close.
+func (t *tally) endOpen() {
+	var end time.Time
+	for _, w := range t.workers {
+		if w.clock.After(end) {
+			end = w.clock
 		}
 	}
-	slices.SortFunc(rows, func(a, b flowRow) int {
-		return cmp.Or(
-			cmp.Compare(b.frames, a.frames),
-			cmp.Compare(a.worker, b.worker),
-			cmp.Compare(a.flowid, b.flowid),
-			a.key.Src.Compare(b.key.Src),
-			a.key.Dst.Compare(b.key.Dst),
-			cmp.Compare(a.key.SrcPort, b.key.SrcPort),
-			cmp.Compare(a.key.DstPort, b.key.DstPort),
-			cmp.Compare(a.key.Proto, b.key.Proto),
-			boolCompare(a.key.Fragment, b.key.Fragment),
-			strings.Compare(a.encap, b.encap),
-		)
-	})
-	return rows
+	for _, w := range t.workers {
+		w.endOpen(end)
+	}
 }
 
-func boolCompare(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
-}
-
-// flowsHeader is the -flows CSV's header row.
-var flowsHeader = []string{"src", "dst", "sport", "dport", "proto", "hashtype", "flowid", "bucket", "worker", "packets", "bytes", "encap"}
-
-// writeFlows writes the -flows CSV. Frames without IP addresses have empty
-// src and dst, frames that were not hashed (NONE) an empty bucket, and
-// plain frames an empty encap.
-func (t *tally) writeFlows(out io.Writer) error {
-	cw := csv.NewWriter(out)
-	cw.Write(flowsHeader)
-	for _, r := range t.rows() {
-		var src, dst, bucket string
-		if r.key.Src.IsValid() {
-			src, dst = r.key.Src.String(), r.key.Dst.String()
+// ended sums the records the workers ended, by why.
+func (t *tally) ended() (by [numEndings]uint64, records uint64) {
+	for _, w := range t.workers {
+		for i, n := range w.ended {
+			by[i] += n
+			records += n
 		}
-		if r.hashType.IsHash() {
-			bucket = strconv.FormatUint(uint64(r.flowid)&uint64(t.buckets-1), 10)
-		}
-		cw.Write([]string{
-			src, dst,
-			strconv.Itoa(int(r.key.SrcPort)), strconv.Itoa(int(r.key.DstPort)), strconv.Itoa(int(r.key.Proto)),
-			r.hashType.String(), fmt.Sprintf("0x%08x", r.flowid), bucket, strconv.Itoa(r.worker),
-			strconv.FormatUint(r.frames, 10), strconv.FormatUint(r.bytes, 10), r.encap,
-		})
 	}
-	cw.Flush()
-	return cw.Error()
+	return by, records
 }
 
 // sum adds up the workers' counts.
-func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]count, flows int) {
+func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]count) {
 	for _, w := range t.workers {
 		total.frames += w.total.frames
 		total.bytes += w.total.bytes
@@ -198,7 +145,6 @@ func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]
 			types[i].frames += w.types[i].frames
 			types[i].bytes += w.types[i].bytes
 		}
-		flows += len(w.flows)
 	}
 	return
 }
@@ -207,7 +153,7 @@ func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]
 func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elapsed time.Duration) error {
 	read := c.read
 	var b strings.Builder
-	total, reasons, types, flows := t.sum()
+	total, reasons, types := t.sum()
 	rate := ""
 	if s := elapsed.Seconds(); s > 0 {
 		rate = fmt.Sprintf(", %.0f frames/s", float64(read)/s)
@@ -223,7 +169,7 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 	}
 	fmt.Fprintf(tw, "  frames handled\t%d\t%d bytes on the wire\n", total.frames, total.bytes)
 	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, flow limit, re-dispatch, close)\n", st.Dropped())
-	fmt.Fprintf(tw, "  flows\t%d\t(flow keys: the tuple hashed and its encapsulations)\n", flows)
+	t.writeFlowLines(tw)
 	if c.writtenTo != "" {
 		fmt.Fprintf(tw, "  frames written\t%d\tto %s\n", c.written, c.writtenTo)
 	}
@@ -261,7 +207,7 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "worker\tflows\tframes\tbytes\tshare\t\n")
 	for i, w := range t.workers {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f%%\t\n", i, len(w.flows), w.total.frames, w.total.bytes, percent(w.total.frames, total.frames))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f%%\t\n", i, w.records(), w.total.frames, w.total.bytes, percent(w.total.frames, total.frames))
 	}
 	tw.Flush()
 
@@ -281,6 +227,38 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 	return err
 }
 
+// writeFlowLines writes the summary's lines about the flow records.
+func (t *tally) writeFlowLines(tw io.Writer) {
+	by, records := t.ended()
+	what := "flow key"
+	if t.flowCfg.symmetric {
+		what = "connection (-symmetric: both directions of a flow key)"
+	}
+	fmt.Fprintf(tw, "  flows\t%d\t(flow records: the frames of one %s until it ended)\n", records, what)
+	if n := by[endIdle]; n > 0 {
+		fmt.Fprintf(tw, "  flows ended idle\t%d\t(no frame for -idle %v of capture time)\n", n, t.flowCfg.idle)
+	}
+	if n := by[endActive]; n > 0 {
+		fmt.Fprintf(tw, "  flows ended active\t%d\t(lasted -active %v: each continued in a new record)\n", n, t.flowCfg.active)
+	}
+	fmt.Fprintf(tw, "  flows ended early\t%d\t(for lack of room: the tables hold -flow-table %d flows, %d a worker; each continued in a new record)\n",
+		by[endEarly], t.flowCfg.capacity, t.flowCfg.perWorker())
+	if t.out != nil {
+		fmt.Fprintf(tw, "  flow records written\t%d\tto %s\n", t.out.rows, t.out.name)
+	}
+}
+
+// flowReport is the JSON report's count of the flow records.
+func (t *tally) flowReport() *capture.FlowRecords {
+	by, records := t.ended()
+	r := &capture.FlowRecords{Records: records, Idle: by[endIdle], Active: by[endActive], Early: by[endEarly],
+		TableCapacity: t.flowCfg.capacity, IdleSeconds: t.flowCfg.idle.Seconds(), ActiveSeconds: t.flowCfg.active.Seconds()}
+	if t.out != nil {
+		r.Written = t.out.rows
+	}
+	return r
+}
+
 // encaps merges the workers' counts by encapsulation.
 func (t *tally) encaps() *capture.EncapCounts {
 	var sum capture.EncapCounts
@@ -295,7 +273,7 @@ func (t *tally) encaps() *capture.EncapCounts {
 // handlers saw every frame the workstreams say they handled, and -w wrote
 // each of them.
 func (t *tally) check(st *steer.Stats, c tallyCounts) error {
-	total, _, _, _ := t.sum()
+	total, _, _ := t.sum()
 	switch {
 	case c.read != c.filtered+c.afterCount+st.Frames:
 		return fmt.Errorf("totals do not add up: %d frames read, %d filtered, %d after -c, %d dispatched", c.read, c.filtered, c.afterCount, st.Frames)

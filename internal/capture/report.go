@@ -63,6 +63,28 @@ type Report struct {
 	CallbackPanics map[string]uint64 `json:"callback_panics,omitempty"`
 	// Live holds what only a live capture has; omitted for files.
 	Live *Live `json:"live,omitempty"`
+	// FlowRecords counts the flow records of a command that keeps them
+	// (pcapsteer); omitted otherwise.
+	FlowRecords *FlowRecords `json:"flow_records,omitempty"`
+}
+
+// FlowRecords counts a command's flow records: each a flow's frames from
+// its first until the flow ended, by idle or active timeout in capture
+// time, early for lack of room in a full table, or with the capture.
+// Records = Idle + Active + Early + those open when the capture ended.
+type FlowRecords struct {
+	Records uint64 `json:"records"`
+	Idle    uint64 `json:"idle"`
+	Active  uint64 `json:"active"`
+	Early   uint64 `json:"early"`
+	// Written is the records written as CSV rows (-flows).
+	Written uint64 `json:"written"`
+	// TableCapacity is the flows the workers' tables hold at once, in
+	// all; IdleSeconds and ActiveSeconds the timeouts (0: no active
+	// timeout).
+	TableCapacity int     `json:"table_capacity"`
+	IdleSeconds   float64 `json:"idle_seconds"`
+	ActiveSeconds float64 `json:"active_seconds"`
 }
 
 // Config is the dispatcher's configuration, defaults filled in.
