@@ -8,7 +8,10 @@
 //
 // A flow is a 5-tuple: the classifier's key without its VLAN IDs
 // (steer.FlowKey.Flow). Frames without IP addresses (ARP, LLDP, frames too
-// malformed to read) share one flow, shown as "non-IP".
+// malformed to read) share one flow, shown as "non-IP". With -symmetric a
+// flow is a connection: the hash is symmetric, so both directions reach
+// one worker, and the record is keyed by steer.FlowKey.Canonical, so they
+// count in one record, shown in the direction of its first frame.
 //
 // What it teaches:
 //
@@ -30,17 +33,19 @@
 //     runs in the new worker before its first frame of them and takes them
 //     in. Frames without a hash (HashType NONE) are placed by the SOURCE
 //     policy and never move with a bucket, so their records stay.
-//   - Expiry on the worker tick (steer.Ticker). A flow is idle when it has
-//     had no frame for -idle of capture time. The clock is the capture time,
-//     not the wall clock, because a file is replayed far faster than it was
-//     recorded: each worker's clock is the latest timestamp it has handled,
-//     so a worker never expires a flow whose next frame it has not yet
-//     reached. The tick only frees memory early: a frame that arrives after
-//     a gap longer than -idle starts a new record in the handler too, so the
-//     records do not depend on when the ticks fire. (On a live capture the
-//     wall clock, Tick's now, would do.) A worker whose traffic stops
-//     keeps its clock, so its flows wait for the end of the capture, where
-//     every record still open is labelled by the capture's last timestamp.
+//   - Expiry by capture time. A flow is idle when it has had no frame for
+//     -idle of capture time. The clock is the capture time, not the wall
+//     clock, because a file is replayed far faster than it was recorded:
+//     the table's Lookup, given each frame's timestamp, ends the flows gone
+//     idle by then as the replay goes (flowtable), and a frame that
+//     arrives after a gap longer than -idle starts a new record, so the
+//     records do not depend on how fast the file is read. The worker tick
+//     (steer.Ticker) ends what is left idle by the worker's clock, the
+//     latest timestamp it has handled; a worker never expires a flow whose
+//     next frame it has not yet reached. (On a live capture the wall clock,
+//     Tick's now, would do.) A worker whose traffic stops keeps its clock,
+//     so its flows wait for the end of the capture, where every record
+//     still open is labelled by the capture's last timestamp.
 //   - Bounded state. The table holds at most -capacity open flows per
 //     worker, all its memory allocated up front; a flood of new flows ends
 //     the least recently seen records early (evicted, still reported)
@@ -106,6 +111,7 @@ type options struct {
 	tick     time.Duration // worker tick interval (wall clock)
 	capacity int           // open flows each worker holds at most
 	records  string        // write every record to this CSV file ("-": stdout); "" none
+	sym      bool          // a record per connection: symmetric hash, canonical keys
 }
 
 func main() {
@@ -161,6 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.key, "key", "random", "Toeplitz `key`: random or microsoft")
 	fs.DurationVar(&o.tick, "tick", time.Second, "how `often` each worker expires idle flows (wall clock)")
 	fs.IntVar(&o.capacity, "capacity", 1<<16, "open `flows` each worker holds at most; past it the least recently seen flow's record ends (evicted, still reported)")
+	fs.BoolVar(&o.sym, "symmetric", false, "meter connections: hash both directions alike and count them in one record")
 	fs.StringVar(&o.records, "records", "", "write every flow record, as it ends, as a CSV row to `file` (\"-\": standard output, and the totals go to standard error)")
 	if err := cli.Parse(fs, args); err != nil {
 		return o, err
@@ -199,6 +206,18 @@ type record struct {
 	Worker      int  // the worker holding the record when it ended
 	Idle        bool // ended by the idle timeout (else active at the end, or evicted)
 	Evicted     bool // ended early because the worker's table was full
+	// Reversed says the record's first frame went from Key.Dst to
+	// Key.Src: with -symmetric, Key is the connection's canonical key.
+	Reversed bool
+}
+
+// flow returns the record's key in the direction of its first frame.
+func (r *record) flow() steer.FlowKey {
+	k := r.Key
+	if r.Reversed {
+		k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
+	}
+	return k
 }
 
 // flushEvery is how many ended records a worker holds before it hands them
@@ -218,6 +237,7 @@ type shard struct {
 	rep     *report
 	ended   []record  // ended records not yet handed to rep
 	clock   time.Time // the latest capture time this worker has handled
+	sym     bool      // key records by FlowKey.Canonical
 	ticks   int       // ticks that expired at least one flow
 	movedIn int       // records received from other workers
 	evicted int       // records ended early because the table was full
@@ -270,9 +290,13 @@ func (s *shard) count(k steer.FlowKey, flowid uint32, ht hash.HashType, ts time.
 	if ts.After(s.clock) {
 		s.clock = ts
 	}
+	rev := false
+	if s.sym {
+		k, rev = k.Canonical()
+	}
 	r, isNew := s.flows.Lookup(flowid, k, ts)
 	if isNew {
-		*r = record{Key: k, FlowID: flowid, HashType: ht, First: ts}
+		*r = record{Key: k, FlowID: flowid, HashType: ht, First: ts, Reversed: rev}
 	}
 	r.Packets++
 	r.Bytes += uint64(length)
@@ -455,7 +479,7 @@ func run(ctx context.Context, o options, each func(*record) error) (*result, err
 // result for the frames before the failure with the error; when the
 // dispatcher could not be started or closed, no result.
 func meter(ctx context.Context, o options, src steer.Source, each func(*record) error) (*result, error) {
-	cfg := steer.Config{Workers: o.workers, TickInterval: o.tick}
+	cfg := steer.Config{Workers: o.workers, TickInterval: o.tick, Hash: steer.HashConfig{Symmetric: o.sym}}
 	if o.key == "microsoft" {
 		cfg.Hash.Key = hash.MicrosoftKey[:]
 	}
@@ -466,6 +490,7 @@ func meter(ctx context.Context, o options, src steer.Source, each func(*record) 
 			if err != nil {
 				panic(err) // check validated the capacity, the table's only setting that can fail
 			}
+			s.sym = o.sym
 			return s
 		},
 		(*shard).handle)
@@ -602,7 +627,7 @@ func (r *result) write(out io.Writer, top int) error {
 			state = "idle"
 		}
 		if _, err := fmt.Fprintf(out, "%8d %10d %12s %6d %-6s  %s\n", rec.Packets, rec.Bytes,
-			rec.Last.Sub(rec.First).Round(time.Millisecond), rec.Worker, state, flowString(rec.Key)); err != nil {
+			rec.Last.Sub(rec.First).Round(time.Millisecond), rec.Worker, state, flowString(rec.flow())); err != nil {
 			return err
 		}
 	}

@@ -151,6 +151,58 @@ func TestTotalsAndPerFlowCounts(t *testing.T) {
 	}
 }
 
+// TestSymmetric: with -symmetric a connection is one record, both
+// directions counted in it, named in the direction of its first frame.
+func TestSymmetric(t *testing.T) {
+	tr := countSample(t)
+	conns := map[steer.FlowKey]uint64{}
+	firstDir := map[steer.FlowKey]steer.FlowKey{} // the direction of each connection's first frame
+	firstAt := map[steer.FlowKey]time.Time{}
+	tie := map[steer.FlowKey]bool{} // both directions start at one time: either may come first
+	for k, n := range tr.packets {
+		c, _ := k.Canonical()
+		conns[c] += n
+		switch at, ok := firstAt[c]; {
+		case !ok || tr.times[k][0].Before(at):
+			firstAt[c], firstDir[c], tie[c] = tr.times[k][0], k, false
+		case tr.times[k][0].Equal(at):
+			tie[c] = true
+		}
+	}
+	if len(conns) >= len(tr.packets) {
+		t.Fatalf("the sample has %d flows in %d connections: no connection seen both ways", len(tr.packets), len(conns))
+	}
+	res, recs := runMeter(t, options{workers: 3, sym: true, idle: time.Hour})
+	if res.Records != len(conns) {
+		t.Errorf("%d records, want one per connection: %d", res.Records, len(conns))
+	}
+	for _, r := range recs {
+		if r.Packets != conns[r.Key] {
+			t.Errorf("connection %s: %d packets, want %d", flowString(r.Key), r.Packets, conns[r.Key])
+		}
+		if f := r.flow(); !tie[r.Key] && f != firstDir[r.Key] {
+			t.Errorf("connection %s is named %s, its first frame %s", flowString(r.Key), flowString(f), flowString(firstDir[r.Key]))
+		}
+	}
+	// The sample's connections open from the lower address: a shard
+	// shows one that opens from the higher.
+	rep, ended := collector()
+	sh, err := newShard(0, time.Hour, 16, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.sym = true
+	server := steer.FlowKey{Proto: 6, Src: netip.MustParseAddr("192.0.2.9"), Dst: netip.MustParseAddr("10.0.0.1"), SrcPort: 80, DstPort: 40000}
+	client := server
+	client.Src, client.Dst, client.SrcPort, client.DstPort = server.Dst, server.Src, server.DstPort, server.SrcPort
+	sh.count(server, 7, hash.RSSTCPIPv4, time.Unix(1, 0), 60)
+	sh.count(client, 7, hash.RSSTCPIPv4, time.Unix(2, 0), 60)
+	sh.endOpen(time.Unix(2, 0))
+	if len(*ended) != 1 || (*ended)[0].Packets != 2 || (*ended)[0].Key != client || (*ended)[0].flow() != server {
+		t.Errorf("records %+v: want one of 2 packets, keyed by the canonical key, named as its first frame", *ended)
+	}
+}
+
 // TestStateFollowsMovedFlows reprograms the table every 300 frames: the flows
 // change worker many times, and their records must follow them, or a flow
 // would be counted in two records on two workers (or lose packets).

@@ -41,9 +41,10 @@ func createRecords(name string, stdout io.Writer) (*recordWriter, error) {
 // write writes one record's row. Its error is the first one writing met.
 func (w *recordWriter) write(r *record) error {
 	row := w.row[:0]
+	k := r.flow()
 	var src, dst string
-	if r.Key.Src.IsValid() {
-		src, dst = r.Key.Src.String(), r.Key.Dst.String()
+	if k.Src.IsValid() {
+		src, dst = k.Src.String(), k.Dst.String()
 	}
 	state := "active"
 	switch {
@@ -53,7 +54,7 @@ func (w *recordWriter) write(r *record) error {
 		state = "evicted"
 	}
 	row = append(row, src, dst,
-		strconv.Itoa(int(r.Key.SrcPort)), strconv.Itoa(int(r.Key.DstPort)), strconv.Itoa(int(r.Key.Proto)),
+		strconv.Itoa(int(k.SrcPort)), strconv.Itoa(int(k.DstPort)), strconv.Itoa(int(k.Proto)),
 		r.HashType.String(), fmt.Sprintf("0x%08x", r.FlowID), strconv.Itoa(r.Worker),
 		strconv.FormatUint(r.Packets, 10), strconv.FormatUint(r.Bytes, 10),
 		r.First.UTC().Format(time.RFC3339Nano), r.Last.UTC().Format(time.RFC3339Nano), state)
