@@ -147,3 +147,56 @@ func BenchmarkExpire(b *testing.B) {
 		i += n
 	}
 }
+
+// BenchmarkPrefetch looks up existing flows of a table larger than the
+// caches as a handler with a delay line does: Prefetch each flow when its
+// packet arrives, Lookup it 8 packets later. The plain Lookups of the same
+// sequence take turns with it in one run: prefetched-ns/lookup against
+// plain-ns/lookup, and their ratio.
+func BenchmarkPrefetch(b *testing.B) {
+	const d = 8
+	for _, c := range benchCases {
+		b.Run(fmt.Sprintf("flows=%d", c.flows), func(b *testing.B) {
+			flows, seq := benchFlows(c.flows, false)
+			tb, err := New(Config[key, rec]{Capacity: c.capacity, Idle: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i, f := range flows {
+				tb.Lookup(f.ID, f.Key, benchTime(i))
+			}
+			mask := len(seq) - 1
+			plain := func(from, n int) {
+				for i := from; i < from+n; i++ {
+					f := &flows[seq[i&mask]]
+					v, _ := tb.Lookup(f.ID, f.Key, benchTime(i))
+					v.packets++
+				}
+			}
+			prefetched := func(from, n int) {
+				for i := from; i < from+n; i++ {
+					tb.Prefetch(flows[seq[(i+d)&mask]].ID)
+					f := &flows[seq[i&mask]]
+					v, _ := tb.Lookup(f.ID, f.Key, benchTime(i))
+					v.packets++
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var tPlain, tPre time.Duration
+			for done := 0; done < b.N; {
+				n := min(b.N-done, 1<<16)
+				start := time.Now()
+				plain(done, n)
+				tPlain += time.Since(start)
+				start = time.Now()
+				prefetched(done, n)
+				tPre += time.Since(start)
+				done += n
+			}
+			b.ReportMetric(float64(tPre.Nanoseconds())/float64(b.N), "prefetched-ns/lookup")
+			b.ReportMetric(float64(tPlain.Nanoseconds())/float64(b.N), "plain-ns/lookup")
+			b.ReportMetric(float64(tPre)/float64(tPlain), "prefetched/plain")
+		})
+	}
+}

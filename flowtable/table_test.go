@@ -550,3 +550,36 @@ func TestLookupExpires(t *testing.T) {
 		t.Errorf("flows that go idle: %+v; want no eviction", st)
 	}
 }
+
+// TestPrefetch: Prefetch changes nothing, on any flowid, in an empty or a
+// full table.
+func TestPrefetch(t *testing.T) {
+	tb := newRec(t, 64, time.Second, nil)
+	tb.Prefetch(0)
+	tb.Prefetch(0xffffffff)
+	for i := range 100 {
+		v, _ := tb.Lookup(uint32(i), k(i), at(i))
+		v.packets = uint64(i)
+	}
+	before := checkStats(t, tb)
+	var order []uint32
+	for f := range tb.All() {
+		order = append(order, f.ID)
+	}
+	for i := range 1000 {
+		tb.Prefetch(uint32(i * 7919))
+	}
+	var after []uint32
+	for f, v := range tb.All() {
+		after = append(after, f.ID)
+		if v.packets != uint64(f.ID) {
+			t.Errorf("flow %d: %d packets after Prefetch", f.ID, v.packets)
+		}
+	}
+	if st := checkStats(t, tb); st != before || !slices.Equal(order, after) {
+		t.Errorf("Prefetch changed the table: stats %+v then %+v, order %v then %v", before, st, order, after)
+	}
+	if n := testing.AllocsPerRun(100, func() { tb.Prefetch(42) }); n != 0 {
+		t.Errorf("Prefetch allocates %v times", n)
+	}
+}
