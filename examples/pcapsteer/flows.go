@@ -76,9 +76,12 @@ type flowTable struct {
 	plain     *flowtable.Table[plainKey, flowRecord]      // nil until the first plain flow
 	full      *flowtable.Table[steer.FlowKey, flowRecord] // nil until the first other flow
 	cfg       flowConfig
-	active    int64     // -active in nanoseconds; 0: none
-	symmetric bool      // key records by FlowKey.Canonical
-	clock     time.Time // the latest capture time this worker handled
+	line      [delay]pending // the delay line: frames counted, not yet in their records
+	next      int            // the slot of line the next frame takes, modulo delay
+	queued    int            // frames pending
+	active    int64          // -active in nanoseconds; 0: none
+	symmetric bool           // key records by FlowKey.Canonical
+	clock     time.Time      // the latest capture time this worker handled
 	ended     [numEndings]uint64
 	worker    int
 	// buckets is the indirection table's size, for the rows' bucket
@@ -137,33 +140,86 @@ func mustTable[K comparable](cfg flowConfig, onEvict func(flowtable.Flow[K], *fl
 	return tb
 }
 
-// count adds frame p, of flow key k, to its record.
+// delay is how many frames a worker's delay line holds (a power of two):
+// each frame's flow is prefetched when it arrives and looked up delay
+// frames later, so that the cache misses of several lookups overlap.
+const delay = 8
+
+// pending is a frame counted but not yet added to its record.
+type pending struct {
+	key      steer.FlowKey // the flow's key, when not plain
+	pk       plainKey      // the flow's key, when plain
+	plain    bool
+	reversed bool // with -symmetric: the frame went from the canonical key's Dst to its Src
+	hashType hash.HashType
+	id       uint32 // the slot id (slotID)
+	flowid   uint32
+	length   int
+	ts       time.Time
+}
+
+// count adds frame p, of flow key k, to its record: it names the flow's
+// slot to the CPU now (flowtable's Prefetch) and adds the frame delay
+// frames later, when the slot is in the cache (or at the next tick or at
+// Close, which apply every frame pending).
 func (t *flowTable) count(k *steer.FlowKey, p *steer.Packet) {
-	reversed := false
+	e := &t.line[t.next&(delay-1)]
+	if t.queued == delay {
+		t.apply(e) // the oldest frame pending, whose slot e is
+	} else {
+		t.queued++
+	}
+	t.next++
+	e.reversed = false
 	if t.symmetric {
-		*k, reversed = k.Canonical()
+		*k, e.reversed = k.Canonical()
 	}
-	ts := p.Timestamp
-	if ts.After(t.clock) {
-		t.clock = ts
+	e.hashType, e.flowid, e.length, e.ts = p.HashType, p.FlowID, p.Length, p.Timestamp
+	if e.ts.After(t.clock) {
+		t.clock = e.ts
 	}
-	ns := ts.UnixNano()
+	e.pk, e.plain = plainOf(k)
+	if e.plain {
+		e.id = slotID(p.FlowID, k, false)
+		t.plainTable().Prefetch(e.id)
+	} else {
+		e.key, e.id = *k, slotID(p.FlowID, k, true)
+		t.fullTable().Prefetch(e.id)
+	}
+}
+
+// drain adds every frame pending to its record.
+func (t *flowTable) drain() {
+	for ; t.queued > 0; t.queued-- {
+		t.apply(&t.line[(t.next-t.queued)&(delay-1)])
+	}
+}
+
+// apply adds frame e to its record.
+func (t *flowTable) apply(e *pending) {
 	var r *flowRecord
 	var isNew bool
-	if pk, ok := plainOf(k); ok {
-		r, isNew = t.plainTable().Lookup(slotID(p.FlowID, k, false), pk, ts)
+	if e.plain {
+		r, isNew = t.plain.Lookup(e.id, e.pk, e.ts)
 	} else {
-		r, isNew = t.fullTable().Lookup(slotID(p.FlowID, k, true), *k, ts)
+		r, isNew = t.full.Lookup(e.id, e.key, e.ts)
 	}
+	ns := e.ts.UnixNano()
 	if !isNew && t.active > 0 && ns-r.first >= t.active {
-		t.end(k, r, endActive)
+		var k steer.FlowKey
+		if e.plain {
+			k = e.pk.flowKey()
+		} else {
+			k = e.key
+		}
+		t.end(&k, r, endActive)
 		isNew = true
 	}
 	if isNew {
-		*r = flowRecord{first: ns, flowid: p.FlowID, hashType: p.HashType, reversed: reversed}
+		*r = flowRecord{first: ns, flowid: e.flowid, hashType: e.hashType, reversed: e.reversed}
 	}
 	r.frames++
-	r.bytes += uint64(p.Length)
+	r.bytes += uint64(e.length)
 	r.last = ns
 }
 
@@ -180,9 +236,10 @@ func (t *flowTable) end(k *steer.FlowKey, r *flowRecord, why ending) {
 	}
 }
 
-// tick ends the flows idle by the worker's capture clock, and hands the
-// rows formatted so far to the writer.
+// tick adds the frames pending, ends the flows idle by the worker's
+// capture clock, and hands the rows formatted so far to the writer.
 func (t *flowTable) tick() {
+	t.drain()
 	if t.plain != nil {
 		t.plain.Expire(t.clock)
 	}

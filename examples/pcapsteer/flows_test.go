@@ -299,3 +299,53 @@ func TestSharedFlowid(t *testing.T) {
 		t.Errorf("%d records of %d flowids, %d ended early; want 40 of one, none early", len(rows), len(ids), summaryCount(t, out, "flows ended early"))
 	}
 }
+
+// TestDelayLine: frames wait in the delay line until delay later frames,
+// the tick or Close add them, in order, and the tick adds them before it
+// expires flows, so a flow whose frame is pending is never ended idle.
+func TestDelayLine(t *testing.T) {
+	var ft flowTable
+	buckets := 128
+	ft.init(0, flowConfig{capacity: 64, workers: 1, idle: time.Second}, nil, &buckets)
+	key := func(f int) steer.FlowKey {
+		var c steer.Classification
+		cls, _ := steer.NewClassifier(steer.HashConfig{})
+		cls.Classify(tcpFrame(f, false), &c)
+		return c.Key
+	}
+	frame := func(f int, at float64) {
+		k := key(f)
+		ft.count(&k, &steer.Packet{FlowID: uint32(f), Length: 64, Timestamp: t0.Add(time.Duration(at * float64(time.Second)))})
+	}
+	records := func() map[uint32]uint64 {
+		m := map[uint32]uint64{}
+		if ft.plain != nil {
+			for _, r := range ft.plain.All() {
+				m[r.flowid] += r.frames
+			}
+		}
+		return m
+	}
+	// Flow 1 at 0 s, then flow 2 at 5 s: flow 1 is idle by then.
+	frame(1, 0)
+	frame(1, 0.5)
+	frame(2, 5)
+	if n := len(records()); n != 0 || ft.queued != 3 {
+		t.Fatalf("%d records, %d pending: the frames should wait", n, ft.queued)
+	}
+	ft.tick()
+	if got := records(); got[1] != 0 || got[2] != 1 || ft.ended[endIdle] != 1 || ft.queued != 0 {
+		t.Errorf("after the tick: records %v, %d ended idle, %d pending; want flow 1's 2 frames ended idle, flow 2's open", got, ft.ended[endIdle], ft.queued)
+	}
+	// More frames than the line holds: the oldest go in first.
+	for i := range delay + 3 {
+		frame(3, 6+float64(i)/100)
+	}
+	if got := records(); got[3] != 3 || ft.queued != delay {
+		t.Errorf("after %d frames: flow 3 has %d in its record, %d pending; want 3 and %d", delay+3, got[3], ft.queued, delay)
+	}
+	ft.drain()
+	if got := records(); got[3] != delay+3 || ft.queued != 0 {
+		t.Errorf("after drain: flow 3 has %d, %d pending; want %d and 0", got[3], ft.queued, delay+3)
+	}
+}

@@ -77,11 +77,13 @@ func (w *workerTally) Tick(now time.Time) {
 	}
 }
 
-// Close runs in the worker before it exits (io.Closer): the records ended
-// so far go to the -flows file, and the pcap writer writes the rest and
+// Close runs in the worker before it exits (io.Closer): the frames still
+// in the delay line are added, the records ended so far go to the -flows
+// file, and the pcap writer writes the rest and
 // closes its file. Dispatcher.Close returns their errors. The flows still
 // open are ended after Close (tally.endOpen), worker by worker.
 func (w *workerTally) Close() error {
+	w.flowTable.drain()
 	w.flowTable.flush()
 	if w.dump != nil {
 		return w.dump.Close()
