@@ -178,7 +178,7 @@ func (t *flowTable) count(k *steer.FlowKey, p *steer.Packet) {
 	if e.ts.After(t.clock) {
 		t.clock = e.ts
 	}
-	e.pk, e.plain = plainOf(k)
+	e.plain = e.pk.set(k)
 	if e.plain {
 		e.id = slotID(p.FlowID, k, false)
 		t.plainTable().Prefetch(e.id)
@@ -325,8 +325,9 @@ func endingFor(why flowtable.Reason) ending {
 }
 
 // plainKey is a steer.FlowKey with no VLAN tag and no encapsulation, in
-// 38 bytes: the addresses in their 16-byte form and their families in
-// flags, so that it converts back to the very same FlowKey.
+// 38 bytes: the addresses in 16 bytes each (an IPv4 address in the last
+// four) and their families in flags, so that it converts back to the very
+// same FlowKey.
 type plainKey struct {
 	src, dst     [16]byte
 	sport, dport uint16
@@ -342,18 +343,30 @@ const (
 	plainFragment
 )
 
-// plainOf returns k as a plainKey, or false when k has VLAN tags or
-// encapsulations (or an address with a zone, which no frame gives).
-func plainOf(k *steer.FlowKey) (plainKey, bool) {
+// set makes pk k's plainKey and reports whether k is plain: false when k
+// has VLAN tags or encapsulations (or an address with a zone, which no
+// frame gives). It writes pk's fields in place: a plainKey built apart and
+// copied would be read back, 16 bytes at a time, from the two 8-byte
+// stores of each address, which stalls the copy.
+func (pk *plainKey) set(k *steer.FlowKey) bool {
 	if k.NVLAN != 0 || k.NEncap != 0 || k.Depth != 0 || k.Src.Zone() != "" || k.Dst.Zone() != "" {
-		return plainKey{}, false
+		return false
 	}
-	pk := plainKey{src: k.Src.As16(), dst: k.Dst.As16(), sport: k.SrcPort, dport: k.DstPort, proto: k.Proto,
-		flags: family(k.Src, plainSrc4, plainSrc6) | family(k.Dst, plainDst4, plainDst6)}
+	if k.Src.Is4() && k.Dst.Is4() {
+		// Four bytes each, stored and later read whole (As16 would
+		// build 16 bytes from two 8-byte stores and reload them).
+		pk.src, pk.dst = [16]byte{}, [16]byte{}
+		*(*[4]byte)(pk.src[12:]), *(*[4]byte)(pk.dst[12:]) = k.Src.As4(), k.Dst.As4()
+		pk.flags = plainSrc4 | plainDst4
+	} else {
+		pk.src, pk.dst = k.Src.As16(), k.Dst.As16()
+		pk.flags = family(k.Src, plainSrc4, plainSrc6) | family(k.Dst, plainDst4, plainDst6)
+	}
+	pk.sport, pk.dport, pk.proto = k.SrcPort, k.DstPort, k.Proto
 	if k.Fragment {
 		pk.flags |= plainFragment
 	}
-	return pk, true
+	return true
 }
 
 func family(a netip.Addr, v4, v6 uint8) uint8 {
@@ -376,7 +389,7 @@ func (k plainKey) flowKey() steer.FlowKey {
 func addrOf(b [16]byte, v4, v6 bool) netip.Addr {
 	switch {
 	case v4:
-		return netip.AddrFrom16(b).Unmap()
+		return netip.AddrFrom4([4]byte(b[12:]))
 	case v6:
 		return netip.AddrFrom16(b)
 	}

@@ -250,7 +250,8 @@ func TestPlainKeys(t *testing.T) {
 		for _, f := range frames {
 			cls.Classify(f.data, &c)
 			k := c.Key
-			pk, ok := plainOf(&k)
+			var pk plainKey
+			ok := pk.set(&k)
 			if wantPlain := k.NVLAN == 0 && k.NEncap == 0; ok != wantPlain {
 				t.Fatalf("key %+v: plain %v, want %v", k, ok, wantPlain)
 			}
