@@ -113,8 +113,7 @@ func (t *flowTable) init(worker int, cfg flowConfig, out *flowWriter, buckets *i
 func (t *flowTable) plainTable() *flowtable.Table[plainKey, flowRecord] {
 	if t.plain == nil {
 		t.plain = mustTable(t.cfg, func(f flowtable.Flow[plainKey], r *flowRecord, why flowtable.Reason) {
-			k := f.Key.flowKey()
-			t.end(&k, r, endingFor(why))
+			t.endPlain(&f.Key, r, endingFor(why))
 		})
 	}
 	return t.plain
@@ -206,13 +205,11 @@ func (t *flowTable) apply(e *pending) {
 	}
 	ns := e.ts.UnixNano()
 	if !isNew && t.active > 0 && ns-r.first >= t.active {
-		var k steer.FlowKey
 		if e.plain {
-			k = e.pk.flowKey()
+			t.endPlain(&e.pk, r, endActive)
 		} else {
-			k = e.key
+			t.end(&e.key, r, endActive)
 		}
-		t.end(&k, r, endActive)
 		isNew = true
 	}
 	if isNew {
@@ -221,6 +218,17 @@ func (t *flowTable) apply(e *pending) {
 	r.frames++
 	r.bytes += uint64(e.length)
 	r.last = ns
+}
+
+// endPlain is end for a plain flow's record: the FlowKey is rebuilt only
+// for a row.
+func (t *flowTable) endPlain(pk *plainKey, r *flowRecord, why ending) {
+	if t.out == nil {
+		t.ended[why]++
+		return
+	}
+	k := pk.flowKey()
+	t.end(&k, r, why)
 }
 
 // end counts a record that ended and, with -flows, formats its row.
@@ -282,8 +290,7 @@ func (t *flowTable) endOpen(end time.Time) {
 	}
 	if t.plain != nil {
 		for f, r := range t.plain.All() {
-			k := f.Key.flowKey()
-			t.end(&k, r, why(r))
+			t.endPlain(&f.Key, r, why(r))
 		}
 	}
 	if t.full != nil {
