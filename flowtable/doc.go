@@ -39,7 +39,13 @@
 //     steer.FlowKey), so two flows whose 32-bit flowids collide are two
 //     flows, each with its own state. A handler that wants flows keyed by
 //     the flowid alone, colliding flows shared, uses struct{} for K, which
-//     costs nothing.
+//     costs nothing. A flowid that does not tell flows apart is another
+//     matter: a 2-tuple hash (UDP's under the default hash types, a
+//     fragment's) gives every flow between two hosts one flowid, and frames
+//     without a hash share flowid 0; past 16 such flows they crowd each
+//     other out of their bucket (see "Bounded time"). A handler that keys
+//     such flows passes an id with the ports mixed in (examples/pcapsteer's
+//     slotID) and keeps the flowid in its value.
 //
 // A Table is not safe for concurrent use, by design: one table per worker,
 // touched only by that worker's goroutine (its handler, Tick, MoveOut,
