@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,21 +14,35 @@ import (
 )
 
 // TestHugePages checks, where the kernel offers transparent huge pages,
-// that a large table's slots are backed by them once flows fill it.
+// that a large table's slots are backed by them once flows fill it, both
+// in memory fresh from the OS and in memory the Go heap recycled (which
+// make has already touched in small pages).
 func TestHugePages(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil || strings.Contains(string(mode), "[never]") {
 		t.Skipf("transparent huge pages are off here (%q, %v): nothing to check", strings.TrimSpace(string(mode)), err)
 	}
-	const n = 1 << 18 // 20 MiB of slots: fresh memory, not recycled
-	tb := newRec(t, n, time.Hour, nil)
-	for i := range n {
-		tb.Lookup(uint32(i), k(i), at(0))
+	const n = 1 << 18 // 20 MiB of slots
+	check := func(what string) {
+		tb := newRec(t, n, time.Hour, nil)
+		for i := range n {
+			tb.Lookup(uint32(i), k(i), at(0))
+		}
+		kv := unsafe.Slice((*byte)(unsafe.Pointer(&tb.kv[0])), uintptr(n)*unsafe.Sizeof(tb.kv[0]))
+		if kb := anonHugeKB(t, kv); kb == 0 {
+			t.Errorf("%s: a table of %d flows: no huge page backs its %d MiB of slots", what, n, len(kv)>>20)
+		}
 	}
-	kv := unsafe.Slice((*byte)(unsafe.Pointer(&tb.kv[0])), uintptr(n)*unsafe.Sizeof(tb.kv[0]))
-	if kb := anonHugeKB(t, kv); kb == 0 {
-		t.Errorf("a table of %d flows: no huge page backs its %d MiB of slots", n, len(kv)>>20)
+	check("first table")
+	// Recycled: fill the heap with touched memory, drop it, collect, then
+	// make a table again.
+	junk := make([]byte, 64<<20)
+	for i := range junk {
+		junk[i] = 1
 	}
+	junk = nil
+	runtime.GC()
+	check("table in recycled memory")
 }
 
 // anonHugeKB sums AnonHugePages over the mappings of /proc/self/smaps that
