@@ -40,6 +40,21 @@ var benchCases = []struct{ flows, capacity int }{
 // benchTime is the capture clock of frame i: a microsecond a frame.
 func benchTime(i int) time.Time { return time.Unix(1_700_000_000, int64(i)*1000) }
 
+// filledTable returns a table of the capacity given holding that many
+// flows, the flows, and an access sequence over them (benchFlows).
+func filledTable(b *testing.B, flows, capacity int, zipf bool) (*Table[key, rec], []Flow[key], []int32) {
+	b.Helper()
+	fl, seq := benchFlows(flows, zipf)
+	tb, err := New(Config[key, rec]{Capacity: capacity, Idle: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, f := range fl {
+		tb.Lookup(f.ID, f.Key, benchTime(i))
+	}
+	return tb, fl, seq
+}
+
 // BenchmarkLookup measures a handler's per-packet cost with its state in a
 // Table: Lookup of an existing flow (every flow fits) and an update of its
 // value, with the flow's full key compared.
@@ -47,14 +62,7 @@ func BenchmarkLookup(b *testing.B) {
 	for _, c := range benchCases {
 		for _, dist := range []string{"uniform", "zipf"} {
 			b.Run(fmt.Sprintf("flows=%d/cap=%d/%s", c.flows, c.capacity, dist), func(b *testing.B) {
-				flows, seq := benchFlows(c.flows, dist == "zipf")
-				tb, err := New(Config[key, rec]{Capacity: c.capacity, Idle: time.Hour})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i, f := range flows {
-					tb.Lookup(f.ID, f.Key, benchTime(i))
-				}
+				tb, flows, seq := filledTable(b, c.flows, c.capacity, dist == "zipf")
 				mask := len(seq) - 1
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -157,14 +165,7 @@ func BenchmarkPrefetch(b *testing.B) {
 	const d = 8
 	for _, c := range benchCases {
 		b.Run(fmt.Sprintf("flows=%d", c.flows), func(b *testing.B) {
-			flows, seq := benchFlows(c.flows, false)
-			tb, err := New(Config[key, rec]{Capacity: c.capacity, Idle: time.Hour})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i, f := range flows {
-				tb.Lookup(f.ID, f.Key, benchTime(i))
-			}
+			tb, flows, seq := filledTable(b, c.flows, c.capacity, false)
 			mask := len(seq) - 1
 			plain := func(from, n int) {
 				for i := from; i < from+n; i++ {

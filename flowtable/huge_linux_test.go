@@ -3,14 +3,13 @@
 package flowtable
 
 import (
-	"bufio"
-	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/rpsgo/rps/internal/hugetest"
 )
 
 // TestHugePages checks, where the kernel offers transparent huge pages,
@@ -28,8 +27,8 @@ func TestHugePages(t *testing.T) {
 		for i := range n {
 			tb.Lookup(uint32(i), k(i), at(0))
 		}
-		kv := unsafe.Slice((*byte)(unsafe.Pointer(&tb.kv[0])), uintptr(n)*unsafe.Sizeof(tb.kv[0]))
-		if kb := anonHugeKB(t, kv); kb == 0 {
+		kv := hugetest.Bytes(tb.kv)
+		if kb := hugetest.AnonHugeKB(t, kv); kb == 0 {
 			t.Errorf("%s: a table of %d flows: no huge page backs its %d MiB of slots", what, n, len(kv)>>20)
 		}
 	}
@@ -43,36 +42,4 @@ func TestHugePages(t *testing.T) {
 	junk = nil
 	runtime.GC()
 	check("table in recycled memory")
-}
-
-// anonHugeKB sums AnonHugePages over the mappings of /proc/self/smaps that
-// overlap b.
-func anonHugeKB(t *testing.T, b []byte) int {
-	t.Helper()
-	lo := uintptr(unsafe.Pointer(&b[0]))
-	hi := lo + uintptr(len(b))
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sum, in := 0, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if f := strings.Fields(line); len(f) > 0 && !strings.HasSuffix(f[0], ":") { // a mapping's first line
-			var a, b uintptr
-			if _, err := fmt.Sscanf(f[0], "%x-%x", &a, &b); err == nil {
-				in = a < hi && lo < b
-			}
-			continue
-		}
-		var kb int
-		if in && strings.HasPrefix(line, "AnonHugePages:") {
-			if _, err := fmt.Sscanf(strings.TrimPrefix(line, "AnonHugePages:"), "%d", &kb); err == nil {
-				sum += kb
-			}
-		}
-	}
-	return sum
 }
