@@ -126,7 +126,14 @@ func (r *rig) setTable(ctx context.Context, table []int) chan error {
 	select {
 	case <-r.k.switched:
 	case err := <-errc:
-		r.t.Fatalf("SetTable returned before switching: %v", err)
+		// A switch that fails returns at once: both may be ready, and
+		// select picks either.
+		select {
+		case <-r.k.switched:
+			errc <- err
+		default:
+			r.t.Fatalf("SetTable returned before switching: %v", err)
+		}
 	}
 	return errc
 }
