@@ -7,29 +7,31 @@
 // fragments, ARP, LLDP, frames cut by a snap length, and a few malformed
 // frames; and a second capture of tunnelled traffic: TCP connections
 // carried in VXLAN (most of them), GENEVE, GRE, ERSPAN, GTP-U, IP in IP,
-// MPLS, PPPoE and pseudowires between a few tunnel endpoints. Package samplegen documents the contents and builds the file;
-// this package only embeds it, so that its users do not link gopacket.
+// MPLS, PPPoE and pseudowires between a few tunnel endpoints. Package
+// samplegen documents the contents and builds the files; this package only
+// embeds them, so that its users do not link gopacket. The sample capture
+// itself lives in the public package examples/sample, so that an example
+// copied out of the repository can read it; this package passes it on.
 package sample
 
 import (
 	"bytes"
-	_ "embed" // for the sample file
+	_ "embed" // for the tunnels file
+
+	pub "github.com/rpsgo/rps/examples/sample"
 )
 
-//go:generate go run ./gen -o sample.pcap
 //go:generate go run ./gen -tunnels -o tunnels.pcap
 
 // Name is the sample's file name.
-const Name = "sample.pcap"
+const Name = pub.Name
 
 // Pcap is the sample capture: a classic pcap file (little-endian,
 // microsecond timestamps, link type Ethernet). Do not modify it.
-//
-//go:embed sample.pcap
-var Pcap []byte
+var Pcap = pub.Pcap
 
 // Reader returns a reader of the sample capture.
-func Reader() *bytes.Reader { return bytes.NewReader(Pcap) }
+func Reader() *bytes.Reader { return pub.Reader() }
 
 // TunnelsName is the tunnels capture's file name.
 const TunnelsName = "tunnels.pcap"

@@ -23,7 +23,7 @@ func TestEmbeddedIsGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b.Bytes(), sample.Pcap) {
-		t.Fatalf("the embedded %s (%d bytes) differs from the generator's output (%d bytes): run go generate ./internal/sample",
+		t.Fatalf("the embedded %s (%d bytes) differs from the generator's output (%d bytes): run go generate ./examples/sample",
 			sample.Name, len(sample.Pcap), b.Len())
 	}
 	r := sample.Reader()

@@ -1,6 +1,7 @@
-// Command gen writes the captures that package sample embeds:
+// Command gen writes the sample captures: examples/sample embeds the first,
+// internal/sample the second:
 //
-//	go run ./internal/sample/gen -o internal/sample/sample.pcap
+//	go run ./internal/sample/gen -o examples/sample/sample.pcap
 //	go run ./internal/sample/gen -tunnels -o internal/sample/tunnels.pcap
 package main
 
