@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -57,35 +56,6 @@ func Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return readCloser{f, closeFile}, nil
 	}
 	return newCtxReader(ctx, f, closeFile), nil
-}
-
-// OpenInput opens what a command's -r flag names, as Open does, and returns
-// it with the name its messages give it ("standard input" for "-"). The
-// empty path gives def, named defName (an embedded sample, say).
-func OpenInput(ctx context.Context, path string, def io.Reader, defName string) (io.ReadCloser, string, error) {
-	switch path {
-	case "":
-		return readCloser{def, func() error { return nil }}, defName, nil
-	case "-":
-		r, err := Open(ctx, path)
-		return r, "standard input", err
-	}
-	r, err := Open(ctx, path)
-	return r, path, err
-}
-
-// ReadError returns the error a command returns when its reading of the
-// input named name stopped early with err, once it has printed what it has
-// (what, such as "the totals", names it): one wrapping ErrInterrupted when
-// ctx has ended, else err with the input's name. It returns nil for nil.
-func ReadError(ctx context.Context, name string, err error, what string) error {
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("%w; %s cover the input read until then", ErrInterrupted, what)
-	}
-	return fmt.Errorf("reading %s: %w (%s cover the input before the error)", name, err, what)
 }
 
 type readCloser struct {

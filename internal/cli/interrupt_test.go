@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -201,47 +200,5 @@ func TestCtxReaderKeepsWhatItRead(t *testing.T) {
 	}
 	if n, err := r.Read(buf); n != 0 || !errors.Is(err, context.Canceled) {
 		t.Errorf("second read after cancel: %d, %v; want context.Canceled", n, err)
-	}
-}
-
-// TestOpenInput: the empty path is the default reader, "-" is standard
-// input by name, and a file keeps its path as its name.
-func TestOpenInput(t *testing.T) {
-	ctx := context.Background()
-	r, name, err := OpenInput(ctx, "", strings.NewReader("sample"), "the sample")
-	if b, _ := io.ReadAll(r); err != nil || name != "the sample" || string(b) != "sample" || r.Close() != nil {
-		t.Errorf("default: %q named %q, %v", b, name, err)
-	}
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, []byte("file"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, name, err = OpenInput(ctx, path, nil, "")
-	if b, _ := io.ReadAll(r); err != nil || name != path || string(b) != "file" || r.Close() != nil {
-		t.Errorf("%s: %q named %q, %v", path, b, name, err)
-	}
-	if r, name, err = OpenInput(ctx, "-", nil, ""); err != nil || name != "standard input" {
-		t.Errorf("-: named %q, %v", name, err)
-	} else {
-		r.Close()
-	}
-}
-
-// TestReadError: an early end of the reading is an interruption when the
-// context has ended, else the error with the input's name.
-func TestReadError(t *testing.T) {
-	errCut := errors.New("truncated capture file")
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := ReadError(ctx, "a.pcap", nil, "the totals"); err != nil {
-		t.Errorf("nil: %v", err)
-	}
-	err := ReadError(ctx, "a.pcap", errCut, "the totals")
-	if want := "reading a.pcap: truncated capture file (the totals cover the input before the error)"; !errors.Is(err, errCut) || err.Error() != want {
-		t.Errorf("got %v, want %q wrapping the error", err, want)
-	}
-	cancel()
-	err = ReadError(ctx, "a.pcap", context.Canceled, "the totals")
-	if want := "interrupted; the totals cover the input read until then"; !errors.Is(err, ErrInterrupted) || err.Error() != want {
-		t.Errorf("got %v, want %q wrapping ErrInterrupted", err, want)
 	}
 }

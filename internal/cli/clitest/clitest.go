@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // RunMain is for a command's TestMain: when the environment variable env is
@@ -59,64 +58,4 @@ func result(t *testing.T, err error, stdout, stderr *bytes.Buffer) Result {
 		t.Fatal(err)
 	}
 	return res
-}
-
-// Interrupt runs the command in a child (the test binary, with env set to
-// args, one a line: see RunMain) whose standard input is a pipe that
-// delivers data and then stays open, as a stalled capture would. Once the
-// child has read all of data, it sends it one SIGINT and waits, at most 10
-// seconds, for it to exit.
-func Interrupt(t *testing.T, env string, args []string, data []byte) Result {
-	t.Helper()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	defer pw.Close()
-	cmd := child(env, args)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	written := make(chan error, 1)
-	go func() {
-		_, err := pw.Write(data) // more than the pipe holds: the child reads it
-		written <- err
-	}()
-	if err := <-written; err != nil {
-		cmd.Process.Kill()
-		t.Fatalf("writing to the child: %v (%v)", err, <-exited)
-	}
-	// The child has read everything once the pipe is empty; it installed
-	// its signal handler before its first read.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		n, ok := unread(pr)
-		if !ok {
-			time.Sleep(time.Second) // no way to tell: give it time
-			break
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the child read only part of its input in 10 s (%d bytes left): %v", n, <-exited)
-		}
-	}
-	time.Sleep(100 * time.Millisecond) // the frames read reach the dispatcher
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err = <-exited:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatalf("one SIGINT did not end the child within 10 s; standard error %q", stderr.String())
-	}
-	return result(t, err, &stdout, &stderr)
 }

@@ -46,24 +46,3 @@ func TestRun(t *testing.T) {
 		t.Errorf("got %+v", res)
 	}
 }
-
-func TestInterrupt(t *testing.T) {
-	data := make([]byte, 200<<10) // more than a pipe holds
-	res := Interrupt(t, "CLITEST_DEMO", []string{"read"}, data)
-	if want := "demo read\nread 204800 bytes: context canceled\n"; res.Status != 3 || res.Stdout != want {
-		t.Errorf("got %+v; want status 3 and %q", res, want)
-	}
-}
-
-var kept [][]byte
-
-func TestHeapGrowth(t *testing.T) {
-	if grew := HeapGrowth(func() {
-		for range 128 {
-			kept = append(kept, make([]byte, 256<<10)) // 32 MB, live to the end
-		}
-	}); grew < 31<<20 {
-		t.Errorf("32 MB kept: grew by %d bytes", grew)
-	}
-	kept = nil
-}
