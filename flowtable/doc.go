@@ -44,8 +44,9 @@
 //     fragment's) gives every flow between two hosts one flowid, and frames
 //     without a hash share flowid 0; past 16 such flows they crowd each
 //     other out of their bucket (see "Bounded time"). A handler that keys
-//     such flows passes an id with the ports mixed in (examples/pcapsteer's
-//     slotID) and keeps the flowid in its value.
+//     such flows passes an id with the ports mixed in (examples/flowmeter's
+//     count, examples/pcapsteer's slotID) and keeps the flowid in its value
+//     if it needs it (for Move.Contains, say).
 //
 // A Table is not safe for concurrent use, by design: one table per worker,
 // touched only by that worker's goroutine (its handler, Tick, MoveOut,
