@@ -79,9 +79,6 @@ type conn struct {
 	worker int
 }
 
-// streamKey names one direction of a connection.
-type streamKey struct{ net, tcp gopacket.Flow }
-
 // shard is one worker's state. Only the worker's goroutine touches it while
 // the dispatcher runs: the handler, tcpassembly's calls of New and of the
 // streams from inside Assemble, and Close all run there.
@@ -96,13 +93,13 @@ type shard struct {
 	parser  *gopacket.DecodingLayerParser
 	decoded []gopacket.LayerType
 	asm     *tcpassembly.Assembler
-	now     time.Time           // the capture time of the segment being assembled
-	open    map[streamKey]*conn // by the direction seen first
-	conns   []*conn             // every connection, in the order seen
+	now     time.Time                  // the capture time of the segment being assembled
+	open    map[[2]gopacket.Flow]*conn // by the direction seen first (network, transport)
+	conns   []*conn                    // every connection, in the order seen
 }
 
 func newShard(w *steer.Worker) *shard {
-	s := &shard{worker: w.Index(), open: map[streamKey]*conn{}}
+	s := &shard{worker: w.Index(), open: map[[2]gopacket.Flow]*conn{}}
 	s.parser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &s.eth, &s.dot1q, &s.ip4, &s.ip6, &s.ext, &s.tcp)
 	s.parser.IgnoreUnsupported = true // stop quietly at UDP, ARP, a TCP payload ...
 	s.asm = tcpassembly.NewAssembler(tcpassembly.NewStreamPool(s))
@@ -135,13 +132,12 @@ func (s *shard) handle(p *steer.Packet) {
 func (s *shard) New(netFlow, tcpFlow gopacket.Flow) tcpassembly.Stream {
 	h := &half{src: net.JoinHostPort(netFlow.Src().String(), tcpFlow.Src().String()),
 		dst: net.JoinHostPort(netFlow.Dst().String(), tcpFlow.Dst().String())}
-	back := streamKey{netFlow.Reverse(), tcpFlow.Reverse()}
-	if c := s.open[back]; c != nil && c.halves[1] == nil {
+	if c := s.open[[2]gopacket.Flow{netFlow.Reverse(), tcpFlow.Reverse()}]; c != nil && c.halves[1] == nil {
 		c.halves[1] = h
 		return h
 	}
 	c := &conn{halves: [2]*half{h}, first: s.now, worker: s.worker}
-	s.open[streamKey{netFlow, tcpFlow}] = c
+	s.open[[2]gopacket.Flow{netFlow, tcpFlow}] = c
 	s.conns = append(s.conns, c)
 	return h
 }
@@ -207,13 +203,15 @@ func print(w io.Writer, conns []*conn, n int) {
 	fmt.Fprintf(w, "%d TCP connections, %d with both directions on one worker; %d payload bytes\n", len(conns), both, payload)
 	for _, c := range conns[:min(n, len(conns))] {
 		a := c.halves[0]
-		fmt.Fprintf(w, "\n%s <> %s on worker %d\n", a.src, a.dst, c.worker)
+		note := ""
+		if c.halves[1] == nil {
+			note = " (the other direction went to another worker)"
+		}
+		fmt.Fprintf(w, "\n%s <> %s on worker %d%s\n", a.src, a.dst, c.worker, note)
 		for _, h := range c.halves {
-			if h == nil {
-				fmt.Fprintf(w, "  %s > %s: not on this worker\n", a.dst, a.src)
-				continue
+			if h != nil {
+				fmt.Fprintf(w, "  %s > %s: %d bytes, first line %q\n", h.src, h.dst, h.bytes, h.firstLine())
 			}
-			fmt.Fprintf(w, "  %s > %s: %d bytes, first line %q\n", h.src, h.dst, h.bytes, h.firstLine())
 		}
 	}
 }
