@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpsgo/rps/examples/sample"
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )

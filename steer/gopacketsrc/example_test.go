@@ -9,8 +9,8 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
+	"github.com/rpsgo/rps/examples/sample"
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/gopacketsrc"
 	"github.com/rpsgo/rps/steer/pcapfile"

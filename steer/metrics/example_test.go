@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/examples/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/metrics"
 	"github.com/rpsgo/rps/steer/pcapfile"

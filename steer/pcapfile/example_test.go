@@ -7,7 +7,7 @@ import (
 	"io"
 	"log"
 
-	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/examples/sample"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
