@@ -22,10 +22,10 @@ import (
 //     VLAN IDs are recorded in the key and never hashed. An EtherType below
 //     0x0600 (an 802.3 length) or anything but IPv4, IPv6 and the shims
 //     below is [ReasonNonIP].
-//   - Shims, always walked (shim.go): PPPoE sessions and MPLS label stacks,
-//     with an MPLS pseudowire's Ethernet frame walked as a frame. Their
-//     labels and session IDs are recorded in the key's Encaps, never
-//     hashed.
+//   - Shims, always walked (shim.go): PPPoE sessions, MPLS label stacks,
+//     with an MPLS pseudowire's Ethernet frame walked as a frame, and
+//     Cisco MetaData. Their labels, session IDs and tags are recorded in
+//     the key's Encaps, never hashed.
 //   - Tunnels, opened with TunnelsInner (tunnel.go): after the transport
 //     step below, a UDP packet to a VXLAN, GENEVE or GTP-U port, GRE, or
 //     IP in IP (protocols 4 and 41) is decapsulated and its inner packet
@@ -34,7 +34,10 @@ import (
 //     (a tunnel header cut short, an inner frame that is not IP), the
 //     frame is hashed by the tunnel's own IP header, with the reason.
 //   - IPv4: the version must be 4, IHL at least 5 and the header within the
-//     frame, the total length at least the header length. The packet ends at
+//     frame, the total length at least the header length, or zero: Linux's
+//     BIG TCP (6.3 and later) sends a packet over 64 KiB with a total length
+//     of zero, as a capture of a TSO send shows one, and tcpdump and
+//     Wireshark then take the frame, as the classifier does. The packet ends at
 //     the smaller of the total length and the frame (Ethernet padding is cut
 //     off; a snap-length cut is tolerated). Options are skipped. A fragment
 //     (MF set or a non-zero offset) is hashed over its addresses and its
@@ -543,6 +546,8 @@ func (c *Classifier) ether(et uint16, p []byte, out *Classification) {
 		c.pppoe(p, out)
 	case etherTypeMPLS, etherTypeMPLSMulticast:
 		c.mpls(p, out)
+	case etherTypeCMD:
+		c.cmd(p, out)
 	default:
 		out.Reason = ReasonNonIP
 	}
@@ -584,7 +589,10 @@ func (c *Classifier) ipv4(p []byte, out *Classification) {
 		return
 	}
 	tl := int(binary.BigEndian.Uint16(h[2:4]))
-	if tl < hl {
+	switch {
+	case tl == 0: // BIG TCP or a TSO capture: the frame
+		tl = len(p)
+	case tl < hl:
 		out.Reason = ReasonBadIPLength
 		return
 	}

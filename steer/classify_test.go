@@ -368,7 +368,9 @@ func classifyCases() []classifyCase {
 		{name: "ipv4 version 6", frame: edit(tcp4(0), func(b []byte) { b[ethHeaderLen] = 0x65 }), reason: ReasonBadIPVersion, etherType: etherTypeIPv4},
 		{name: "ipv4 IHL 4", frame: edit(tcp4(0), func(b []byte) { b[ethHeaderLen] = 0x44 }), reason: ReasonBadIHL, etherType: etherTypeIPv4, key: key4(protoTCP, 0, 0)},
 		{name: "ipv4 IHL past frame", frame: edit(tcp4(0), func(b []byte) { b[ethHeaderLen] = 0x4f }), reason: ReasonBadIHL, etherType: etherTypeIPv4, key: key4(protoTCP, 0, 0)},
-		{name: "ipv4 total length 0", frame: edit(tcp4(0), func(b []byte) { b[ethHeaderLen+2], b[ethHeaderLen+3] = 0, 0 }), reason: ReasonBadIPLength, etherType: etherTypeIPv4, key: key4(protoTCP, 0, 0)},
+		{name: "ipv4 total length 1", frame: edit(tcp4(0), func(b []byte) { b[ethHeaderLen+2], b[ethHeaderLen+3] = 0, 1 }), reason: ReasonBadIPLength, etherType: etherTypeIPv4, key: key4(protoTCP, 0, 0)},
+		{name: "ipv4 total length 0 is the frame (BIG TCP)", frame: edit(tcp4(2), func(b []byte) { b[ethHeaderLen+2], b[ethHeaderLen+3] = 0, 0 }),
+			ht: hash.RSSTCPIPv4, etherType: etherTypeIPv4, key: key4(protoTCP, sport, dport)},
 		{name: "ipv4 total length < IHL", frame: edit(tcp4(2), func(b []byte) { b[ethHeaderLen+2], b[ethHeaderLen+3] = 0, 24 }), reason: ReasonBadIPLength, etherType: etherTypeIPv4, key: key4(protoTCP, 0, 0)},
 
 		// IPv6 transports.

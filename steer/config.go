@@ -142,16 +142,17 @@ type HashConfig struct {
 	UDP4Tuple bool
 	// Tunnels says whether tunnels are decapsulated. Default TunnelsOuter:
 	// a tunnelled frame is hashed by its outer header, as FreeBSD's RSS and
-	// a NIC do. TunnelsInner opens VXLAN, GENEVE, GRE (with ERSPAN and
-	// transparent Ethernet), GTP-U and IP in IP, up to MaxTunnelDepth deep,
+	// a NIC do. TunnelsInner opens VXLAN, GENEVE, GRE (with ERSPAN,
+	// transparent Ethernet and Cisco MetaData), GTP-U, IP in IP and MPLS
+	// over UDP, up to MaxTunnelDepth deep,
 	// and hashes the innermost IP header, as a NIC that hashes inner
 	// headers does (FreeBSD's main branch flags such a hash
 	// M_HASHTYPE_INNER). MPLS and PPPoE are walked either way.
 	Tunnels TunnelMode
 	// VXLANPorts are the UDP destination ports taken for VXLAN with
 	// TunnelsInner. Nil means VXLANPort (4789, IANA's); Linux's legacy
-	// default is 8472. GENEVEPort and GTPUPort are fixed and may not be
-	// listed.
+	// default is 8472. GENEVEPort, GTPUPort and MPLSUDPPort are fixed and
+	// may not be listed.
 	VXLANPorts []uint16
 }
 
@@ -346,8 +347,9 @@ func (h *HashConfig) normalize() error {
 		return nil
 	}
 	for _, p := range h.VXLANPorts {
-		if p == 0 || p == GENEVEPort || p == GTPUPort {
-			return fmt.Errorf("steer: VXLAN port %d: want a port other than 0, %d (GENEVE) and %d (GTP-U): %w", p, GENEVEPort, GTPUPort, ErrConfig)
+		if p == 0 || !isVXLANPort(p) {
+			return fmt.Errorf("steer: VXLAN port %d: want a port other than 0, %d (GENEVE), %d (GTP-U) and %d (MPLS over UDP): %w",
+				p, GENEVEPort, GTPUPort, MPLSUDPPort, ErrConfig)
 		}
 	}
 	h.VXLANPorts = append([]uint16(nil), h.VXLANPorts...)

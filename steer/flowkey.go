@@ -124,19 +124,20 @@ func (k *FlowKey) Encapsulation() string {
 type Encap struct {
 	Kind EncapKind
 	// HasID says the header carries an identifier: every kind but
-	// EncapPseudowire, EncapIPIP and EncapERSPAN1, and EncapGRE when the
-	// key field is present.
+	// EncapPseudowire, EncapIPIP, EncapERSPAN1 and EncapMPLSUDP, and
+	// EncapGRE when the key field is present.
 	HasID bool
 	pad   uint16 // always zero, so that FlowKey has no padding
 	// ID is the header's identifier: the VLAN ID, the MPLS label, the
 	// PPPoE session ID, the VXLAN or GENEVE VNI, the GRE key, the ERSPAN
-	// session ID or the GTP-U TEID.
+	// session ID, the GTP-U TEID or the Cisco MetaData's security group
+	// tag.
 	ID uint32
 }
 
 // String is the kind's name and, when the header has one, its identifier:
 // "vlan:7", "mpls:1600", "pppoe:17", "pw", "vxlan:42", "geneve:42", "gre",
-// "gre:key=9", "erspan2:5", "gtpu:1234", "ipip".
+// "gre:key=9", "erspan2:5", "gtpu:1234", "ipip", "cmd:10", "mplsudp".
 func (e Encap) String() string {
 	s := e.Kind.String()
 	switch {
@@ -149,8 +150,9 @@ func (e Encap) String() string {
 }
 
 // EncapKind names a shim or tunnel header. Shims (VLAN tags of inner
-// frames, MPLS, PPPoE, pseudowires) are always walked; tunnels (VXLAN,
-// GENEVE, GRE and ERSPAN, GTP-U, IP in IP) only with TunnelsInner.
+// frames, MPLS, PPPoE, pseudowires, Cisco MetaData) are always walked;
+// tunnels (VXLAN, GENEVE, GRE and ERSPAN, GTP-U, IP in IP, MPLS over UDP)
+// only with TunnelsInner.
 type EncapKind uint8
 
 // The kinds of encapsulation.
@@ -168,18 +170,21 @@ const (
 	EncapERSPAN3                     // ERSPAN type III, GRE protocol 0x22eb (ID: the session ID)
 	EncapGTPU                        // a GTP-U G-PDU, 3GPP TS 29.281 (ID: the TEID)
 	EncapIPIP                        // IPv4 or IPv6 inside IPv4 or IPv6, IP protocol 4 or 41
+	EncapCMD                         // Cisco MetaData, EtherType or GRE protocol 0x8909 (ID: the security group tag)
+	EncapMPLSUDP                     // MPLS over UDP, RFC 7510, before the labels it carries (EncapMPLS each)
 	numEncapKinds
 )
 
 var encapNames = [...]string{
 	EncapNone: "none", EncapVLAN: "vlan", EncapMPLS: "mpls", EncapPseudowire: "pw", EncapPPPoE: "pppoe",
 	EncapVXLAN: "vxlan", EncapGENEVE: "geneve", EncapGRE: "gre", EncapERSPAN1: "erspan1",
-	EncapERSPAN2: "erspan2", EncapERSPAN3: "erspan3", EncapGTPU: "gtpu", EncapIPIP: "ipip",
+	EncapERSPAN2: "erspan2", EncapERSPAN3: "erspan3", EncapGTPU: "gtpu", EncapIPIP: "ipip", EncapCMD: "cmd",
+	EncapMPLSUDP: "mplsudp",
 }
 
 // String returns the kind's short name: "vlan", "mpls", "pw", "pppoe",
 // "vxlan", "geneve", "gre", "erspan1", "erspan2", "erspan3", "gtpu",
-// "ipip" (or "none").
+// "ipip", "cmd", "mplsudp" (or "none").
 func (k EncapKind) String() string {
 	if int(k) < len(encapNames) {
 		return encapNames[k]
@@ -199,7 +204,7 @@ func (k *EncapKind) UnmarshalText(b []byte) error {
 
 // Tunnel reports whether the kind is a tunnel, which the classifier opens
 // only with TunnelsInner, rather than a shim, which it always walks.
-func (k EncapKind) Tunnel() bool { return k >= EncapVXLAN && k < numEncapKinds }
+func (k EncapKind) Tunnel() bool { return k >= EncapVXLAN && k < numEncapKinds && k != EncapCMD }
 
 // Classification is the result of classifying one frame (the ether_demux
 // step): the flow key, what kind of hash it gets, the hash itself, and why

@@ -29,7 +29,7 @@ const (
 	ReasonShortIPv4                    // fewer than 20 bytes of IPv4 header: NONE
 	ReasonBadIPVersion                 // the IP version field disagrees with the EtherType: NONE
 	ReasonBadIHL                       // IHL below 5, or the header runs past the frame: NONE
-	ReasonBadIPLength                  // IPv4 total length below the header length: NONE
+	ReasonBadIPLength                  // IPv4 total length below the header length, but not zero: NONE
 	ReasonShortIPv6                    // fewer than 40 bytes of IPv6 header: NONE
 	ReasonBadExtHeader                 // an IPv6 extension header runs past the packet, or the chain is too long: NONE
 	ReasonShortTransport               // the TCP/UDP/SCTP header is truncated: 2-tuple hash
@@ -44,6 +44,7 @@ const (
 	ReasonBadGRE                       // a GRE header cut short, or a version other than 0, or the routing bit set: the outer hash
 	ReasonBadERSPAN                    // an ERSPAN header or its platform sub-header cut short, or the wrong version: the outer hash
 	ReasonBadGTPU                      // a GTP-U header or its extension headers cut short or malformed, or not version 1: the outer hash
+	ReasonBadCMD                       // a Cisco MetaData header cut short: NONE, or inside a tunnel the outer hash
 	numReasons
 )
 
@@ -74,6 +75,7 @@ var reasonNames = [...]string{
 	ReasonBadGRE:         "bad-gre",
 	ReasonBadERSPAN:      "bad-erspan",
 	ReasonBadGTPU:        "bad-gtpu",
+	ReasonBadCMD:         "bad-cmd",
 }
 
 // String returns the reason's short name, as the report prints it.

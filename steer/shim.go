@@ -18,6 +18,15 @@ import "encoding/binary"
 //     first nibble: 4 IPv4, 6 IPv6, 0 a pseudowire control word (RFC 4385,
 //     4 bytes) followed by an Ethernet frame, walked as a frame (RFC 4448);
 //     anything else is [ReasonMPLSNonIP].
+//   - Cisco MetaData (CMD, EtherType 0x8909), the security group tag of
+//     Cisco TrustSec that switches insert after the MAC addresses and VLAN
+//     tags: 8 bytes, a version, a length, an option type, the 16-bit tag
+//     (recorded), then the EtherType of what follows. Inside GRE (protocol
+//     0x8909, as ERSPAN sessions and GRE keepalives of such switches send
+//     it) the same 8 bytes start with that EtherType instead (tunnel.go).
+//     Neither form's version, length or option is checked, as tcpdump and
+//     Wireshark check none. A CMD header straight after another is not
+//     walked: [ReasonNonIP].
 
 // Shim header constants.
 const (
@@ -31,6 +40,8 @@ const (
 	mplsEntryLen           = 4
 	mplsBottomOfStack      = 0x100
 	pwControlWordLen       = 4
+	etherTypeCMD           = 0x8909 // Cisco MetaData
+	cmdHeaderLen           = 8
 )
 
 // pppoe walks a PPPoE session header p to the packet inside.
@@ -105,4 +116,26 @@ func (c *Classifier) mpls(p []byte, out *Classification) {
 	default:
 		out.Reason = ReasonMPLSNonIP
 	}
+}
+
+// cmd walks a Cisco MetaData header p in its Ethernet form (version,
+// length, option, tag, EtherType) to what follows it.
+func (c *Classifier) cmd(p []byte, out *Classification) {
+	if len(p) < cmdHeaderLen {
+		out.Reason = ReasonBadCMD
+		return
+	}
+	if c.push(out, EncapCMD, true, uint32(binary.BigEndian.Uint16(p[4:6]))) {
+		c.afterCMD(binary.BigEndian.Uint16(p[6:8]), p[cmdHeaderLen:], out)
+	}
+}
+
+// afterCMD classifies the payload p of EtherType et that follows a CMD
+// header, as ether does, but for another CMD header.
+func (c *Classifier) afterCMD(et uint16, p []byte, out *Classification) {
+	if et == etherTypeCMD {
+		out.EtherType, out.Reason = et, ReasonNonIP
+		return
+	}
+	c.ether(et, p, out)
 }

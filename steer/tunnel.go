@@ -8,7 +8,7 @@ import (
 
 // Tunnels, opened when HashConfig.Tunnels is TunnelsInner. Each is told
 // from the IP header before it: IP protocol 4 or 41 (IP in IP), 47 (GRE),
-// or UDP to a tunnel's destination port (VXLAN, GENEVE, GTP-U). A fragment
+// or UDP to a tunnel's destination port (VXLAN, GENEVE, GTP-U, MPLS). A fragment
 // is never opened: every fragment of an outer datagram follows the outer
 // 2-tuple, as its first fragment does. The rules, per tunnel:
 //
@@ -26,7 +26,10 @@ import (
 //     II (8 bytes, version 1) or, without a sequence number, type I (no
 //     header), then an Ethernet frame; 0x22eb ERSPAN type III (12 bytes,
 //     version 2, and the 8-byte platform sub-header when its O bit is set),
-//     then an Ethernet frame when its frame type is 0; anything else is
+//     then an Ethernet frame when its frame type is 0; 0x8909 Cisco
+//     MetaData in its GRE form (8 bytes: the EtherType of what follows, a
+//     version, a length, an option, the security group tag, recorded),
+//     then what that EtherType names, as for GRE's own; anything else is
 //     classified by that EtherType.
 //   - GTP-U (3GPP TS 29.281), UDP to 2152: version 1, protocol type 1, 8
 //     bytes, and 4 more (sequence number, N-PDU number, next extension
@@ -35,8 +38,16 @@ import (
 //     maxGTPUExtHeaders). Only a G-PDU (message type 255) carries a user
 //     packet, IPv4 or IPv6 by its first nibble; the header's length field
 //     bounds it.
+//   - MPLS over UDP (RFC 7510), UDP to 6635: an MPLS label stack follows
+//     the UDP header, walked as shim.go walks one, after an EncapMPLSUDP
+//     entry that marks the tunnel (as IP in IP's EncapIPIP does).
 //   - IP in IP: the payload of protocol 4 is an IPv4 packet, of 41 an IPv6
 //     one.
+//
+// A UDP length below 8 (zero, as RFC 2675 and Linux's BIG TCP write it for
+// a datagram over 64 KiB) leaves the payload to the packet's end, as an
+// IPv4 total length of zero and an IPv6 payload length of zero do (see
+// classify.go).
 //
 // A tunnel header cut short or malformed gives its Bad reason
 // (ReasonBadVXLAN, ...); a tunnel that carries no IP packet gives
@@ -51,9 +62,9 @@ const (
 	// TunnelsOuter hashes a tunnelled frame by its outer header, as
 	// FreeBSD's RSS and a NIC do, and keeps the flowid equal to theirs.
 	TunnelsOuter TunnelMode = iota
-	// TunnelsInner decapsulates VXLAN, GENEVE, GRE, ERSPAN, GTP-U and IP
-	// in IP and hashes the innermost IP header, so that the flows inside a
-	// few tunnel endpoints spread over the workers.
+	// TunnelsInner decapsulates VXLAN, GENEVE, GRE, ERSPAN, GTP-U, IP in
+	// IP and MPLS over UDP and hashes the innermost IP header, so that the
+	// flows inside a few tunnel endpoints spread over the workers.
 	TunnelsInner
 )
 
@@ -79,6 +90,8 @@ const (
 	VXLANPort  = 4789 // IANA's VXLAN port, the default of HashConfig.VXLANPorts
 	GENEVEPort = 6081 // IANA's GENEVE port
 	GTPUPort   = 2152 // IANA's GTP-U port
+	// MPLSUDPPort is IANA's MPLS-in-UDP port (RFC 7510).
+	MPLSUDPPort = 6635
 )
 
 // Tunnel header constants.
@@ -111,7 +124,7 @@ type portSet [1 << 16 / 64]uint64
 
 func newPortSet(vxlan []uint16) *portSet {
 	s := new(portSet)
-	for _, p := range append([]uint16{GENEVEPort, GTPUPort}, vxlan...) {
+	for _, p := range append([]uint16{GENEVEPort, GTPUPort, MPLSUDPPort}, vxlan...) {
 		s[p>>6] |= 1 << (p & 63)
 	}
 	return s
@@ -206,6 +219,8 @@ func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
 		bad = ReasonBadGENEVE
 	case GTPUPort:
 		bad = ReasonBadGTPU
+	case MPLSUDPPort:
+		bad = ReasonBadMPLS
 	}
 	if len(u) < udpHeaderLen {
 		out.Reason = bad
@@ -220,6 +235,10 @@ func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
 		c.geneve(t, out)
 	case GTPUPort:
 		c.gtpu(t, out)
+	case MPLSUDPPort:
+		if c.push(out, EncapMPLSUDP, false, 0) {
+			c.mpls(t, out)
+		}
 	default:
 		c.vxlan(t, out)
 	}
@@ -243,7 +262,7 @@ func (c *Classifier) vxlanTuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash
 	if tl := int(binary.BigEndian.Uint16(p[2:4])); tl < len(p) {
 		p = p[:tl]
 	}
-	if port := binary.BigEndian.Uint16(p[22:24]); port == GENEVEPort || port == GTPUPort || len(p) < ipv4MinHeaderLen+udpHeaderLen {
+	if port := binary.BigEndian.Uint16(p[22:24]); !isVXLANPort(port) || len(p) < ipv4MinHeaderLen+udpHeaderLen {
 		return hash.None, false
 	}
 	u := p[ipv4MinHeaderLen:]
@@ -254,6 +273,12 @@ func (c *Classifier) vxlanTuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash
 		return hash.None, false
 	}
 	return c.ipv4Tuple(u[udpHeaderLen+vxlanHeaderLen:], t)
+}
+
+// isVXLANPort reports whether a tunnel's UDP port names VXLAN: every one
+// but the fixed ports of the other UDP tunnels.
+func isVXLANPort(port uint16) bool {
+	return port != GENEVEPort && port != GTPUPort && port != MPLSUDPPort
 }
 
 // vxlan opens a VXLAN header v.
@@ -345,9 +370,28 @@ func (c *Classifier) gre(g []byte, out *Classification) {
 		}
 	case etherTypeERSPAN3:
 		c.erspan3(p, out)
+	case etherTypeCMD:
+		c.greCMD(p, out)
 	default:
 		c.payload(et, p, out)
 	}
+}
+
+// greCMD opens Cisco MetaData in its GRE form, m: the EtherType of the
+// payload first, then the version, length, option and tag.
+func (c *Classifier) greCMD(m []byte, out *Classification) {
+	if len(m) < cmdHeaderLen {
+		out.Reason = ReasonBadCMD
+		return
+	}
+	if !c.push(out, EncapCMD, true, uint32(binary.BigEndian.Uint16(m[6:8]))) {
+		return
+	}
+	if et := binary.BigEndian.Uint16(m[0:2]); et != etherTypeTEB {
+		c.afterCMD(et, m[cmdHeaderLen:], out)
+		return
+	}
+	c.innerEthernet(m[cmdHeaderLen:], out)
 }
 
 // erspan3 opens an ERSPAN type III header e.

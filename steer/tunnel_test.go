@@ -159,6 +159,38 @@ func pppoeSession(session uint16, proto uint16, rest []byte) []byte {
 	return append(b, rest...)
 }
 
+// cmdEth returns Cisco MetaData in its Ethernet form (after EtherType
+// 0x8909): version 1, length 1, the SGT option, tag sgt, then et.
+func cmdEth(sgt, et uint16, rest []byte) []byte {
+	b := []byte{1, 1, 0, 1}
+	b = binary.BigEndian.AppendUint16(b, sgt)
+	b = binary.BigEndian.AppendUint16(b, et)
+	return append(b, rest...)
+}
+
+// cmdGRE returns Cisco MetaData in its GRE form (after GRE protocol
+// 0x8909): et first, then version, length, option and tag sgt.
+func cmdGRE(et, sgt uint16, rest []byte) []byte {
+	b := binary.BigEndian.AppendUint16(nil, et)
+	b = append(b, 1, 1, 0, 1)
+	b = binary.BigEndian.AppendUint16(b, sgt)
+	return append(b, rest...)
+}
+
+// jumbo6 returns an IPv6 jumbogram as RFC 2675 and Linux's BIG TCP
+// write it: a payload length of zero and a hop-by-hop header with a Jumbo
+// Payload option holding the real length, before payload of protocol nh.
+func jumbo6(src, dst netip.Addr, nh uint8, payload []byte) []byte {
+	hbh := binary.BigEndian.AppendUint32([]byte{nh, 0, 0xc2, 4}, uint32(8+len(payload)))
+	b := ipv6Packet(src, dst, protoHopByHop, cat(hbh, payload))
+	b[4], b[5] = 0, 0
+	return b
+}
+
+// bigIPv4 sets an IPv4 packet's total length to zero, as Linux's BIG TCP
+// sends a packet over 64 KiB.
+func bigIPv4(ip []byte) []byte { return edit(ip, func(b []byte) { b[2], b[3] = 0, 0 }) }
+
 // Keys.
 
 func withEncaps(k FlowKey, depth int, es ...Encap) FlowKey {
@@ -330,6 +362,64 @@ func encapCases() []classifyCase {
 		{name: "pppoe inside vxlan", tunnels: true, frame: vxlan4(6, ethFrame(etherTypePPPoESession, pppoeSession(4, pppIPv4, ip4))), ht: tcp4ht, etherType: v4,
 			key: withEncaps(innerTCP4, 1, enc(EncapVXLAN, 6), enc(EncapPPPoE, 4))},
 
+		// Cisco MetaData, walked whatever the tunnel mode, and in GRE.
+		{name: "cmd ipv4", frame: ethFrame(etherTypeCMD, cmdEth(10, v4, ip4)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 0, enc(EncapCMD, 10))},
+		{name: "cmd after a vlan tag, ipv6", frame: ethFrame(etherTypeCMD, cmdEth(0xffff, v6, ip6), tag(9)), ht: tcp6ht, etherType: v6,
+			key: withVLANs(withEncaps(inner6, 0, enc(EncapCMD, 0xffff)), 9)},
+		{name: "cmd mpls", frame: ethFrame(etherTypeCMD, cmdEth(3, etherTypeMPLS, mplsStack(ip4, 16))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 0, enc(EncapCMD, 3), enc(EncapMPLS, 16))},
+		{name: "cmd cut", frame: ethFrame(etherTypeCMD, cmdEth(10, v4, nil)[:7]), reason: ReasonBadCMD, etherType: etherTypeCMD},
+		{name: "cmd after cmd", frame: ethFrame(etherTypeCMD, cmdEth(10, etherTypeCMD, cmdEth(11, v4, ip4))), reason: ReasonNonIP, etherType: etherTypeCMD,
+			key: withEncaps(FlowKey{}, 0, enc(EncapCMD, 10))},
+		{name: "cmd arp", frame: ethFrame(etherTypeCMD, cmdEth(10, 0x0806, rep(28, 0))), reason: ReasonNonIP, etherType: 0x0806,
+			key: withEncaps(FlowKey{}, 0, enc(EncapCMD, 10))},
+		{name: "gre cmd ipv4", tunnels: true, frame: outer4(protoGRE, greHdr(greFlagKey, etherTypeCMD, 40, 0, cmdGRE(v4, 7, ip4))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, enc(EncapGRE, 40), enc(EncapCMD, 7))},
+		{name: "gre cmd ethernet", tunnels: true, frame: outer6(protoGRE, greHdr(0, etherTypeCMD, 0, 0, cmdGRE(etherTypeTEB, 7, inner4(tag(4))))), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapGRE), enc(EncapCMD, 7), enc(EncapVLAN, 4))},
+		{name: "gre cmd with tunnels off", frame: outer4(protoGRE, greHdr(greFlagKey, etherTypeCMD, 40, 0, cmdGRE(v4, 7, ip4))), ht: hash.RSSIPv4, etherType: v4,
+			key: FlowKey{Src: c4, Dst: d4, Proto: protoGRE}},
+		{name: "gre keepalive in cmd", tunnels: true,
+			frame:  outer4(protoGRE, greHdr(greFlagKey, etherTypeCMD, 40, 0, cmdGRE(v4, 0, ipv4Packet(d4, c4, protoGRE, 0, greHdr(greFlagKey, 0, 40, 0, nil))))),
+			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(FlowKey{Src: d4, Dst: c4, Proto: protoGRE}, 1, enc(EncapGRE, 40), enc(EncapCMD, 0), enc(EncapGRE, 40))},
+		{name: "gre cmd cut", tunnels: true, frame: outer4(protoGRE, greHdr(0, etherTypeCMD, 0, 0, cmdGRE(v4, 7, nil)[:7])),
+			reason: ReasonBadCMD, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE))},
+		{name: "gre cmd then ethernet-form cmd", tunnels: true, frame: outer4(protoGRE, greHdr(0, etherTypeCMD, 0, 0, cmdGRE(etherTypeCMD, 7, cmdEth(8, v4, ip4)))),
+			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4,
+			key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE), enc(EncapCMD, 7))},
+		{name: "geneve carrying cmd", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, etherTypeCMD, 0, cmdEth(5, v4, ip4))...)),
+			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, enc(EncapGENEVE, 77), enc(EncapCMD, 5))},
+
+		// MPLS over UDP.
+		{name: "mpls over udp ipv4", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, mplsStack(ip4, 100)...)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapMPLSUDP), enc(EncapMPLS, 100))},
+		{name: "mpls over udp with tunnels off", frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, mplsStack(ip4, 100)...)), ht: hash.RSSIPv4, etherType: v4,
+			key: outerKey(MPLSUDPPort)},
+		{name: "mpls over udp over ipv6, pseudowire", tunnels: true,
+			frame: outer6(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, mplsStack(cat([]byte{0, 0, 0, 0}, inner4()), 16, 17)...)), ht: tcp4ht, etherType: v4,
+			key: withEncaps(innerTCP4, 1, encNoID(EncapMPLSUDP), enc(EncapMPLS, 16), enc(EncapMPLS, 17), encNoID(EncapPseudowire))},
+		{name: "mpls over udp, stack cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, 0, 0)),
+			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(MPLSUDPPort), 0, encNoID(EncapMPLSUDP))},
+		{name: "mpls over udp, no payload", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort)),
+			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(MPLSUDPPort), 0, encNoID(EncapMPLSUDP))},
+		{name: "mpls over udp, udp header cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort)[:6]),
+			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: outerKey(MPLSUDPPort)},
+
+		// BIG TCP: an IPv4 total length, an IPv6 payload length and a UDP
+		// length of zero.
+		{name: "big tcp ipv4", frame: ethFrame(v4, bigIPv4(innerIP4())), ht: tcp4ht, etherType: v4, key: innerTCP4},
+		{name: "big tcp ipv4 in vxlan in big tcp ipv4", tunnels: true,
+			frame: ethFrame(v4, bigIPv4(ipv4Packet(c4, d4, protoUDP, 0, edit(udpHdr(tunnelSport, VXLANPort, vxlanHdr(5, ethFrame(v4, bigIPv4(innerIP4())))...), func(b []byte) { b[4], b[5] = 0, 0 })))),
+			ht:    tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, enc(EncapVXLAN, 5))},
+		{name: "jumbogram in vxlan in jumbogram", tunnels: true,
+			frame: ethFrame(v6, jumbo6(c6, d6, protoUDP, edit(udpHdr(tunnelSport, VXLANPort, vxlanHdr(5, ethFrame(v6, jumbo6(a6, b6, protoTCP, tcpHdr(sport, dport, 'h', 'i'))))...), func(b []byte) { b[4], b[5] = 0, 0 }))),
+			ht:    tcp6ht, etherType: v6, key: withEncaps(inner6, 1, enc(EncapVXLAN, 5))},
+		{name: "jumbogram in geneve in ipv4", tunnels: true,
+			frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, v6, 1, jumbo6(a6, b6, protoTCP, tcpHdr(sport, dport, 'h', 'i')))...)),
+			ht:    tcp6ht, etherType: v6, key: withEncaps(inner6, 1, enc(EncapGENEVE, 77))},
+
 		// MPLS, walked whatever the tunnel mode.
 		{name: "mpls ipv4", frame: ethFrame(etherTypeMPLS, mplsStack(ip4, 1600)), ht: tcp4ht, etherType: v4,
 			key: withEncaps(innerTCP4, 0, enc(EncapMPLS, 1600))},
@@ -364,6 +454,8 @@ func TestFlowKeyEncapsulation(t *testing.T) {
 		{withEncaps(FlowKey{}, 2, enc(EncapGRE, 9), encNoID(EncapIPIP)), "gre:key=9+ipip"},
 		{withEncaps(FlowKey{}, 1, encNoID(EncapGRE), enc(EncapERSPAN2, 5), enc(EncapVLAN, 3)), "gre+erspan2:5+vlan:3"},
 		{withEncaps(FlowKey{}, 0, enc(EncapPPPoE, 17), encNoID(EncapPseudowire), enc(EncapGTPU, 1), enc(EncapGENEVE, 2)), "pppoe:17+pw+gtpu:1+geneve:2"},
+		{withEncaps(FlowKey{}, 1, enc(EncapGRE, 40), enc(EncapCMD, 10)), "gre:key=40+cmd:10"},
+		{withEncaps(FlowKey{}, 1, encNoID(EncapMPLSUDP), enc(EncapMPLS, 16)), "mplsudp+mpls:16"},
 	} {
 		if got := tc.k.Encapsulation(); got != tc.want {
 			t.Errorf("Encapsulation() = %q, want %q", got, tc.want)
@@ -375,7 +467,7 @@ func TestFlowKeyEncapsulation(t *testing.T) {
 		if err := back.UnmarshalText(b); err != nil || back != k {
 			t.Errorf("%v does not round-trip: %v %v", k, back, err)
 		}
-		if k.Tunnel() != (k >= EncapVXLAN) {
+		if k.Tunnel() != (k >= EncapVXLAN && k != EncapCMD) {
 			t.Errorf("%v.Tunnel() = %v", k, k.Tunnel())
 		}
 	}

@@ -854,13 +854,14 @@ func reasonCause(r steer.Reason) (cause, then string) {
 		steer.ReasonShortIPv4:     "fewer than 20 bytes of IPv4 header",
 		steer.ReasonBadIPVersion:  "the IP version field disagrees with the EtherType",
 		steer.ReasonBadIHL:        "IPv4 header length below 5 words or past the frame",
-		steer.ReasonBadIPLength:   "IPv4 total length below the header length",
+		steer.ReasonBadIPLength:   "IPv4 total length below the header length (and not zero)",
 		steer.ReasonShortIPv6:     "fewer than 40 bytes of IPv6 header",
 		steer.ReasonBadExtHeader:  "an IPv6 extension header runs past the packet, or too many",
 		steer.ReasonBadPPPoE:      "a PPPoE session header cut short, or not version 1 type 1 code 0",
 		steer.ReasonPPPNonIP:      "PPPoE carrying PPP other than IPv4 or IPv6 (LCP, IPCP, ...)",
 		steer.ReasonBadMPLS:       "an MPLS label stack or pseudowire control word cut short",
 		steer.ReasonMPLSNonIP:     "no IPv4, IPv6 or pseudowire under the MPLS labels",
+		steer.ReasonBadCMD:        "a Cisco MetaData header cut short",
 	}[r]
 	if cause == "" {
 		cause = "unknown reason"

@@ -597,7 +597,7 @@ func TestReportJSON(t *testing.T) {
 	enc := generic["encapsulations"].(map[string]any)
 	kinds := enc["kinds"].(map[string]any)
 	closed := enc["not_decapsulated_kinds"].(map[string]any)
-	for _, name := range []string{"vlan", "mpls", "pw", "pppoe", "vxlan", "geneve", "gre", "erspan1", "erspan2", "erspan3", "gtpu", "ipip"} {
+	for _, name := range []string{"vlan", "mpls", "pw", "pppoe", "vxlan", "geneve", "gre", "erspan1", "erspan2", "erspan3", "gtpu", "ipip", "cmd", "mplsudp"} {
 		if _, ok := kinds[name]; !ok {
 			t.Errorf("encapsulations.kinds lacks %q: %v", name, kinds)
 		}
@@ -607,7 +607,7 @@ func TestReportJSON(t *testing.T) {
 			t.Errorf("encapsulations.not_decapsulated_kinds: %q present %v, want it for tunnels only", name, ok)
 		}
 	}
-	if len(kinds) != 12 || kinds["mpls"] != float64(4) || enc["stacks"].(map[string]any)["mpls+pw+vlan"] != float64(1) || closed["gre"] != float64(8) {
+	if len(kinds) != 14 || kinds["mpls"] != float64(4) || enc["stacks"].(map[string]any)["mpls+pw+vlan"] != float64(1) || closed["gre"] != float64(8) {
 		t.Errorf("encapsulations %v", enc)
 	}
 	if len(generic["top_flows"].([]any)) == 0 {

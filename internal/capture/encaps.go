@@ -49,7 +49,7 @@ func NewEncapCounter(hc steer.HashConfig) (*EncapCounter, error) {
 		return nil, fmt.Errorf("capture: counting encapsulations: %w", err)
 	}
 	c.probe = probe
-	c.ports = append([]uint16{steer.GENEVEPort, steer.GTPUPort}, hc.VXLANPorts...)
+	c.ports = append([]uint16{steer.GENEVEPort, steer.GTPUPort, steer.MPLSUDPPort}, hc.VXLANPorts...)
 	if hc.VXLANPorts == nil {
 		c.ports = append(c.ports, steer.VXLANPort)
 	}
