@@ -100,6 +100,9 @@ func refClassify(f []byte, h *hash.Toeplitz, symmetric, udp4 bool) (uint32, bool
 		}
 		hl := int(p[0]&15) * 4
 		tl := be16(p[2:])
+		if tl == 0 { // BIG TCP
+			tl = len(p)
+		}
 		if hl < 20 || hl > len(p) || tl < hl {
 			return 0, false
 		}

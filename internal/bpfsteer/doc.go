@@ -44,20 +44,21 @@
 //     like steer's Classifier.ClassifyVLAN. More tags, a tag cut short: the
 //     fallback socket ([Options.Fallback]).
 //  3. Walk the shims to an IP header (rps_seg), always, as steer's shim.go
-//     does: a PPPoE session (0x8864: version and type 0x11, code 0, its
-//     length bounding the payload, PPP protocol 0x21 or 0x57, compressed or
-//     not), an MPLS label stack (0x8847, 0x8848, rps_mpls) to the
-//     bottom-of-stack entry, then IPv4, IPv6 or a pseudowire control word
+//     does: Cisco MetaData (0x8909, 8 bytes, the EtherType after it last;
+//     not twice in a row), a PPPoE session (0x8864: version and type 0x11,
+//     code 0, its length bounding the payload, PPP protocol 0x21 or 0x57,
+//     compressed or not), an MPLS label stack (0x8847, 0x8848, rps_mpls)
+//     to the bottom-of-stack entry, then IPv4, IPv6 or a pseudowire control word
 //     and an Ethernet frame, whose VLAN tags are walked (rps_eth) and after
 //     which the walk starts again. Each label, session, control word and
 //     inner tag counts towards [MaxEncaps]. Anything else: not IP, the
 //     fallback socket.
 //  4. The IP header (rps_ip). IPv4: version 4, IHL at least 5 and the
 //     header within the packet, total length at least the header length
-//     (else the fallback); the packet ends at the smaller of the total
-//     length and what is left; the transport header starts after the
-//     options. IPv6: version 6, the packet cut at 40 + payload length when
-//     that is non-zero and shorter; hop-by-hop, routing and destination
+//     or zero (BIG TCP: what is left; else the fallback); the packet ends
+//     at the smaller of the total length and what is left; the transport
+//     header starts after the options. IPv6: version 6, the packet cut at
+//     40 + payload length when that is non-zero and shorter; hop-by-hop, routing and destination
 //     options ((len+1)*8 bytes), AH ((len+2)*4 bytes) and fragment headers
 //     (8 bytes) walked, at most eight, each within the packet, else the
 //     fallback; an atomic fragment (offset 0, M clear) is walked through. A
@@ -71,9 +72,10 @@
 //     network byte order, 8, 12, 32 or 36 bytes.
 //  6. With [Options.Tunnels], a tunnel is opened (rps_tun), as steer's
 //     tunnel.go does, up to [MaxTunnelDepth] inside one another: UDP to a
-//     VXLAN port ([Options.VXLANPorts]), to 6081 (GENEVE) or 2152 (GTP-U),
-//     GRE (protocol 47, with transparent Ethernet and ERSPAN types I, II
-//     and III) and IP in IP (4, 41); never a fragment. The flowid of the
+//     VXLAN port ([Options.VXLANPorts]), to 6081 (GENEVE), 2152 (GTP-U) or
+//     6635 (MPLS over UDP), GRE (protocol 47, with transparent Ethernet,
+//     ERSPAN types I, II and III and Cisco MetaData) and IP in IP (4, 41);
+//     never a fragment. The flowid of the
 //     IP header around the tunnel is computed first; the tunnel's payload
 //     is then walked from step 3. If anything inside fails (a header cut
 //     short or malformed, a payload that is not IP, one header past

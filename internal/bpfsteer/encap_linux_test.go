@@ -62,7 +62,9 @@ func (g *encGen) mutate(f []byte) []byte {
 
 // ether returns an EtherType and the packet after it, d tunnels deep.
 func (g *encGen) ether(d int) (uint16, []byte) {
-	switch g.n(14) {
+	switch g.n(16) {
+	case 14, 15:
+		return 0x8909, g.cmdEth(d)
 	case 0, 1:
 		return 0x8864, g.pppoe(d)
 	case 2, 3:
@@ -88,6 +90,24 @@ func (g *encGen) innerEth(d int) []byte {
 	}
 	et, p := g.ether(d)
 	return append(be16(f, et), p...)
+}
+
+// cmdEth is Cisco MetaData in its Ethernet form (after EtherType
+// 0x8909), and what follows it: sometimes cut short, sometimes another CMD
+// header (which is not walked).
+func (g *encGen) cmdEth(d int) []byte {
+	h := []byte{1, 1, 0, 1, byte(g.n(256)), byte(g.n(256))}
+	if g.one(8) {
+		h = g.bytes(6)
+	}
+	if g.one(10) {
+		return h[:g.n(7)]
+	}
+	if g.one(8) {
+		return append(be16(h, 0x8909), g.cmdEth(d)...)
+	}
+	et, p := g.ether(d)
+	return append(be16(h, et), p...)
 }
 
 func (g *encGen) pppoe(d int) []byte {
@@ -171,6 +191,11 @@ func (g *encGen) payload(d int) (uint8, []byte) {
 			return protoIPIP, g.ipv4(d + 1)
 		case 7:
 			return protoIPv6, g.ipv6(d + 1)
+		case 8:
+			if g.one(2) {
+				return protoUDP, g.udp(MPLSUDPPort, g.mpls(d+1))
+			}
+			fallthrough
 		default:
 			return uint8(g.pick(protoIPIP, protoIPv6, protoGRE)), g.bytes(g.n(30))
 		}
@@ -179,7 +204,7 @@ func (g *encGen) payload(d int) (uint8, []byte) {
 	case 0, 1, 2:
 		return protoTCP, g.bytes(20 + g.n(20))
 	case 3, 4:
-		return protoUDP, g.udp(uint16(g.pick(53, g.n(1<<16), VXLANPort, GENEVEPort, GTPUPort)), g.bytes(g.n(30)))
+		return protoUDP, g.udp(uint16(g.pick(53, g.n(1<<16), VXLANPort, GENEVEPort, GTPUPort, MPLSUDPPort)), g.bytes(g.n(30)))
 	case 5:
 		return protoSCTP, g.bytes(12 + g.n(20))
 	case 6:
@@ -192,8 +217,11 @@ func (g *encGen) udp(dport uint16, body []byte) []byte {
 	h := be16(nil, uint16(g.n(1<<16)))
 	h = be16(h, dport)
 	l := 8 + len(body)
-	if g.one(8) {
+	switch g.n(10) {
+	case 0:
 		l = g.n(l + 10)
+	case 1:
+		l = 0 // RFC 2675, BIG TCP
 	}
 	h = be16(h, uint16(l))
 	return append(be16(h, 0), body...)
@@ -228,6 +256,8 @@ func (g *encGen) ipv4(d int) []byte {
 		binary.BigEndian.PutUint16(p[2:], uint16(g.n(len(p)+1)))
 	case 1:
 		binary.BigEndian.PutUint16(p[2:], uint16(len(p)+g.n(100)))
+	case 2:
+		binary.BigEndian.PutUint16(p[2:], 0) // BIG TCP
 	}
 	if g.one(4) {
 		p = append(p, make([]byte, g.n(20))...) // padding
@@ -271,6 +301,11 @@ func (g *encGen) ipv6(d int) []byte {
 		next = typ
 		ext = append(e, ext...)
 	}
+	jumbo := g.one(10)
+	if jumbo { // RFC 2675: a Jumbo Payload option, and a payload length of 0
+		ext = append(be32([]byte{next, 0, 0xc2, 4}, uint32(8+len(ext)+len(l4))), ext...)
+		next = 0
+	}
 	ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocol(next),
 		SrcIP: net.IP(g.addr(16)), DstIP: net.IP(g.addr(16))}
 	buf := gopacket.NewSerializeBuffer()
@@ -278,6 +313,9 @@ func (g *encGen) ipv6(d int) []byte {
 		panic(err)
 	}
 	p := append([]byte(nil), buf.Bytes()...)
+	if jumbo {
+		binary.BigEndian.PutUint16(p[4:], 0)
+	}
 	switch g.n(12) {
 	case 0:
 		binary.BigEndian.PutUint16(p[4:], 0)
@@ -374,6 +412,8 @@ func (g *encGen) gre(d int) []byte {
 		proto, body = 0x0800, g.ipv4(d+1)
 	case 5:
 		proto, body = 0x86dd, g.ipv6(d+1)
+	case 6:
+		proto, body = 0x8909, g.cmdGRE(d+1)
 	default:
 		proto, body = g.ether(d + 1)
 	}
@@ -394,6 +434,27 @@ func (g *encGen) gre(d int) []byte {
 		panic(err)
 	}
 	return append(append([]byte(nil), buf.Bytes()...), body...)
+}
+
+// cmdGRE is Cisco MetaData in its GRE form (after GRE protocol 0x8909,
+// the EtherType first), and what follows it: sometimes cut short, an
+// Ethernet frame, or another CMD header (which is not walked).
+func (g *encGen) cmdGRE(d int) []byte {
+	var et uint16
+	var body []byte
+	switch g.n(8) {
+	case 0:
+		et, body = 0x6558, g.innerEth(d)
+	case 1:
+		et, body = 0x8909, g.cmdEth(d)
+	default:
+		et, body = g.ether(d)
+	}
+	h := append(be16(nil, et), 1, 1, 0, 1, byte(g.n(256)), byte(g.n(256)))
+	if g.one(10) {
+		return h[:g.n(8)]
+	}
+	return append(h, body...)
 }
 
 func (g *encGen) gtpu(d int) []byte {
@@ -615,12 +676,13 @@ func (v *coverage) add(c *steer.Classification) {
 
 func (v *coverage) check(t *testing.T, tunnels bool) {
 	t.Helper()
-	kinds := []steer.EncapKind{steer.EncapVLAN, steer.EncapMPLS, steer.EncapPseudowire, steer.EncapPPPoE}
+	kinds := []steer.EncapKind{steer.EncapVLAN, steer.EncapMPLS, steer.EncapPseudowire, steer.EncapPPPoE, steer.EncapCMD}
 	reasons := []steer.Reason{steer.ReasonOK, steer.ReasonNonIP, steer.ReasonBadPPPoE, steer.ReasonPPPNonIP,
-		steer.ReasonBadMPLS, steer.ReasonMPLSNonIP, steer.ReasonTooDeep, steer.ReasonShortTransport, steer.ReasonBadExtHeader}
+		steer.ReasonBadMPLS, steer.ReasonMPLSNonIP, steer.ReasonTooDeep, steer.ReasonShortTransport, steer.ReasonBadExtHeader,
+		steer.ReasonBadCMD}
 	if tunnels {
 		kinds = append(kinds, steer.EncapVXLAN, steer.EncapGENEVE, steer.EncapGRE, steer.EncapERSPAN1,
-			steer.EncapERSPAN2, steer.EncapERSPAN3, steer.EncapGTPU, steer.EncapIPIP)
+			steer.EncapERSPAN2, steer.EncapERSPAN3, steer.EncapGTPU, steer.EncapIPIP, steer.EncapMPLSUDP)
 		reasons = append(reasons, steer.ReasonTunnelNonIP, steer.ReasonBadVXLAN, steer.ReasonBadGENEVE,
 			steer.ReasonBadGRE, steer.ReasonBadERSPAN, steer.ReasonBadGTPU)
 	}

@@ -12,7 +12,7 @@ import (
 // checked as user space checks it, its addresses and, when the hash types
 // say so, its ports written to the tuple, fTLen set. It returns retFail
 // for an unusable header, retHashed for a packet that is complete, and,
-// with Tunnels, retIPIP4, retIPIP6, retGRE, retVXLAN, retGENEVE or retGTPU
+// with Tunnels, retIPIP4, retIPIP6, retGRE, retVXLAN, retGENEVE, retGTPU or retMPLS
 // for a tunnel, with fOff at the transport header and fEnd at the packet's end.
 // A fragment is complete: never a tunnel.
 func (b *builder) ipFunc() {
@@ -32,10 +32,10 @@ func (b *builder) ipFunc() {
 			label string
 			ret   int32
 		}{{"ip_ipip4", retIPIP4}, {"ip_ipip6", retIPIP6}, {"ip_gre", retGRE},
-			{"ip_vxlan", retVXLAN}, {"ip_geneve", retGENEVE}, {"ip_gtpu", retGTPU}} {
+			{"ip_vxlan", retVXLAN}, {"ip_geneve", retGENEVE}, {"ip_gtpu", retGTPU}, {"ip_mplsudp", retMPLS}} {
 			b.label(t.label)
 			b.emit(asm.Mov.Imm(asm.R0, t.ret))
-			if t.ret != retGTPU {
+			if t.ret != retMPLS {
 				b.emit(asm.Ja.Label("ip_tunnel"))
 			}
 		}
@@ -66,7 +66,8 @@ func (b *builder) fragment(label string, n int32) {
 
 // ipv4 checks the IPv4 header as the user-space classifier does, copies
 // the addresses into the tuple, and finds the transport header and the
-// packet's end (the smaller of the total length and rLim).
+// packet's end (the smaller of the total length and rLim; rLim for a
+// total length of zero).
 func (b *builder) ipv4() {
 	b.read(20, "ip_fail")
 	b.emit(
@@ -83,8 +84,14 @@ func (b *builder) ipv4() {
 		asm.Sub.Reg(asm.R2, rPos), // R2 = bytes from the IP header to the end
 		asm.JGT.Reg(asm.R1, asm.R2, "ip_fail"),
 	)
-	// R3 = total length, at least the header length
+	// R3 = total length, at least the header length; zero (BIG TCP) is
+	// what is left of the packet
 	b.loadBE16(asm.R3, sHdr+2)
+	b.emit(
+		asm.JNE.Imm(asm.R3, 0, "v4_tl"),
+		asm.Mov.Reg(asm.R3, asm.R2),
+	)
+	b.label("v4_tl")
 	b.emit(
 		asm.JLT.Reg(asm.R3, asm.R1, "ip_fail"),
 		// addresses
@@ -255,6 +262,7 @@ func (b *builder) transport(v int, n int32, tcp4, udp4 bool) {
 	b.emit(
 		asm.JEq.Imm(asm.R1, GENEVEPort, "ip_geneve"),
 		asm.JEq.Imm(asm.R1, GTPUPort, "ip_gtpu"),
+		asm.JEq.Imm(asm.R1, MPLSUDPPort, "ip_mplsudp"),
 	)
 	for _, port := range b.opts.vxlanPorts() {
 		b.emit(asm.JEq.Imm(asm.R1, int32(port), "ip_vxlan"))

@@ -27,7 +27,7 @@ var (
 	// ErrOptions is returned for options the program cannot honour: an
 	// unknown hash algorithm, a hash-type set without both 2-tuple types,
 	// a VXLAN port list longer than MaxVXLANPorts or naming port 0, the
-	// GENEVE or the GTP-U port.
+	// GENEVE, the GTP-U or the MPLS-over-UDP port.
 	ErrOptions = errors.New("steering options the program cannot honour")
 	// ErrClosed is returned by the methods of a closed Program.
 	ErrClosed = errors.New("program closed")
@@ -45,11 +45,12 @@ const (
 	// MaxVXLANPorts is the longest Options.VXLANPorts list: each port is
 	// one comparison in the program.
 	MaxVXLANPorts = 16
-	// VXLANPort, GENEVEPort and GTPUPort are the UDP destination ports of
-	// the UDP tunnels.
-	VXLANPort  = steer.VXLANPort
-	GENEVEPort = steer.GENEVEPort
-	GTPUPort   = steer.GTPUPort
+	// VXLANPort, GENEVEPort, GTPUPort and MPLSUDPPort are the UDP
+	// destination ports of the UDP tunnels.
+	VXLANPort   = steer.VXLANPort
+	GENEVEPort  = steer.GENEVEPort
+	GTPUPort    = steer.GTPUPort
+	MPLSUDPPort = steer.MPLSUDPPort
 	// MaxVLANDepth is how many stacked VLAN tags the program walks in one
 	// Ethernet header, counting, in the outermost, a tag the kernel removed
 	// into skb->vlan_tci.
@@ -229,7 +230,7 @@ func (o *Options) validate() (uint32, error) {
 			return 0, fmt.Errorf("bpfsteer: %d VXLAN ports, at most %d: %w", len(o.VXLANPorts), MaxVXLANPorts, ErrOptions)
 		}
 		for _, p := range o.VXLANPorts {
-			if p == 0 || p == GENEVEPort || p == GTPUPort {
+			if p == 0 || p == GENEVEPort || p == GTPUPort || p == MPLSUDPPort {
 				return 0, fmt.Errorf("bpfsteer: VXLAN port %d: %w", p, ErrOptions)
 			}
 		}
@@ -318,6 +319,7 @@ const (
 	etPPPoE   = 0x8864
 	etMPLS    = 0x8847
 	etMPLSMC  = 0x8848
+	etCMD     = 0x8909 // Cisco MetaData
 	etTEB     = 0x6558 // transparent Ethernet bridging
 	etERSPAN2 = 0x88be // ERSPAN types I and II
 	etERSPAN3 = 0x22eb
@@ -389,6 +391,7 @@ const (
 	retVXLAN  = 5 // UDP to a VXLAN port
 	retGENEVE = 6
 	retGTPU   = 7
+	retMPLS   = 8 // UDP to MPLSUDPPort
 )
 
 // builder emits instructions with labels.

@@ -148,8 +148,8 @@ func (b *builder) isVLAN(r asm.Register, yes string) {
 
 // segFunc emits fnSeg: from fEt at fOff (an EtherType, or kindEthernet) to
 // an IP header, walking inner Ethernet headers and their VLAN tags
-// (fnEth), PPPoE sessions and MPLS label stacks (fnMPLS) on the way, as
-// steer's ether, innerEthernet, pppoe and mpls do. It returns 4 or 6,
+// (fnEth), Cisco MetaData, PPPoE sessions and MPLS label stacks (fnMPLS)
+// on the way, as steer's ether, innerEthernet, cmd, pppoe and mpls do. It returns 4 or 6,
 // with fOff at the IP header, or retFail, also when more than MaxEncaps
 // headers were walked since the frame began.
 func (b *builder) segFunc() {
@@ -164,6 +164,7 @@ func (b *builder) segFunc() {
 			asm.Mov.Reg(asm.R1, asm.R0),
 		)
 		b.label(p + "et")
+		b.cmd(p)
 		b.emit(
 			asm.JEq.Imm(asm.R1, etIPv4, "seg_ip4"),
 			asm.JEq.Imm(asm.R1, etIPv6, "seg_ip6"),
@@ -203,6 +204,19 @@ func (b *builder) segFunc() {
 	b.leave()
 	b.failWith("seg_fail")
 	b.mplsFunc()
+}
+
+// cmd walks, when the EtherType in R1 is Cisco MetaData's, its Ethernet
+// form at rPos, in fnSeg's round p: version, length, option and tag, then
+// the EtherType of what follows, left in R1 for the round's dispatch,
+// which walks no second CMD header.
+func (b *builder) cmd(p string) {
+	b.emit(asm.JNE.Imm(asm.R1, etCMD, p+"no_cmd"))
+	b.read(8, "seg_fail")
+	b.encap()
+	b.loadBE16(asm.R1, sHdr+6)
+	b.emit(asm.Add.Imm(rPos, 8))
+	b.label(p + "no_cmd")
 }
 
 // pppoe walks a PPPoE session header (RFC 2516) at rPos to the IP packet

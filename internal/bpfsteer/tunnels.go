@@ -25,8 +25,11 @@ import (
 //     0x88be ERSPAN type I without a sequence number (no header), type II
 //     with one (8 bytes, version 1); 0x22eb ERSPAN type III (12 bytes,
 //     version 2, the 8-byte platform sub-header when O is set, frame type 0
-//     only); both then an Ethernet frame; else the protocol type is the
-//     EtherType of the payload.
+//     only); both then an Ethernet frame; 0x8909 Cisco MetaData in its GRE
+//     form (8 bytes, the EtherType of the payload first); else the
+//     protocol type is the EtherType of the payload.
+//   - MPLS over UDP (RFC 7510): the UDP header, then a label stack, which
+//     fnSeg walks.
 //   - GTP-U (3GPP TS 29.281): version 1, protocol type 1, 8 bytes and 4 more
 //     when E, S or PN is set, extension headers skipped by their length (at
 //     most maxGTPUExtHeaders); the length field bounds the payload; a G-PDU
@@ -69,7 +72,9 @@ func (b *builder) tunFunc() {
 	b.failWith("tun_fail")
 }
 
-// udp walks the UDP header and picks the tunnel by the kind fnIP told.
+// udp walks the UDP header and picks the tunnel by the kind fnIP told:
+// GENEVE, GTP-U, MPLS over UDP (whose label stack fnSeg walks at the next
+// depth), or VXLAN, which follows.
 func (b *builder) udp() {
 	b.read(8, "tun_fail")
 	b.loadBE16(asm.R1, sHdr+4)
@@ -80,9 +85,11 @@ func (b *builder) udp() {
 	)
 	b.cutTo(asm.R1, "udp_len")
 	b.emit(
-		asm.LoadMem(asm.R1, asm.RFP, sProto, asm.DWord),
-		asm.JEq.Imm(asm.R1, retGENEVE, "geneve"),
-		asm.JEq.Imm(asm.R1, retGTPU, "gtpu"),
+		asm.LoadMem(asm.R2, asm.RFP, sProto, asm.DWord),
+		asm.JEq.Imm(asm.R2, retGENEVE, "geneve"),
+		asm.JEq.Imm(asm.R2, retGTPU, "gtpu"),
+		asm.Mov.Imm(asm.R1, etMPLS), // MPLS over UDP: a label stack follows
+		asm.JEq.Imm(asm.R2, retMPLS, "tun_next"),
 	)
 }
 
@@ -154,6 +161,7 @@ func (b *builder) gre() {
 		asm.Add.Reg(rPos, asm.R2),
 		asm.JEq.Imm(asm.R1, etTEB, "tun_eth"),
 		asm.JEq.Imm(asm.R1, etERSPAN3, "erspan3"),
+		asm.JEq.Imm(asm.R1, etCMD, "gre_cmd"),
 		asm.JNE.Imm(asm.R1, etERSPAN2, "tun_next"),
 		asm.And.Imm(asm.R3, greSeq),
 		asm.JNE.Imm(asm.R3, 0, "erspan2"),
@@ -171,6 +179,19 @@ func (b *builder) gre() {
 	)
 	b.encap()
 	b.emit(asm.Ja.Label("tun_eth"))
+	// Cisco MetaData in its GRE form: the EtherType of what follows, then
+	// version, length, option and tag; another CMD header after it is not
+	// walked (user space: not IP).
+	b.label("gre_cmd")
+	b.read(8, "tun_fail")
+	b.encap()
+	b.loadBE16(asm.R1, sHdr)
+	b.emit(
+		asm.Add.Imm(rPos, 8),
+		asm.JEq.Imm(asm.R1, etTEB, "tun_eth"),
+		asm.JEq.Imm(asm.R1, etCMD, "tun_fail"),
+		asm.Ja.Label("tun_next"),
+	)
 	b.label("erspan3")
 	b.read(12, "tun_fail")
 	b.hiNibble(asm.R1, sHdr)
