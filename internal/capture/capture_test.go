@@ -607,7 +607,7 @@ func TestReportJSON(t *testing.T) {
 			t.Errorf("encapsulations.not_decapsulated_kinds: %q present %v, want it for tunnels only", name, ok)
 		}
 	}
-	if len(kinds) != 14 || kinds["mpls"] != float64(4) || enc["stacks"].(map[string]any)["mpls+pw+vlan"] != float64(1) || closed["gre"] != float64(8) {
+	if len(kinds) != 14 || kinds["mpls"] != float64(4) || enc["stacks"].(map[string]any)["mpls+pw+vlan"] != float64(1) || closed["gre"] != float64(9) {
 		t.Errorf("encapsulations %v", enc)
 	}
 	if len(generic["top_flows"].([]any)) == 0 {

@@ -164,6 +164,116 @@ var Cases = []Case{
 	{Name: "mpls-gtpu", Inner: "mpls:300+gtpu:99", Outer: "mpls:300", Tunnel: true, Build: func(f Flow) []byte {
 		return Frame(eth(layers.EthernetTypeMPLSUnicast), cat(l(&layers.MPLS{Label: 300, StackBottom: true, TTL: 64}), gtpuLayers(f, 99, false))...)
 	}},
+	{Name: "cmd", Inner: "vlan:7+cmd:10", Outer: "vlan:7+cmd:10", Build: func(f Flow) []byte {
+		return Frame(eth(layers.EthernetTypeDot1Q), cat(l(dot1q(7, etherTypeCMD), cmdEth(10, ipType(f.Src))), inner(f))...)
+	}},
+	{Name: "gre-cmd", Inner: "gre:key=40+cmd:5", Tunnel: true, Build: func(f Flow) []byte {
+		return Frame(eth(layers.EthernetTypeIPv4), cat(l(ip4(outer4a, outer4b, layers.IPProtocolGRE),
+			&layers.GRE{KeyPresent: true, Key: 40, Protocol: etherTypeCMD}, cmdGRE(ipType(f.Src), 5)), inner(f))...)
+	}},
+	{Name: "mplsudp", Inner: "mplsudp+mpls:100", Tunnel: true, Build: func(f Flow) []byte {
+		return Frame(eth(layers.EthernetTypeIPv4), cat(udpOver(outer4a, outer4b, 50006, 6635),
+			l(&layers.MPLS{Label: 100, StackBottom: true, TTL: 64}), inner(f))...)
+	}},
+	{Name: "mplsudp6-pw", Inner: "mplsudp+mpls:200+pw", Tunnel: true, Build: func(f Flow) []byte {
+		return Frame(eth(layers.EthernetTypeIPv6), cat(udpOver(outer6a, outer6b, 50007, 6635),
+			l(&layers.MPLS{Label: 200, StackBottom: true, TTL: 64}, gopacket.Payload{0, 0, 0, 0}, eth(ipType(f.Src))), inner(f))...)
+	}},
+}
+
+// etherTypeCMD is Cisco MetaData's EtherType, and its GRE protocol type.
+const etherTypeCMD = 0x8909
+
+// cmdEth writes Cisco MetaData in its Ethernet form, after EtherType
+// 0x8909: version 1, length 1, the SGT option, the tag, then the EtherType
+// of what follows.
+func cmdEth(sgt uint16, next layers.EthernetType) gopacket.Payload {
+	h := []byte{1, 1, 0, 1}
+	h = binary.BigEndian.AppendUint16(h, sgt)
+	return binary.BigEndian.AppendUint16(h, uint16(next))
+}
+
+// cmdGRE writes Cisco MetaData in its GRE form, after GRE protocol 0x8909:
+// the EtherType of what follows first, then version, length, option, tag.
+func cmdGRE(next layers.EthernetType, sgt uint16) gopacket.Payload {
+	h := binary.BigEndian.AppendUint16(nil, uint16(next))
+	h = append(h, 1, 1, 0, 1)
+	return binary.BigEndian.AppendUint16(h, sgt)
+}
+
+// BigLen is the size of the transport payload of BigCases' packets: over
+// 64 KiB, so that none of their length fields can hold it.
+const BigLen = 70000
+
+// BigCases carry the flow in a packet over 64 KiB, as Linux's BIG TCP
+// sends one and RFC 2675 defines an IPv6 jumbogram: an IPv4 total length
+// of zero; an IPv6 payload length of zero and a hop-by-hop header with the
+// Jumbo Payload option; a UDP length of zero. A tunnel over IPv6 is a
+// jumbogram too, since what it carries is as large. Their frames are over
+// 64 KiB: written with a snap length (PcapSnap) they are cut, as a capture
+// cuts them.
+var BigCases = []Case{
+	{Name: "big", Build: func(f Flow) []byte { return append(ethBytes(ipType(f.Src)), bigPacket(f)...) }},
+	{Name: "vxlan-jumbo", Inner: "vxlan:5001", Tunnel: true, Build: func(f Flow) []byte {
+		p := append([]byte{0x08, 0, 0, 0, 0, 0x13, 0x89, 0}, ethBytes(ipType(f.Src))...)
+		return append(ethBytes(layers.EthernetTypeIPv6), jumbo6(outer6a, outer6b, 17, udpBig(50008, 4789, append(p, bigPacket(f)...)))...)
+	}},
+	{Name: "geneve-jumbo", Inner: "geneve:77", Tunnel: true, Build: func(f Flow) []byte {
+		g := geneve(77, uint16(ipType(f.Src)), []byte{0x01, 0x02, 0x03, 0x01, 0xde, 0xad, 0xbe, 0xef})
+		return append(ethBytes(layers.EthernetTypeIPv6), jumbo6(outer6a, outer6b, 17, udpBig(50009, 6081, append(g, bigPacket(f)...)))...)
+	}},
+}
+
+// ethBytes is an Ethernet header of type t.
+func ethBytes(t layers.EthernetType) []byte {
+	return append(append(append([]byte(nil), macB...), macA...), byte(t>>8), byte(t))
+}
+
+// bigPacket is the flow's IP packet with BigLen bytes of payload: BIG
+// TCP's IPv4 (total length zero) or an IPv6 jumbogram, the UDP length
+// zero.
+func bigPacket(f Flow) []byte {
+	var l4 []byte
+	proto := uint8(6)
+	if f.UDP {
+		proto = 17
+		l4 = udpBig(f.SrcPort, f.DstPort, make([]byte, BigLen))
+	} else {
+		l4 = binary.BigEndian.AppendUint16(nil, f.SrcPort)
+		l4 = binary.BigEndian.AppendUint16(l4, f.DstPort)
+		l4 = append(l4, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x18, 0x02, 0, 0, 0, 0, 0) // seq, ack, PSH|ACK
+		l4 = append(l4, make([]byte, BigLen)...)
+	}
+	if f.Src.Is6() {
+		return jumbo6(f.Src, f.Dst, proto, l4)
+	}
+	h := []byte{0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0} // total length 0, DF
+	h = append(append(h, f.Src.AsSlice()...), f.Dst.AsSlice()...)
+	return append(h, l4...)
+}
+
+// jumbo6 is an IPv6 jumbogram (RFC 2675) carrying payload of protocol nh:
+// a payload length of zero, and a hop-by-hop header of 8 bytes holding the
+// Jumbo Payload option.
+func jumbo6(src, dst netip.Addr, nh uint8, payload []byte) []byte {
+	h := []byte{0x60, 0, 0, 0, 0, 0, 0, 64} // payload length 0, next header hop-by-hop
+	h = append(append(h, src.AsSlice()...), dst.AsSlice()...)
+	h = append(h, nh, 0, 0xc2, 4)
+	h = binary.BigEndian.AppendUint32(h, uint32(8+len(payload)))
+	return append(h, payload...)
+}
+
+// udpBig is a UDP header, its length zero (RFC 2675) when the datagram is
+// over 64 KiB, with no checksum, and payload.
+func udpBig(sport, dport uint16, payload []byte) []byte {
+	h := binary.BigEndian.AppendUint16(nil, sport)
+	h = binary.BigEndian.AppendUint16(h, dport)
+	n := 8 + len(payload)
+	if n > 0xffff {
+		n = 0
+	}
+	h = binary.BigEndian.AppendUint16(h, uint16(n))
+	return append(append(h, 0, 0), payload...)
 }
 
 // VXLANPorts are the UDP ports the cases use for VXLAN: IANA's and Linux's
@@ -358,9 +468,13 @@ func VXLANCapture(frames, flows int, seed uint64) [][]byte {
 
 // Pcap returns frames as a classic pcap file (little-endian, microsecond
 // timestamps, Ethernet), one frame each millisecond from a fixed time.
-func Pcap(frames [][]byte) []byte {
+func Pcap(frames [][]byte) []byte { return PcapSnap(frames, 65535) }
+
+// PcapSnap is Pcap with a snap length: a longer frame is cut to it and
+// keeps its length on the wire.
+func PcapSnap(frames [][]byte, snap int) []byte {
 	var b bytes.Buffer
-	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: 65535})
+	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: snap})
 	for i := 0; err == nil && i < len(frames); i++ {
 		err = w.WritePacket(time.Unix(1740830400, 0).Add(time.Duration(i)*time.Millisecond), frames[i], 0)
 	}
