@@ -22,11 +22,12 @@
 //
 //  1. Classify (ether_demux). [Classifier.Classify] walks the Ethernet header,
 //     up to four 802.1Q/802.1ad tags, the shims that hide an IP header
-//     (PPPoE sessions; MPLS label stacks, with pseudowires), the IPv4 header
-//     or the IPv6 extension chain, and the transport ports, into a
-//     fixed-size [FlowKey]. With Config.Hash.Tunnels set to [TunnelsInner]
-//     it also opens VXLAN, GENEVE, GRE (with ERSPAN and transparent
-//     Ethernet), GTP-U and IP in IP, up to [MaxTunnelDepth] deep, and the
+//     (PPPoE sessions; MPLS label stacks, with pseudowires; Cisco
+//     MetaData), the IPv4 header or the IPv6 extension chain, and the
+//     transport ports, into a fixed-size [FlowKey]. With Config.Hash.Tunnels
+//     set to [TunnelsInner] it also opens VXLAN, GENEVE, GRE (with ERSPAN,
+//     transparent Ethernet and Cisco MetaData), GTP-U, IP in IP and MPLS
+//     over UDP, up to [MaxTunnelDepth] deep, and the
 //     innermost IP header is the one hashed; the key records the layers
 //     walked ([FlowKey.Encapsulation]). An outer fragment is never opened,
 //     and a tunnel that cannot be read leaves the frame on its outer hash.

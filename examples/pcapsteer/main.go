@@ -57,9 +57,10 @@
 // flows it carries: cloud traffic mirroring (VXLAN or GENEVE), SPAN copies
 // over ERSPAN, a mobile core's GTP-U. -tunnels inner opens VXLAN (UDP to
 // the -vxlan-ports, default 4789; Linux's legacy port is 8472), GENEVE, GRE
-// with its key (NVGRE, ERSPAN types I, II and III), GTP-U and IP in IP, up
-// to steer.MaxTunnelDepth deep, and hashes the innermost flow. MPLS label
-// stacks (with pseudowires) and PPPoE sessions are walked either way. The
+// with its key (NVGRE, ERSPAN types I, II and III, Cisco MetaData), GTP-U,
+// IP in IP and MPLS over UDP, up to steer.MaxTunnelDepth deep, and hashes
+// the innermost flow. MPLS label stacks (with pseudowires), PPPoE sessions
+// and Cisco MetaData are walked either way. The
 // summary counts frames per encapsulation, and a run with tunnels closed
 // that saw tunnelled frames says so in one line, with how many and the flag
 // that spreads them. The embedded sample -sample tunnels is a minute of TCP

@@ -164,9 +164,9 @@ type Options struct {
 	Types hash.Types
 	// UDP4Tuple adds hash.TypeUDPIPv4 and hash.TypeUDPIPv6 to Types.
 	UDP4Tuple bool
-	// Tunnels decapsulates VXLAN, GENEVE, GRE (with transparent Ethernet
-	// and ERSPAN), GTP-U and IP in IP and hashes the innermost IP header,
-	// as steer.TunnelsInner does.
+	// Tunnels decapsulates VXLAN, GENEVE, GRE (with transparent Ethernet,
+	// ERSPAN and Cisco MetaData), GTP-U, IP in IP and MPLS over UDP and
+	// hashes the innermost IP header, as steer.TunnelsInner does.
 	Tunnels bool
 	// VXLANPorts are the UDP destination ports taken for VXLAN with
 	// Tunnels. Nil means VXLANPort; at most MaxVXLANPorts.

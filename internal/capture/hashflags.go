@@ -34,7 +34,7 @@ type HashFlags struct {
 // Register adds the flags to fs.
 func (h *HashFlags) Register(fs *flag.FlagSet) {
 	fs.TextVar(&h.Tunnels, "tunnels", steer.TunnelsOuter,
-		"`mode`: outer hashes a tunnelled frame by its outer header, as a NIC and FreeBSD do; inner opens VXLAN, GENEVE, GRE, ERSPAN, GTP-U and IP in IP and hashes the innermost flow (MPLS and PPPoE are walked either way)")
+		"`mode`: outer hashes a tunnelled frame by its outer header, as a NIC and FreeBSD do; inner opens VXLAN, GENEVE, GRE, ERSPAN, GTP-U, IP in IP and MPLS over UDP and hashes the innermost flow (MPLS, PPPoE and Cisco MetaData are walked either way)")
 	fs.StringVar(&h.ports, "vxlan-ports", "",
 		fmt.Sprintf("UDP destination `ports` taken for VXLAN, comma-separated, such as 4789,8472 (Linux's legacy port); default %d", steer.VXLANPort))
 	fs.TextVar(&h.Types, "hashtypes", hash.DefaultTypes,

@@ -1,10 +1,11 @@
 // Package encapframes builds Ethernet frames in every encapsulation the
 // classifier walks (VLAN tags, MPLS with and without a pseudowire, PPPoE,
-// VXLAN, GENEVE, GRE with its key, checksum and sequence fields, NVGRE,
-// ERSPAN types I, II and III, GTP-U, IP in IP, and tunnels nested in
-// tunnels), with gopacket's layers where gopacket can write the header and
-// by hand where it cannot (GENEVE, ERSPAN III, the pseudowire control
-// word), and writes them as a capture. It is for tests, the capture
+// Cisco MetaData, VXLAN, GENEVE, GRE with its key, checksum and sequence
+// fields, NVGRE, ERSPAN types I, II and III, GTP-U, IP in IP, MPLS over
+// UDP, and tunnels nested in tunnels), and packets over 64 KiB as BIG TCP
+// sends them, with gopacket's layers where gopacket can write the header
+// and by hand where it cannot (GENEVE, ERSPAN III, the pseudowire control
+// word, Cisco MetaData, jumbograms), and writes them as a capture. It is for tests, the capture
 // commands' and package capture's; the commands themselves do not link
 // gopacket.
 package encapframes
