@@ -61,6 +61,10 @@ func (p *producer) classify(f *Frame, c *Classification) {
 	}
 	if f.HashType != hash.None { // the source (a NIC, a kernel program) hashed it
 		c.FlowID, c.HashType = f.FlowID, f.HashType
+		return
+	}
+	if c.frag != fragNone { // FragmentsFollow
+		p.followFragment(f, c)
 	}
 }
 

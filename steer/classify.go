@@ -41,7 +41,10 @@ import (
 //     the smaller of the total length and the frame (Ethernet padding is cut
 //     off; a snap-length cut is tolerated). Options are skipped. A fragment
 //     (MF set or a non-zero offset) is hashed over its addresses and its
-//     ports are never read, as FreeBSD does.
+//     ports are never read, as FreeBSD does; but with FragmentsFollow a
+//     first fragment (offset zero, MF set) is read and hashed as a whole
+//     packet would be (never decapsulated), Key.Fragment set, and the
+//     dispatcher gives the later ones its flowid (fragment.go).
 //   - IPv6: the version must be 6. The packet ends at the smaller of 40 +
 //     payload length and the frame; a payload length of zero (a jumbogram,
 //     or a sender that left it to the link) means the frame. Hop-by-hop (0),
@@ -50,7 +53,9 @@ import (
 //     packet. An atomic fragment (offset 0, M clear, RFC 6946) is walked
 //     through as if unfragmented; a real fragment stops the walk: Proto is
 //     the fragment header's next header (the same for every fragment of a
-//     datagram) and the ports are not read.
+//     datagram) and the ports are not read. With FragmentsFollow a first
+//     fragment (offset zero, M set) is walked through as an atomic one is,
+//     and hashed as a whole packet would be, Key.Fragment set.
 //   - Transport: TCP (6), UDP (17) and SCTP (132) ports are the first four
 //     bytes of their header; those four bytes are all the classifier
 //     requires (a TCP or UDP header cut short after its ports, as a small
@@ -96,7 +101,9 @@ const (
 	ipv6HeaderLen      = 40
 	vlanIDMask         = 0x0fff
 	ipv4FragMask       = 0x3fff // MF flag and fragment offset
+	ipv4OffsetMask     = 0x1fff // fragment offset
 	ipv6FragOffMMask   = 0xfff9 // fragment offset and M flag (reserved bits ignored)
+	ipv6FragOffMask    = 0xfff8 // fragment offset
 	ipv6FragHeaderLen  = 8
 	protoHopByHop      = 0
 	protoIPIP          = 4 // IPv4 inside IP
@@ -128,6 +135,9 @@ type Classifier struct {
 	// tcp4, udp4, tcp6 and udp6 say whether TCP and UDP over IPv4 and
 	// IPv6 get their 4-tuple: l4 in the form the fast paths read fastest.
 	tcp4, udp4, tcp6, udp6 bool
+	// follow is FragmentsFollow: a first fragment is hashed as a whole
+	// packet, and fragments are marked for the producer's table.
+	follow bool
 }
 
 // NewClassifier returns a classifier that hashes as a dispatcher with
@@ -137,7 +147,7 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	c := &Classifier{symmetric: cfg.Symmetric}
+	c := &Classifier{symmetric: cfg.Symmetric, follow: cfg.Fragments == FragmentsFollow}
 	var err error
 	if cfg.Algorithm == hash.AlgorithmSipHash {
 		c.sip, err = hash.NewSipHash(cfg.Key)
@@ -270,7 +280,7 @@ func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 		ht, ok = c.vxlanTuple(frame, &t)
 	}
 	if ok {
-		out.EtherType, out.Reason, out.HashType, out.keyless = etherTypeIPv4, ReasonOK, ht, true
+		out.EtherType, out.Reason, out.HashType, out.keyless, out.frag = etherTypeIPv4, ReasonOK, ht, true, fragNone
 		out.FlowID = c.sumIPv4(&t, ht)
 		return
 	}
@@ -596,16 +606,25 @@ func (c *Classifier) ipv4(p []byte, out *Classification) {
 		out.Reason = ReasonBadIPLength
 		return
 	}
-	if binary.BigEndian.Uint16(h[6:8])&ipv4FragMask != 0 {
+	fo := binary.BigEndian.Uint16(h[6:8]) & ipv4FragMask
+	if fo != 0 {
 		out.Key.Fragment = true
-		c.hashIPv4(out, hash.RSSIPv4, s, d, 0, 0)
-		return
+		if c.follow {
+			out.frag, out.fragID, out.fragProto = fragFirst, uint32(binary.BigEndian.Uint16(h[4:6])), proto
+		}
+		if !c.follow || fo&ipv4OffsetMask != 0 {
+			if c.follow {
+				out.frag = fragLater
+			}
+			c.hashIPv4(out, hash.RSSIPv4, s, d, 0, 0)
+			return
+		}
 	}
 	if tl < len(p) {
 		p = p[:tl]
 	}
 	ht := c.transport(p[hl:], proto, 0, out)
-	if c.tunnels != nil && c.tunnel(p[hl:], proto, out) {
+	if c.tunnels != nil && fo == 0 && c.tunnel(p[hl:], proto, out) {
 		if out.HashType != hash.None {
 			return // the inner packet was hashed
 		}
@@ -644,9 +663,11 @@ func (c *Classifier) ipv6(p []byte, out *Classification) {
 	}
 	nh := h[6]
 	off := ipv6HeaderLen
-	frag := false
+	frag := false    // a fragment, but a first one followed (FragmentsFollow)
+	var fragNH uint8 // a first fragment's next header, when one was walked through
 	for n := 0; ; n++ {
 		var l int
+		var fo uint16 // a fragment header's offset and M flag
 		switch nh {
 		case protoHopByHop, protoRouting, protoDstOpts, protoAH:
 			if off+2 > len(p) {
@@ -660,16 +681,29 @@ func (c *Classifier) ipv6(p []byte, out *Classification) {
 			}
 		case protoFragment:
 			l = ipv6FragHeaderLen
-			if off+l <= len(p) && binary.BigEndian.Uint16(p[off+2:off+4])&ipv6FragOffMMask != 0 {
-				frag = true
+			if off+l <= len(p) {
+				fo = binary.BigEndian.Uint16(p[off+2:off+4]) & ipv6FragOffMMask // zero: atomic
 			}
 		default:
 			goto upper
 		}
-		if n >= maxIPv6ExtHeaders || l < 0 || l > len(p)-off {
+		if n >= maxIPv6ExtHeaders || l < 0 || l > len(p)-off || (fo != 0 && out.frag == fragFirst) {
+			if out.frag == fragFirst { // after a first fragment's header: another, or a bad one
+				c.firstAsTuple(out, fragNH, &src, &dst)
+				return
+			}
 			out.Key.Proto = nh
 			out.Reason = ReasonBadExtHeader
 			return
+		}
+		if fo != 0 {
+			frag = !c.follow || fo&ipv6FragOffMask != 0
+			if c.follow {
+				out.frag, out.fragID, out.fragProto, fragNH = fragFirst, binary.BigEndian.Uint32(p[off+4:off+8]), 0, p[off]
+				if frag {
+					out.frag = fragLater
+				}
+			}
 		}
 		nh = p[off]
 		off += l
@@ -684,8 +718,9 @@ upper:
 		c.hashIPv6(out, hash.RSSIPv6, &src, &dst, 0, 0)
 		return
 	}
+	out.Key.Fragment = out.frag == fragFirst
 	ht := c.transport(p[off:], nh, 1, out)
-	if c.tunnels != nil && c.tunnel(p[off:], nh, out) {
+	if c.tunnels != nil && !out.Key.Fragment && c.tunnel(p[off:], nh, out) {
 		if out.HashType != hash.None {
 			return
 		}
@@ -700,6 +735,17 @@ upper:
 		return
 	}
 	c.hashIPv6(out, ipv6HashTypes[ht], &src, &dst, out.Key.SrcPort, out.Key.DstPort)
+}
+
+// firstAsTuple classifies an IPv6 first fragment whose headers after its
+// fragment header cannot be walked (one runs past the packet, the chain
+// is too long, another fragment header follows) as FragmentsTuple does,
+// which stops at its fragment header: its addresses hashed, Proto that
+// header's next header nh. It stays a first fragment, whose flowid the
+// later ones follow.
+func (c *Classifier) firstAsTuple(out *Classification, nh uint8, src, dst *[16]byte) {
+	out.Key.Proto, out.Key.Fragment = nh, true
+	c.hashIPv6(out, hash.RSSIPv6, src, dst, 0, 0)
 }
 
 // Transport outcomes: which hash a packet gets, independent of the family.

@@ -169,6 +169,11 @@ func FuzzClassify(f *testing.F) {
 	}
 	plain := newTestClassifier(f, h, false, false)
 	sym := newTestClassifier(f, h, true, true)
+	udp4 := newTestClassifier(f, h, false, true)
+	follow, err := NewClassifier(HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: FragmentsFollow})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var o, s, v Classification
 		plain.Classify(frame, &o)
@@ -184,6 +189,7 @@ func FuzzClassify(f *testing.F) {
 		checkOutOfBand(t, &o, &v)
 		checkSplit(t, plain, frame, &o)
 		checkSplit(t, sym, frame, &s)
+		checkFollow(t, udp4, follow, frame)
 
 		g := newGopacketView()
 		g.decode(frame)
@@ -209,6 +215,37 @@ func checkSplit(t *testing.T, c *Classifier, frame []byte, want *Classification)
 	c.keyOnly().Classify(frame, &k)
 	if k.Key != want.Key || k.Reason != want.Reason || k.FlowID != 0 {
 		t.Errorf("key-only classifier: key %+v %v flowid %#x; Classify: %+v %v", k.Key, k.Reason, k.FlowID, want.Key, want.Reason)
+	}
+}
+
+// checkFollow checks a FragmentsFollow classifier against the same
+// configuration's FragmentsTuple one (tuple): the same on every frame but
+// a first fragment, which it hashes with its ports; a fragment marked for
+// the dispatcher's table is a fragment, a later one hashed as tuple
+// hashes it.
+func checkFollow(t *testing.T, tuple, follow *Classifier, frame []byte) {
+	t.Helper()
+	var w, g Classification
+	tuple.Classify(frame, &w)
+	follow.Classify(frame, &g)
+	if w.frag != fragNone {
+		t.Fatalf("FragmentsTuple marked a fragment %d", w.frag)
+	}
+	switch g.frag {
+	case fragNone:
+		if !sameClassification(&w, &g) || w.Key != g.Key {
+			t.Fatalf("no fragment, yet FragmentsFollow classifies otherwise:\n%+v\n%+v", w, g)
+		}
+	case fragLater:
+		if !g.Key.Fragment || g.FlowID != w.FlowID || g.HashType != w.HashType || g.Key != w.Key {
+			t.Fatalf("later fragment: %+v, FragmentsTuple %+v", g, w)
+		}
+	case fragFirst:
+		if !g.Key.Fragment || !w.Key.Fragment || g.Key.Src != w.Key.Src || g.Key.Dst != w.Key.Dst || g.HashType == hash.None {
+			t.Fatalf("first fragment: %+v, FragmentsTuple %+v", g, w)
+		}
+	default:
+		t.Fatalf("fragment kind %d", g.frag)
 	}
 }
 

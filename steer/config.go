@@ -149,6 +149,13 @@ type HashConfig struct {
 	// headers does (FreeBSD's main branch flags such a hash
 	// M_HASHTYPE_INNER). MPLS and PPPoE are walked either way.
 	Tunnels TunnelMode
+	// Fragments says how fragments are hashed. Default FragmentsTuple:
+	// every fragment by its addresses, as FreeBSD and Linux hash them, so
+	// that with a 4-tuple hash type a datagram's later fragments may
+	// reach another worker than its first and its flow's whole packets.
+	// FragmentsFollow keeps every fragment of a datagram with its flow
+	// (see FragmentMode).
+	Fragments FragmentMode
 	// VXLANPorts are the UDP destination ports taken for VXLAN with
 	// TunnelsInner. Nil means VXLANPort (4789, IANA's); Linux's legacy
 	// default is 8472. GENEVEPort, GTPUPort and MPLSUDPPort are fixed and
@@ -341,6 +348,9 @@ func (h *HashConfig) normalize() error {
 	h.UDP4Tuple = h.Types.Has(hash.TypeUDPIPv4 | hash.TypeUDPIPv6)
 	if h.Tunnels > TunnelsInner {
 		return fmt.Errorf("steer: unknown tunnel mode %d: %w", h.Tunnels, ErrConfig)
+	}
+	if h.Fragments > FragmentsFollow {
+		return fmt.Errorf("steer: unknown fragment mode %d: %w", h.Fragments, ErrConfig)
 	}
 	if h.VXLANPorts == nil {
 		h.VXLANPorts = []uint16{VXLANPort}

@@ -46,8 +46,11 @@
 //     was hashed. Config.Hash.Types is the set of hash types in use
 //     (rss_gethashconfig): by default TCP gets RSS_TCP_IPV4/6 over addresses
 //     and ports and UDP the 2-tuple RSS_IPV4/6 (Config.Hash.UDP4Tuple adds
-//     UDP's 4-tuple); fragments always get the 2-tuple; non-IP frames NONE
-//     and no flowid. Config.Hash.Algorithm may replace Toeplitz with a keyed
+//     UDP's 4-tuple); fragments get the 2-tuple, as FreeBSD's do, unless
+//     Config.Hash.Fragments is [FragmentsFollow]: then a datagram's first
+//     fragment is hashed as its whole packets are and each input gives its
+//     later fragments the same flowid, from a bounded table of the first
+//     fragments it has seen; non-IP frames NONE and no flowid. Config.Hash.Algorithm may replace Toeplitz with a keyed
 //     SipHash of the same tuple, which an attacker who sees collisions
 //     cannot extend. Config.Hash.Key is the
 //     Toeplitz key (nil: a fresh random key; at least [MinKeyLen] bytes, so

@@ -53,7 +53,7 @@ type FlowKey struct {
 	Src, Dst         netip.Addr // network addresses; invalid for non-IP frames
 	SrcPort, DstPort uint16     // transport ports; zero when not read
 	Proto            uint8      // IP protocol number (6 TCP, 17 UDP, ...)
-	Fragment         bool       // an IPv4 or IPv6 fragment (ports not read)
+	Fragment         bool       // an IPv4 or IPv6 fragment (ports read only in a first fragment, with FragmentsFollow)
 	NVLAN            uint8      // number of VLAN tags recorded in VLANs
 	pad0             uint8      // always zero: no padding before VLANs (see above)
 	// VLANs are the VLAN IDs of the outermost Ethernet header (the link the
@@ -223,6 +223,12 @@ type Classification struct {
 	tuple    [hash.MaxTupleLen]byte // the bytes fed to the hash, for tracing
 	tupleLen uint8
 	keyless  bool // flowOnly stopped at the hash: Key and tuple were not set
+	// With FragmentsFollow, a fragment's kind (fragFirst, fragLater; else
+	// fragNone) and its datagram's identification and protocol (IPv4's; 0
+	// for IPv6), for the producer's table (followFragment).
+	frag      uint8
+	fragProto uint8
+	fragID    uint32
 }
 
 // reset readies c for a classification: every field zero but two that
@@ -252,7 +258,7 @@ func (c *Classification) resetFast() {
 		k.Encaps = [MaxEncaps]Encap{}
 	}
 	k.Fragment, k.NVLAN, k.VLANs, k.Depth, k.NEncap = false, 0, [MaxVLANDepth]uint16{}, 0, 0
-	c.Reason, c.keyless = ReasonOK, false
+	c.Reason, c.keyless, c.frag = ReasonOK, false, fragNone
 }
 
 // Tuple returns the bytes that were hashed to give FlowID: empty for NONE and

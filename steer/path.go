@@ -37,6 +37,7 @@ type producer struct {
 	tailAt    [][tailRing]uint64
 
 	flows       *rfstable.Table          // RFS, nil when off
+	frags       *fragTable               // FragmentsFollow's datagrams, made on the first fragment
 	fast        fastChunk                // the chunk's frames on the IPv4 fast path
 	clsBuf      [chunkLen]Classification // the chunk's classifications
 	res         [chunkLen]flowResult     // the plain path's compact results (classifyChunk)

@@ -17,9 +17,10 @@ package steer
 //     2-tuple hash of its addresses.
 type Reason uint8
 
-// The reasons. ReasonOK and the non-IP reasons (ReasonNonIP,
-// ReasonPPPNonIP, ReasonMPLSNonIP, ReasonTunnelNonIP) are normal outcomes;
-// the rest mark malformed or truncated frames ([Reason.Malformed]).
+// The reasons. ReasonOK, the non-IP reasons (ReasonNonIP, ReasonPPPNonIP,
+// ReasonMPLSNonIP, ReasonTunnelNonIP) and ReasonOrphanFragment are normal
+// outcomes; the rest mark malformed or truncated frames
+// ([Reason.Malformed]).
 const (
 	ReasonOK             Reason = iota // fully classified
 	ReasonNonIP                        // not IPv4 or IPv6 (ARP, LLDP, PPPoE discovery, ...): HashType NONE
@@ -45,6 +46,7 @@ const (
 	ReasonBadERSPAN                    // an ERSPAN header or its platform sub-header cut short, or the wrong version: the outer hash
 	ReasonBadGTPU                      // a GTP-U header or its extension headers cut short or malformed, or not version 1: the outer hash
 	ReasonBadCMD                       // a Cisco MetaData header cut short: NONE, or inside a tunnel the outer hash
+	ReasonOrphanFragment               // FragmentsFollow: a later fragment whose first fragment the input has not seen (yet): 2-tuple hash
 	numReasons
 )
 
@@ -76,6 +78,7 @@ var reasonNames = [...]string{
 	ReasonBadERSPAN:      "bad-erspan",
 	ReasonBadGTPU:        "bad-gtpu",
 	ReasonBadCMD:         "bad-cmd",
+	ReasonOrphanFragment: "orphan-fragment",
 }
 
 // String returns the reason's short name, as the report prints it.
@@ -90,7 +93,7 @@ func (r Reason) String() string {
 // every reason except ReasonOK and the non-IP ones.
 func (r Reason) Malformed() bool {
 	switch r {
-	case ReasonOK, ReasonNonIP, ReasonPPPNonIP, ReasonMPLSNonIP, ReasonTunnelNonIP:
+	case ReasonOK, ReasonNonIP, ReasonPPPNonIP, ReasonMPLSNonIP, ReasonTunnelNonIP, ReasonOrphanFragment:
 		return false
 	}
 	return r < numReasons

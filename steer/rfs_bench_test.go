@@ -6,6 +6,51 @@ import (
 	"time"
 )
 
+// alternateBlock is how many frames alternate feeds each input in turn.
+const alternateBlock = 16 * BatchSize
+
+// alternate is the timed part of an A/B benchmark of two dispatchers:
+// it feeds the same frames to inOff, then to inOn, in turns of
+// alternateBlock frames, b.N of them through each, calls between (when
+// set) before each of inOn's turns with the count done, and reports
+// off-ns/frame, on-ns/frame and their difference, added-ns/frame. Both
+// inputs are warmed with every frame first.
+func alternate(b *testing.B, frames []Frame, inOff, inOn *Input, between func(done int)) {
+	run := func(in *Input, from, n int) {
+		for n > 0 {
+			k := min(n, BatchSize, len(frames)-from)
+			in.Dispatch(frames[from:from+k], nil)
+			from = (from + k) % len(frames)
+			n -= k
+		}
+	}
+	run(inOff, 0, len(frames))
+	run(inOn, 0, len(frames))
+	var tOff, tOn time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	pos := 0
+	for done := 0; done < b.N; done += alternateBlock {
+		k := min(alternateBlock, b.N-done)
+		t0 := time.Now()
+		run(inOff, pos, k)
+		t1 := time.Now()
+		if between != nil {
+			between(done)
+		}
+		run(inOn, pos, k)
+		tOn += time.Since(t1)
+		tOff += t1.Sub(t0)
+		pos = (pos + k) % len(frames)
+	}
+	b.StopTimer()
+	offNs := float64(tOff.Nanoseconds()) / float64(b.N)
+	onNs := float64(tOn.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(offNs, "off-ns/frame")
+	b.ReportMetric(onNs, "on-ns/frame")
+	b.ReportMetric(onNs-offNs, "added-ns/frame")
+}
+
 // BenchmarkRFSAddedCost measures what RFS adds to each frame on the
 // dispatch path: two dispatchers, RFS off and on, DIRECT dispatch (the
 // handler, a no-op, runs inline, so no queue or goroutine hand-off blurs the
@@ -54,42 +99,15 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 				on.SetDesired(id, (f*7)%4)
 			}
 			inOff, inOn := off.NewInput(), on.NewInput()
-			const block = 16 * BatchSize
-			run := func(in *Input, from, n int) {
-				for n > 0 {
-					k := min(n, BatchSize, len(frames)-from)
-					in.Dispatch(frames[from:from+k], nil)
-					from = (from + k) % len(frames)
-					n -= k
-				}
-			}
-			// Warm up: every flow seen, inserted and moved to its consumer.
-			run(inOff, 0, len(frames))
-			run(inOn, 0, len(frames))
-			var tOff, tOn time.Duration
-			b.ReportAllocs()
-			b.ResetTimer()
-			pos := 0
-			for done := 0; done < b.N; done += block {
-				k := min(block, b.N-done)
-				t0 := time.Now()
-				run(inOff, pos, k)
-				t1 := time.Now()
-				if bc.churn {
+			var between func(done int)
+			if bc.churn {
+				between = func(done int) {
+					const block = alternateBlock
 					f := (done / block) % len(ids)
 					on.SetDesired(ids[f], (f*7+done/block/len(ids)+1)%4)
 				}
-				run(inOn, pos, k)
-				tOn += time.Since(t1)
-				tOff += t1.Sub(t0)
-				pos = (pos + k) % len(frames)
 			}
-			b.StopTimer()
-			offNs := float64(tOff.Nanoseconds()) / float64(b.N)
-			onNs := float64(tOn.Nanoseconds()) / float64(b.N)
-			b.ReportMetric(offNs, "off-ns/frame")
-			b.ReportMetric(onNs, "on-ns/frame")
-			b.ReportMetric(onNs-offNs, "added-ns/frame")
+			alternate(b, frames, inOff, inOn, between)
 			if st := on.Stats(); st.FlowMoves == 0 {
 				b.Error("RFS moved no flow: the desired table was not read")
 			}

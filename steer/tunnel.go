@@ -186,7 +186,7 @@ func leave(out *Classification) {
 		return
 	}
 	out.Key.Depth--
-	out.Key.Fragment = false
+	out.Key.Fragment, out.frag = false, fragNone
 	if out.Reason == ReasonNonIP {
 		out.Reason = ReasonTunnelNonIP
 	}

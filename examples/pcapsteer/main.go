@@ -840,6 +840,8 @@ func reasonCause(r steer.Reason) (cause, then string) {
 		return "fully classified", "hashed"
 	case steer.ReasonShortTransport:
 		return "the TCP/UDP/SCTP header is cut short", "2-tuple hash of the addresses"
+	case steer.ReasonOrphanFragment:
+		return "a fragment whose first fragment was not seen before it (-fragments follow)", "2-tuple hash of the addresses"
 	case steer.ReasonTooDeep:
 		return fmt.Sprintf("more than %d shims and tunnel headers, or tunnels nested more than %d deep", steer.MaxEncaps, steer.MaxTunnelDepth),
 			"the deepest IP header reached, if any, else no hash"

@@ -20,15 +20,17 @@ import (
 //	-hashtypes SET         HashConfig.Types, in hash.Types' text form
 //	                       (default ipv4,tcp_ipv4,ipv6,tcp_ipv6)
 //	-udp4tuple             HashConfig.UDP4Tuple: adds udp_ipv4,udp_ipv6
+//	-fragments tuple|follow HashConfig.Fragments (default tuple)
 //	-hash toeplitz|siphash HashConfig.Algorithm (default toeplitz)
 //
 // The key and symmetric hashing stay the commands' own flags.
 type HashFlags struct {
-	Tunnels   steer.TunnelMode // -tunnels
-	Types     hash.Types       // -hashtypes
-	UDP4Tuple bool             // -udp4tuple
-	Algorithm hash.Algorithm   // -hash
-	ports     string           // -vxlan-ports, parsed by Config
+	Tunnels   steer.TunnelMode   // -tunnels
+	Types     hash.Types         // -hashtypes
+	UDP4Tuple bool               // -udp4tuple
+	Fragments steer.FragmentMode // -fragments
+	Algorithm hash.Algorithm     // -hash
+	ports     string             // -vxlan-ports, parsed by Config
 }
 
 // Register adds the flags to fs.
@@ -40,6 +42,8 @@ func (h *HashFlags) Register(fs *flag.FlagSet) {
 	fs.TextVar(&h.Types, "hashtypes", hash.DefaultTypes,
 		"the RSS hash types in use, a comma-separated `set` of ipv4, tcp_ipv4, udp_ipv4, ipv6, tcp_ipv6, udp_ipv6: a protocol without its 4-tuple type hashes by its addresses; ipv4,ipv6 hashes by IP pair only")
 	fs.BoolVar(&h.UDP4Tuple, "udp4tuple", false, "hash UDP over addresses and ports: -hashtypes with udp_ipv4,udp_ipv6 added")
+	fs.TextVar(&h.Fragments, "fragments", steer.FragmentsTuple,
+		"`mode`: tuple hashes every fragment by its addresses, as FreeBSD and Linux do (with a 4-tuple hash type a datagram's fragments may then leave its flow's worker); follow hashes a first fragment by its ports and sends the datagram's later fragments after it")
 	fs.TextVar(&h.Algorithm, "hash", hash.AlgorithmToeplitz,
 		"hash `function`: toeplitz (what a NIC's RSS and FreeBSD compute) or siphash (keyed, resists an attacker who can observe collisions)")
 }
@@ -62,7 +66,7 @@ func (h *HashFlags) Config(key []byte, symmetric bool) (steer.HashConfig, error)
 	}
 	hc := steer.HashConfig{
 		Algorithm: h.Algorithm, Key: key, Symmetric: symmetric,
-		Types: h.Types, UDP4Tuple: h.UDP4Tuple, Tunnels: h.Tunnels, VXLANPorts: ports,
+		Types: h.Types, UDP4Tuple: h.UDP4Tuple, Tunnels: h.Tunnels, VXLANPorts: ports, Fragments: h.Fragments,
 	}
 	if err := checkHash(hc); err != nil {
 		return steer.HashConfig{}, cli.UsageError(fmt.Errorf("-hash %s and -key: %w", h.Algorithm, err))
@@ -120,6 +124,9 @@ func HashSummary(hc steer.HashConfig) string {
 			list[i] = strconv.Itoa(int(p))
 		}
 		s += " (vxlan ports " + strings.Join(list, ",") + ")"
+	}
+	if hc.Fragments == steer.FragmentsFollow {
+		s += ", fragments follow"
 	}
 	if hc.Symmetric {
 		s += ", symmetric"

@@ -110,6 +110,9 @@ type Config struct {
 	// VXLANPorts the UDP ports taken for VXLAN.
 	Tunnels    steer.TunnelMode `json:"tunnels"`
 	VXLANPorts []uint16         `json:"vxlan_ports"`
+	// Fragments is "tuple" (every fragment hashed by its addresses) or
+	// "follow" (a datagram's fragments sent after its first).
+	Fragments steer.FragmentMode `json:"fragments"`
 	// QueueLimit is the per-worker queue limit in frames; zero means the
 	// library's defaults (steer.DefaultQLimit for a live source,
 	// steer.DefaultWaitQLimit for a file).
@@ -283,7 +286,7 @@ func NewReport(command string, st *steer.Stats) *Report {
 			Workers: c.Workers, CPUs: append([]int{}, c.CPUs...), Policy: c.Policy, Dispatch: c.Dispatch,
 			Buckets: c.Buckets, Key: st.KeyFingerprint, Symmetric: c.Hash.Symmetric,
 			Hash: c.Hash.Algorithm, HashTypes: c.Hash.Types, UDP4Tuple: c.Hash.UDP4Tuple,
-			Tunnels: c.Hash.Tunnels, VXLANPorts: append([]uint16{}, c.Hash.VXLANPorts...),
+			Tunnels: c.Hash.Tunnels, VXLANPorts: append([]uint16{}, c.Hash.VXLANPorts...), Fragments: c.Hash.Fragments,
 			QueueLimit: c.Queue.Limit, Overflow: c.Queue.Overflow, FlowLimit: c.Queue.FlowLimit,
 			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(),
 		},
