@@ -499,3 +499,57 @@ func TestSampleFlag(t *testing.T) {
 		}
 	}
 }
+
+// splitFlows runs the program over a capture with args and returns how
+// many address pairs its -flows rows put on more than one worker, out of
+// how many, and the JSON report's reasons.
+func splitFlows(t *testing.T, capture string, args ...string) (split, pairs int, reasons map[string]any) {
+	t.Helper()
+	csvPath := filepath.Join(t.TempDir(), "flows.csv")
+	out, _, err := runCmd(t, append([]string{"-r", capture, "-flows", csvPath, "-json"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := map[[2]string]map[string]bool{}
+	for _, r := range readCSV(t, csvPath) {
+		pair := [2]string{r["src"], r["dst"]}
+		if workers[pair] == nil {
+			workers[pair] = map[string]bool{}
+		}
+		workers[pair][r["worker"]] = true
+	}
+	for _, ws := range workers {
+		if len(ws) > 1 {
+			split++
+		}
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("JSON report: %v", err)
+	}
+	return split, len(workers), rep["reasons"].(map[string]any)
+}
+
+// TestFragmentsFollow: over 240 UDP flows, one per address pair, half over
+// IPv6, whose datagrams are sometimes cut into 2 to 4 fragments, three
+// workers with UDP's 4-tuple split many flows across workers with
+// -fragments tuple (the default: a datagram's later fragments hashed by
+// their addresses) and none with -fragments follow, which counts no
+// orphan, since every first fragment comes first.
+func TestFragmentsFollow(t *testing.T) {
+	capture := writeFile(t, "frag.pcap", encapframes.Pcap(encapframes.FragmentedUDP(240, 1)))
+	common := []string{"-workers", "3", "-udp4tuple", "-key", "microsoft"}
+	split, pairs, _ := splitFlows(t, capture, common...)
+	t.Logf("-fragments tuple: %d of %d flows split across workers (%.0f%%)", split, pairs, 100*float64(split)/float64(pairs))
+	if pairs != 240 || split < pairs/3 {
+		t.Errorf("-fragments tuple: %d of %d flows split; want 240 flows, at least a third split", split, pairs)
+	}
+	if s, _, _ := splitFlows(t, capture, append(common, "-fragments", "tuple")...); s != split {
+		t.Errorf("-fragments tuple split %d flows, the default %d", s, split)
+	}
+	split, pairs, reasons := splitFlows(t, capture, append(common, "-fragments", "follow")...)
+	t.Logf("-fragments follow: %d of %d flows split across workers", split, pairs)
+	if pairs != 240 || split != 0 || reasons["orphan-fragment"] != float64(0) {
+		t.Errorf("-fragments follow: %d of %d flows split, %v orphans; want none of 240", split, pairs, reasons["orphan-fragment"])
+	}
+}

@@ -117,7 +117,11 @@
 // (ipv4, tcp_ipv4, udp_ipv4, ipv6, tcp_ipv6, udp_ipv6; ipv4,ipv6 hashes by
 // IP pair only), -udp4tuple its one-flag form for UDP; the function is -hash
 // toeplitz (the default) or siphash, keyed, which an attacker who sees
-// collisions cannot aim.
+// collisions cannot aim. With a 4-tuple type a datagram's fragments, which
+// carry no ports after the first, are hashed by their addresses, as
+// FreeBSD and Linux hash them (-fragments tuple, the default), and may
+// leave their flow's worker; -fragments follow hashes a first fragment by
+// its ports and sends the later ones after it (steer.FragmentsFollow).
 //
 // It has tcpdump's habits where they fit. A capture filter follows the flags
 // as tcpdump takes it (pcapsteer -r f.pcap tcp port 80), or comes with -f

@@ -485,7 +485,7 @@ func TestDumpTick(t *testing.T) {
 // reportKeys lists every field name of the JSON report, dotted by nesting:
 // renaming one breaks scripts, so it breaks this test first.
 var reportKeys = []string{
-	"bucket_frames", "command", "config", "config.buckets", "config.cpus", "config.dispatch", "config.flow_limit",
+	"bucket_frames", "command", "config", "config.buckets", "config.cpus", "config.dispatch", "config.flow_limit", "config.fragments",
 	"config.hash", "config.hash_types", "config.key", "config.overflow", "config.policy", "config.queue_limit",
 	"config.rebalance_seconds", "config.rfs", "config.symmetric", "config.tunnels", "config.udp_4tuple",
 	"config.vxlan_ports", "config.workers", "elapsed_seconds", "encapsulations", "encapsulations.decapsulated",

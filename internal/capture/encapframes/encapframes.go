@@ -467,6 +467,105 @@ func VXLANCapture(frames, flows int, seed uint64) [][]byte {
 	return out
 }
 
+// FragmentedUDP returns the frames of a capture of flows UDP flows, one
+// per address pair, every other one over IPv6: each flow sends eight
+// datagrams of 1,200 to 3,999 bytes, from one port to another, and each
+// datagram is cut into 2 to 4 fragments with probability one in four, as
+// DNS over large responses, SIP and NFS over UDP cut theirs. The flows'
+// datagrams are interleaved at random; a datagram's fragments follow each
+// other, in order. The same seed gives the same frames.
+func FragmentedUDP(flows int, seed uint64) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	type dgram struct{ flow int }
+	var order []dgram
+	for f := range flows {
+		for range 8 {
+			order = append(order, dgram{f})
+		}
+	}
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var out [][]byte
+	for n, d := range order {
+		f := Flow{SrcPort: uint16(20000 + d.flow), DstPort: uint16(7000 + d.flow%3), UDP: true}
+		if d.flow%2 == 0 {
+			f.Src, f.Dst = netip.AddrFrom4([4]byte{10, 20, byte(d.flow >> 8), byte(d.flow)}), netip.AddrFrom4([4]byte{10, 30, byte(d.flow >> 8), byte(d.flow)})
+		} else {
+			f.Src = netip.AddrFrom16([16]byte{0xfd, 0, 0, 20, 14: byte(d.flow >> 8), 15: byte(d.flow)})
+			f.Dst = netip.AddrFrom16([16]byte{0xfd, 0, 0, 30, 14: byte(d.flow >> 8), 15: byte(d.flow)})
+		}
+		payload := make([]byte, 1200+rng.IntN(2800))
+		for i := range payload {
+			payload[i] = byte(i)
+		}
+		ip := ipHeader(f.Src, f.Dst, layers.IPProtocolUDP)
+		u := &layers.UDP{SrcPort: layers.UDPPort(f.SrcPort), DstPort: layers.UDPPort(f.DstPort)}
+		u.SetNetworkLayerForChecksum(ip)
+		whole := Frame(eth(ipType(f.Src)), ip.(gopacket.SerializableLayer), u, gopacket.Payload(payload))
+		if rng.IntN(4) != 0 {
+			out = append(out, whole)
+			continue
+		}
+		out = append(out, fragment(whole, 2+rng.IntN(3), uint32(n+1))...)
+	}
+	return out
+}
+
+// fragment cuts the IP packet of an Ethernet frame without extension
+// headers into k fragments of datagram id, each but the last a multiple of
+// 8 bytes long.
+func fragment(frame []byte, k int, id uint32) [][]byte {
+	et := binary.BigEndian.Uint16(frame[12:14])
+	hl := 20
+	if et == 0x86dd {
+		hl = 40
+	}
+	hdr, data := frame[:14+hl], frame[14+hl:]
+	step := (len(data)/k + 7) &^ 7
+	var out [][]byte
+	for off := 0; off < len(data); off += step {
+		end := min(off+step, len(data))
+		more := end < len(data)
+		f := append([]byte(nil), hdr...)
+		ip := f[14:]
+		if et == 0x86dd {
+			nh := ip[6]
+			ip[6] = 44
+			fo := uint16(off)
+			if more {
+				fo |= 1
+			}
+			f = append(f, nh, 0)
+			f = binary.BigEndian.AppendUint16(f, fo)
+			f = binary.BigEndian.AppendUint32(f, id)
+			binary.BigEndian.PutUint16(f[14+4:], uint16(8+end-off))
+		} else {
+			fo := uint16(off / 8)
+			if more {
+				fo |= 0x2000
+			}
+			binary.BigEndian.PutUint16(ip[4:], uint16(id))
+			binary.BigEndian.PutUint16(ip[6:], fo)
+			binary.BigEndian.PutUint16(ip[2:], uint16(20+end-off))
+			ip[10], ip[11] = 0, 0
+			binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip[:20]))
+		}
+		out = append(out, append(f, data[off:end]...))
+	}
+	return out
+}
+
+// ipv4Checksum is the IPv4 header checksum of h (its checksum field zero).
+func ipv4Checksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return ^uint16(s)
+}
+
 // Pcap returns frames as a classic pcap file (little-endian, microsecond
 // timestamps, Ethernet), one frame each millisecond from a fixed time.
 func Pcap(frames [][]byte) []byte { return PcapSnap(frames, 65535) }
