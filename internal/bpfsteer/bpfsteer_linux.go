@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/steer"
 )
 
 // Program is the loaded steering program, its two maps, and the maps
@@ -22,8 +23,9 @@ type Program struct {
 	prog  *ebpf.Program
 	keyed *ebpf.Map // the Toeplitz table or the SipHash state
 	table *ebpf.Map
-	sync  *grace // waits for running programs
-	n     int    // indirection table length
+	frags *ebpf.Map // FragMapName, with FollowFragments
+	sync  *grace    // waits for running programs
+	n     int       // indirection table length
 }
 
 // New builds the program for opts, creates its maps (the Toeplitz
@@ -57,7 +59,12 @@ func New(opts Options) (*Program, error) {
 		p.Close()
 		return nil, err
 	}
-	if err := associate(insns, map[string]*ebpf.Map{name: p.keyed, TableMapName: p.table}); err != nil {
+	maps := map[string]*ebpf.Map{name: p.keyed, TableMapName: p.table}
+	if p.frags, err = newFragMap(&opts, maps); err != nil {
+		p.Close()
+		return nil, err
+	}
+	if err := associate(insns, maps); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -109,6 +116,28 @@ func newKeyedMap(opts *Options) (*ebpf.Map, string, error) {
 		return nil, "", fmt.Errorf("bpfsteer: freezing the %s map: %w", name, err)
 	}
 	return m, name, nil
+}
+
+// newFragMap creates, with FollowFragments, the LRU hash map of the
+// datagrams whose first fragment the program saw, and adds it to maps.
+// The kernel holds steer.FragmentTableSize entries of a 40-byte key and a
+// 16-byte value, with its own per-entry bookkeeping.
+func newFragMap(opts *Options, maps map[string]*ebpf.Map) (*ebpf.Map, error) {
+	if !opts.FollowFragments {
+		return nil, nil
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       FragMapName,
+		Type:       ebpf.LRUHash,
+		KeySize:    fragKeyLen,
+		ValueSize:  fragValueLen,
+		MaxEntries: steer.FragmentTableSize,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bpfsteer: creating the fragment map: %w", err)
+	}
+	maps[FragMapName] = m
+	return m, nil
 }
 
 // newTableMap creates the indirection map, one value of len(table) words,
@@ -258,8 +287,11 @@ func (p *Program) Close() error {
 	if p.table != nil {
 		errs = append(errs, p.table.Close())
 	}
+	if p.frags != nil {
+		errs = append(errs, p.frags.Close())
+	}
 	errs = append(errs, p.sync.close())
-	p.prog, p.keyed, p.table, p.sync = nil, nil, nil, nil
+	p.prog, p.keyed, p.table, p.frags, p.sync = nil, nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpfsteer: close: %w", err)
 	}

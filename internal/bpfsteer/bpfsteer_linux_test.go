@@ -706,7 +706,11 @@ func programSize(t *testing.T, hook Hook) {
 		for _, tun := range []bool{false, true} {
 			for _, sym := range []bool{false, true} {
 				for _, types := range []hash.Types{hash.TypeIPv4 | hash.TypeIPv6, hash.DefaultTypes, hash.AllTypes} {
-					opts := Options{Algorithm: alg, Key: key[:n], Table: make([]uint32, 128), Symmetric: sym, Types: types, Tunnels: tun, Hook: hook}
+					// FollowFragments with a 4-tuple type, without one
+					// only where it changes nothing else.
+					follow := types == hash.AllTypes || (types == hash.DefaultTypes && !sym)
+					opts := Options{Algorithm: alg, Key: key[:n], Table: make([]uint32, 128), Symmetric: sym, Types: types, Tunnels: tun,
+						FollowFragments: follow, Hook: hook}
 					if tun && types == hash.AllTypes {
 						opts.VXLANPorts = make([]uint16, MaxVXLANPorts)
 						for i := range opts.VXLANPorts {
@@ -723,7 +727,7 @@ func programSize(t *testing.T, hook Hook) {
 						t.Fatal(err)
 					}
 					verified, _ := info.VerifiedInstructions()
-					t.Logf("%v tunnels %v symmetric %v types %v: %d instructions, %d verified", alg, tun, sym, types, len(insns), verified)
+					t.Logf("%v tunnels %v symmetric %v types %v follow %v: %d instructions, %d verified", alg, tun, sym, types, follow, len(insns), verified)
 					if len(insns) > 4096 || verified > 200_000 {
 						t.Errorf("program too large: %d instructions, %d verified", len(insns), verified)
 					}

@@ -10,8 +10,8 @@ import (
 // configuration cfg (normalized, as steer.Dispatcher.Config returns it)
 // and table: every field of cfg.Hash the classifier hashes by (the
 // algorithm and key, the hash types, Symmetric, the tunnels opened with
-// their VXLAN ports), over base, whose other fields (Hook, Fallback,
-// PassUnhashed) are kept. The result is checked with [Instructions], so
+// their VXLAN ports, the fragments followed), over base, whose other
+// fields (Hook, Fallback, PassUnhashed) are kept. The result is checked with [Instructions], so
 // that a refusal needs no privilege.
 //
 // What the program cannot honour is an error wrapping steer.ErrConfig and
@@ -31,6 +31,7 @@ func DispatcherOptions(cfg steer.Config, table []int, base Options) (Options, er
 	o.Algorithm, o.Key, o.Table = h.Algorithm, h.Key, WorkerTable(table)
 	o.Symmetric, o.Types, o.UDP4Tuple = h.Symmetric, h.Types, h.UDP4Tuple
 	o.Tunnels, o.VXLANPorts = h.Tunnels == steer.TunnelsInner, h.VXLANPorts
+	o.FollowFragments = h.Fragments == steer.FragmentsFollow
 	if _, err := Instructions(o); err != nil {
 		return o, fmt.Errorf("%w: %w", steer.ErrConfig, err)
 	}

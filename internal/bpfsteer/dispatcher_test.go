@@ -20,7 +20,7 @@ func TestDispatcherOptions(t *testing.T) {
 	sip := make([]byte, hash.SipHashKeyLen)
 	sip[3] = 7
 	d, err := steer.New(steer.Config{Workers: 3, Hash: steer.HashConfig{Algorithm: hash.AlgorithmSipHash, Key: sip,
-		Tunnels: steer.TunnelsInner, UDP4Tuple: true}}, func(*steer.Packet) {})
+		Tunnels: steer.TunnelsInner, UDP4Tuple: true, Fragments: steer.FragmentsFollow}}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestDispatcherOptions(t *testing.T) {
 		}
 		want := base
 		want.Algorithm, want.Key, want.Table, want.UDP4Tuple, want.Types = hash.AlgorithmSipHash, cfg.Hash.Key, WorkerTable(table), true, cfg.Hash.Types
-		want.Tunnels, want.VXLANPorts = true, cfg.Hash.VXLANPorts
+		want.Tunnels, want.VXLANPorts, want.FollowFragments = true, cfg.Hash.VXLANPorts, true
 		if !reflect.DeepEqual(o, want) {
 			t.Errorf("base %+v: %+v, want %+v", base, o, want)
 		}

@@ -81,10 +81,23 @@
 //     short or malformed, a payload that is not IP, one header past
 //     MaxEncaps), that flowid is the frame's: the deepest IP header read
 //     whole, as in user space.
-//  7. With [Options.Symmetric], swap the endpoints when the source
+//  7. With [Options.FollowFragments] (steer.FragmentsFollow), a first
+//     fragment is walked as a whole packet (an IPv6 one through its
+//     extension headers, unless one after its fragment header cannot be
+//     walked: then as a fragment), never into a tunnel, and after the hash
+//     its flowid is written to an LRU hash map ([FragMapName],
+//     steer.FragmentTableSize entries) under its datagram's identity:
+//     addresses, identification, and IPv4's protocol; a later fragment
+//     found there takes that flowid unless the entry is older, in kernel
+//     time, than steer.FragmentTimeout (IPv4) or steer.FragmentTimeout6
+//     (IPv6). User space keeps its table per input and ages it in capture
+//     time; the map is shared by the CPUs that run the program and
+//     evicts the least recently used entry, so under a flood the two may
+//     forget different datagrams.
+//  8. With [Options.Symmetric], swap the endpoints when the source
 //     (address, port) is above the destination's, compared big-endian
 //     (hash.Canonical's order).
-//  8. Hash (rps_hash). Toeplitz: the hash is linear, so the hash of a
+//  9. Hash (rps_hash). Toeplitz: the hash is linear, so the hash of a
 //     tuple is the XOR of one 32-bit contribution per byte: T[i][v], the
 //     hash of byte value v at position i. New computes T from the key with
 //     package hash and stores it in an array map ([ToeplitzMapName], one
@@ -94,7 +107,7 @@
 //     after the key comes from a frozen map ([SipHashMapName]); the
 //     rounds are unrolled, and the flowid is the low 32 bits, as package
 //     hash computes it.
-//  9. Look the bucket up in the indirection table ([TableMapName], one value
+//  10. Look the bucket up in the indirection table ([TableMapName], one value
 //     of len(Table) 32-bit words) and return the worker.
 //
 // # How it is built, for the verifier

@@ -569,7 +569,7 @@ func randKey(t testing.TB, n int) []byte {
 func optionsFor(hc steer.HashConfig, table []uint32, fallback uint32, hook Hook) Options {
 	return Options{Algorithm: hc.Algorithm, Key: hc.Key, Table: table, Symmetric: hc.Symmetric,
 		Types: hc.Types, UDP4Tuple: hc.UDP4Tuple, Tunnels: hc.Tunnels == steer.TunnelsInner,
-		VXLANPorts: hc.VXLANPorts, Fallback: fallback, Hook: hook}
+		VXLANPorts: hc.VXLANPorts, FollowFragments: hc.Fragments == steer.FragmentsFollow, Fallback: fallback, Hook: hook}
 }
 
 // identityTable maps every bucket to itself: the program then returns
@@ -601,15 +601,21 @@ func want(c *steer.Classifier, f []byte, out *steer.Classification) uint32 {
 // low 16 bits of its flowid (the identity table returns them) with steer's
 // classifier: the same frames hashed, the same tuples, the same hash.
 func TestEncapAgreement(t *testing.T) {
-	requirePriv(t)
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	frames := 4000
-	if testing.Short() {
-		frames = 600
-	}
+	seed, frames := agreementStart(t, 4000, 600)
 	table := identityTable()
 	forHooks(t, func(t *testing.T, hook Hook) { encapAgreement(t, hook, table, seed, frames) })
+}
+
+// agreementStart begins an agreement test: it needs the privilege, and
+// takes a random seed, logged, and n frames, or short with -short.
+func agreementStart(t *testing.T, n, short int) (seed uint64, frames int) {
+	requirePriv(t)
+	seed = rand.Uint64()
+	t.Logf("seed %d", seed)
+	if testing.Short() {
+		return seed, short
+	}
+	return seed, n
 }
 
 // encapAgreement is TestEncapAgreement for one hook.

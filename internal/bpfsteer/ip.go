@@ -40,6 +40,12 @@ func (b *builder) ipFunc() {
 			}
 		}
 		b.label("ip_tunnel")
+		if b.follow { // a first fragment is never opened
+			b.emit(
+				asm.LoadMem(asm.R1, rSt, fFrag, asm.Word),
+				asm.JNE.Imm(asm.R1, fragNone, "ip_done"),
+			)
+		}
 		b.leave()
 	}
 	b.failWith("ip_fail")
@@ -58,8 +64,7 @@ func (b *builder) twoTuple(n int32) {
 }
 
 // fragment is a fragment's end: its n-byte 2-tuple, complete.
-func (b *builder) fragment(label string, n int32) {
-	b.label(label)
+func (b *builder) fragment(n int32) {
 	b.twoTuple(n)
 	b.emit(asm.Ja.Label("ip_done"))
 }
@@ -100,11 +105,14 @@ func (b *builder) ipv4() {
 		asm.LoadMem(asm.R4, asm.RFP, sHdr+16, asm.Word),
 		asm.StoreMem(rSt, fTuple+4, asm.R4, asm.Word),
 	)
-	// a fragment: addresses only
+	// a fragment: addresses only (with FollowFragments, but a first one)
 	b.loadBE16(asm.R4, sHdr+6)
 	b.emit(
 		asm.And.Imm(asm.R4, 0x3fff),
 		asm.JNE.Imm(asm.R4, 0, "v4_frag"),
+	)
+	b.label("v4_whole")
+	b.emit(
 		// the packet ends at min(total length, rLim)
 		asm.JLE.Reg(asm.R3, asm.R2, "v4_end"),
 		asm.Mov.Reg(asm.R3, asm.R2),
@@ -117,7 +125,28 @@ func (b *builder) ipv4() {
 		asm.LoadMem(asm.R5, asm.RFP, sHdr+9, asm.Byte),
 		asm.Ja.Label("l4_4"),
 	)
-	b.fragment("v4_frag", hash.IPv4Tuple2Len)
+	b.label("v4_frag")
+	if b.follow {
+		// The datagram's key: addresses, identification, protocol.
+		for _, f := range []struct {
+			from, to int16
+			size     asm.Size
+		}{{sHdr + 12, fFKey, asm.Word}, {sHdr + 16, fFKey + 16, asm.Word},
+			{sHdr + 4, fFKey + fragKeyID, asm.Half}, {sHdr + 9, fFKey + fragKeyProto, asm.Byte}} {
+			b.emit(
+				asm.LoadMem(asm.R0, asm.RFP, f.from, f.size),
+				asm.StoreMem(rSt, f.to, asm.R0, f.size),
+			)
+		}
+		b.emit(
+			asm.StoreImm(rSt, fFKey+fragKeyFam, 4, asm.Byte),
+			asm.StoreImm(rSt, fFrag, fragFirst, asm.Word),
+			asm.And.Imm(asm.R4, 0x1fff), // the offset: zero in a first fragment
+			asm.JEq.Imm(asm.R4, 0, "v4_whole"),
+			asm.StoreImm(rSt, fFrag, fragLater, asm.Word),
+		)
+	}
+	b.fragment(hash.IPv4Tuple2Len)
 }
 
 // ipv6 checks the IPv6 header, copies the addresses into the tuple and
@@ -146,13 +175,20 @@ func (b *builder) ipv6() {
 		asm.Add.Imm(rPos, 40),
 	)
 	// R5 is the next header; each load below clobbers it, and it is read
-	// again from the header just loaded.
+	// again from the header just loaded. With FollowFragments a header
+	// that cannot be walked after a first fragment's fragment header
+	// ends the walk as that header would have without FollowFragments
+	// ("ext_fail"): the packet is a fragment, its 2-tuple hashed.
+	fail := "ip_fail"
+	if b.follow {
+		fail = "ext_fail"
+	}
 	for n := 0; n <= maxExtHeaders; n++ {
 		opt, ah, frag := fmt.Sprintf("ext%d_opt", n), fmt.Sprintf("ext%d_ah", n), fmt.Sprintf("ext%d_frag", n)
 		next := fmt.Sprintf("ext%d", n+1)
 		if n == maxExtHeaders {
 			// one header too many: the chain is too long
-			opt, ah, frag = "ip_fail", "ip_fail", "ip_fail"
+			opt, ah, frag = fail, fail, fail
 		}
 		b.emit(
 			asm.JEq.Imm(asm.R5, 0, opt),
@@ -173,14 +209,14 @@ func (b *builder) ipv6() {
 			} else {
 				b.label(opt)
 			}
-			b.read(2, "ip_fail")
+			b.read(2, fail)
 			b.emit(asm.LoadMem(asm.R1, asm.RFP, sHdr+1, asm.Byte))
 			if isAH {
 				b.emit(asm.Add.Imm(asm.R1, 2), asm.LSh.Imm(asm.R1, 2))
 			} else {
 				b.emit(asm.Add.Imm(asm.R1, 1), asm.LSh.Imm(asm.R1, 3))
 			}
-			b.needReg(asm.R1, "ip_fail")
+			b.needReg(asm.R1, fail)
 			b.emit(
 				asm.LoadMem(asm.R5, asm.RFP, sHdr, asm.Byte),
 				asm.Add.Reg(rPos, asm.R1),
@@ -189,17 +225,59 @@ func (b *builder) ipv6() {
 		}
 		// fragment header: 8 bytes; offset or M set is a real fragment
 		b.label(frag)
-		b.read(8, "ip_fail")
+		b.read(8, fail)
 		b.loadBE16(asm.R1, sHdr+2)
+		b.emit(asm.And.Imm(asm.R1, 0xfff9))
+		if b.follow {
+			b.v6FragKey(frag + "_walk")
+		} else {
+			b.emit(asm.JNE.Imm(asm.R1, 0, "v6_frag"))
+		}
+		b.label(frag + "_walk")
 		b.emit(
-			asm.And.Imm(asm.R1, 0xfff9),
-			asm.JNE.Imm(asm.R1, 0, "v6_frag"),
 			asm.LoadMem(asm.R5, asm.RFP, sHdr, asm.Byte),
 			asm.Add.Imm(rPos, 8),
 		)
 		b.label(next)
 	}
-	b.fragment("v6_frag", hash.IPv6Tuple2Len)
+	if b.follow {
+		b.label("ext_fail")
+		b.emit(
+			asm.LoadMem(asm.R0, rSt, fFrag, asm.Word),
+			asm.JEq.Imm(asm.R0, fragNone, "ip_fail"),
+		)
+	}
+	b.label("v6_frag")
+	b.fragment(hash.IPv6Tuple2Len)
+}
+
+// v6FragKey is FollowFragments' fragment header (its offset and M flag in
+// R1, its 8 bytes at sHdr): an atomic one is walked through (walk); a
+// real one after a first fragment's ends the walk ("v6_frag"), as do
+// later ones; else it writes the datagram's key and kind, and a first
+// fragment is walked through to its transport header.
+func (b *builder) v6FragKey(walk string) {
+	b.emit(
+		asm.JEq.Imm(asm.R1, 0, walk),
+		asm.LoadMem(asm.R0, rSt, fFrag, asm.Word),
+		asm.JNE.Imm(asm.R0, fragNone, "v6_frag"),
+	)
+	for i := int16(0); i < 32; i += 8 { // the addresses, from the tuple
+		b.emit(
+			asm.LoadMem(asm.R0, rSt, fTuple+i, asm.DWord),
+			asm.StoreMem(rSt, fFKey+i, asm.R0, asm.DWord),
+		)
+	}
+	b.emit(
+		asm.LoadMem(asm.R0, asm.RFP, sHdr+4, asm.Word),
+		asm.StoreMem(rSt, fFKey+fragKeyID, asm.R0, asm.Word),
+		asm.StoreImm(rSt, fFKey+fragKeyFam, 6, asm.Byte),
+		asm.StoreImm(rSt, fFrag, fragFirst, asm.Word),
+		asm.And.Imm(asm.R1, 0xfff8), // the offset: zero in a first fragment
+		asm.JEq.Imm(asm.R1, 0, walk),
+		asm.StoreImm(rSt, fFrag, fragLater, asm.Word),
+		asm.Ja.Label("v6_frag"),
+	)
 }
 
 // transport finishes the tuple of an IP header of version v whose

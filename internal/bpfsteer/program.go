@@ -90,6 +90,11 @@ const (
 	// XSKMapName is the XDP program's XSKMAP: entry i is the AF_XDP socket
 	// of worker i.
 	XSKMapName = "rps_xsks"
+	// FragMapName is the LRU hash map of the datagrams whose first
+	// fragment the program has seen, with Options.FollowFragments: the key
+	// a datagram's identity (40 bytes), the value the first fragment's
+	// flowid and the kernel time it was seen (16 bytes).
+	FragMapName = "rps_frags"
 	// XDPStatsMapName is the XDP program's per-CPU array of counters: the
 	// entries XDPStatPassed, XDPStatFallback, XDPStatNoSocket and
 	// XDPStatOtherQueue, then one per socket from XDPStatSockets (frames
@@ -171,6 +176,14 @@ type Options struct {
 	// VXLANPorts are the UDP destination ports taken for VXLAN with
 	// Tunnels. Nil means VXLANPort; at most MaxVXLANPorts.
 	VXLANPorts []uint16
+	// FollowFragments keeps every fragment with its datagram's flow, as
+	// steer.FragmentsFollow does: a first fragment is hashed by its ports
+	// and its flowid kept in an LRU hash map ([FragMapName]) of
+	// steer.FragmentTableSize datagrams, which a later fragment takes; a
+	// later fragment not found there, or found older than
+	// steer.FragmentTimeout (IPv4) or steer.FragmentTimeout6 (IPv6) of
+	// kernel time (bpf_ktime_get_ns), keeps its 2-tuple hash.
+	FollowFragments bool
 	// Fallback is the socket index for frames the user-space classifier
 	// gives HashType NONE (non-IP, malformed link or IP header). User space
 	// would place them with the SOURCE policy; the kernel has no such state,
@@ -340,9 +353,9 @@ const (
 // The main program's stack (offsets from R10, the frame pointer). Stack
 // accesses must be aligned to their size.
 const (
-	stHdr   = -40  // 40 bytes: the header being parsed, in the main program
+	stHdr   = -40  // 40 bytes: the header being parsed, in the main program; a fragment's map value
 	stKey   = -48  // 4 bytes: the map key 0, in the main program and fnHash
-	stState = -144 // 96 bytes: the parse state the functions share, fields f*
+	stState = -192 // 144 bytes: the parse state the functions share, fields f*
 )
 
 // Fields of the parse state, from stState. A function gets a pointer to
@@ -356,6 +369,26 @@ const (
 	fFam   = 40 // the tuple's family: its 2-tuple length, 8 or 32
 	fSaved = 48 // the flowid of the IP header around the current tunnel
 	fTuple = 56 // 40 bytes: the tuple of the IP header being parsed (36 used)
+	// With FollowFragments: the hashed header's fragment kind (fragNone,
+	// fragFirst, fragLater) and its datagram's identity, FragMapName's key
+	// (40 bytes: source and destination addresses, an IPv4 address in the
+	// first 4 of 16; the identification, native order; the IPv4 protocol,
+	// 0 for IPv6; the family, 4 or 6; zeros).
+	fFrag = 96
+	fFKey = 104
+)
+
+// Fragment kinds in fFrag, and the key's and the value's layout.
+const (
+	fragNone  = 0
+	fragFirst = 1
+	fragLater = 2
+
+	fragKeyLen   = 40
+	fragKeyID    = 32
+	fragKeyProto = 36
+	fragKeyFam   = 37
+	fragValueLen = 16 // the flowid (4 bytes, 4 zero), the kernel time in ns (8)
 )
 
 // Registers of the main program and fnHash. R1-R5 are clobbered by
@@ -402,6 +435,7 @@ type builder struct {
 	mask    uint32
 	types   hash.Types
 	xdp     bool // HookXDP: an xdp_md context, offsets from the MAC header
+	follow  bool // FollowFragments
 	counts  int  // count calls emitted, for their labels
 }
 
@@ -502,7 +536,7 @@ func Instructions(opts Options) (asm.Instructions, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{opts: &opts, mask: mask, types: opts.types(), xdp: opts.Hook == HookXDP}
+	b := &builder{opts: &opts, mask: mask, types: opts.types(), xdp: opts.Hook == HookXDP, follow: opts.FollowFragments}
 	b.label(ProgramName)
 	if b.xdp {
 		b.xdpPrologue()
@@ -513,6 +547,9 @@ func Instructions(opts Options) (asm.Instructions, error) {
 	b.walk()
 	b.label("tuple")
 	b.call(fnHash)
+	if b.follow {
+		b.followFragment()
+	}
 	if opts.Tunnels {
 		b.emit(asm.Ja.Label("bucket"))
 		b.label("restore")
@@ -578,6 +615,12 @@ func (b *builder) entry() {
 	)
 	for off := int16(0); off < 40; off += 8 {
 		b.emit(asm.StoreMem(asm.RFP, stState+fTuple+off, asm.R1, asm.DWord))
+	}
+	if b.follow { // no fragment yet, and a key the verifier sees written
+		b.emit(asm.StoreMem(asm.RFP, stState+fFrag, asm.R1, asm.DWord))
+		for off := int16(0); off < fragKeyLen; off += 8 {
+			b.emit(asm.StoreMem(asm.RFP, stState+fFKey+off, asm.R1, asm.DWord))
+		}
 	}
 }
 
@@ -886,4 +929,54 @@ func (b *builder) indirection() {
 		asm.LoadMem(asm.R0, asm.R0, 0, asm.Word),
 		asm.Return(),
 	)
+}
+
+// followFragment emits, with FollowFragments, the fragment rule after the
+// hash (flowid in R0, left there): a first fragment's flowid is written to
+// FragMapName with the kernel time; a later fragment found there, not
+// older than the timeout of its family, takes the flowid written; any
+// other frame keeps its own.
+func (b *builder) followFragment() {
+	const flowid = rOff // the walk is over: rOff and rEnd are free
+	b.emit(
+		asm.Mov.Reg(flowid, asm.R0),
+		asm.LoadMem(asm.R1, asm.RFP, stState+fFrag, asm.Word),
+		asm.JEq.Imm(asm.R1, fragNone, "frag_done"),
+		asm.JEq.Imm(asm.R1, fragFirst, "frag_put"),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(FragMapName),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stState+fFKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "frag_done"),
+		asm.Mov.Reg(rEnd, asm.R0),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R1, rEnd, 8, asm.DWord),
+		asm.Sub.Reg(asm.R0, asm.R1), // the entry's age
+		asm.LoadImm(asm.R2, int64(steer.FragmentTimeout), asm.DWord),
+		asm.LoadMem(asm.R3, asm.RFP, stState+fFKey+fragKeyFam, asm.Byte),
+		asm.JNE.Imm(asm.R3, 6, "frag_age"),
+		asm.LoadImm(asm.R2, int64(steer.FragmentTimeout6), asm.DWord),
+	)
+	b.label("frag_age")
+	b.emit(
+		asm.JGT.Reg(asm.R0, asm.R2, "frag_done"), // expired
+		asm.LoadMem(flowid, rEnd, 0, asm.Word),
+		asm.Ja.Label("frag_done"),
+	)
+	b.label("frag_put")
+	b.emit(
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.RFP, stHdr+8, asm.R0, asm.DWord),
+		asm.StoreMem(asm.RFP, stHdr, flowid, asm.Word),
+		asm.StoreImm(asm.RFP, stHdr+4, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(FragMapName),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stState+fFKey),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, stHdr),
+		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+		asm.FnMapUpdateElem.Call(),
+	)
+	b.label("frag_done")
+	b.emit(asm.Mov.Reg(asm.R0, flowid))
 }

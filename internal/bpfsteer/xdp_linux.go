@@ -21,8 +21,9 @@ type XDP struct {
 	table   *ebpf.Map
 	xsks    *ebpf.Map
 	stats   *ebpf.Map
-	sync    *grace // waits for running programs
-	n       int    // indirection table length
+	frags   *ebpf.Map // FragMapName, with FollowFragments
+	sync    *grace    // waits for running programs
+	n       int       // indirection table length
 	sockets int
 }
 
@@ -91,6 +92,10 @@ func NewXDP(opts Options, sockets int) (*XDP, error) {
 		return nil, err
 	}
 	maps := map[string]*ebpf.Map{name: x.keyed, TableMapName: x.table, XSKMapName: x.xsks, XDPStatsMapName: x.stats}
+	if x.frags, err = newFragMap(&opts, maps); err != nil {
+		x.Close()
+		return nil, err
+	}
 	if err := associate(insns, maps); err != nil {
 		x.Close()
 		return nil, err
@@ -262,13 +267,13 @@ func (x *XDP) Close() error {
 	if x.prog != nil {
 		errs = append(errs, x.prog.Close())
 	}
-	for _, m := range []*ebpf.Map{x.keyed, x.table, x.xsks, x.stats} {
+	for _, m := range []*ebpf.Map{x.keyed, x.table, x.xsks, x.stats, x.frags} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
 	errs = append(errs, x.sync.close())
-	x.prog, x.keyed, x.table, x.xsks, x.stats, x.sync = nil, nil, nil, nil, nil, nil
+	x.prog, x.keyed, x.table, x.xsks, x.stats, x.frags, x.sync = nil, nil, nil, nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpfsteer: close: %w", err)
 	}
