@@ -80,6 +80,14 @@ type Config struct {
 
 	// Hash configures the flowid.
 	Hash HashConfig
+	// VerifyChecksums verifies in software, in the worker before the
+	// handler, the IPv4 header and TCP and UDP checksums of every frame
+	// whose source did not say what it knows of them (Frame.Checksum): as
+	// Suricata's checksum-validation mode does. The verdict is
+	// Packet.Checksum; a frame whose checksum fails is handled all the
+	// same, with ReasonBadChecksum unless it had a reason already. Off by
+	// default: the check reads every byte of the packet (see Checksum).
+	VerifyChecksums bool
 	// Queue configures the workers' queues.
 	Queue QueueConfig
 	// RFS configures receive flow steering.

@@ -93,6 +93,10 @@
 //     current one: here the handler gets that worker's state. Queued
 //     frames travel in batches of up to [BatchSize] per worker, because one
 //     channel operation per frame costs more than all of the steering.
+//     With Config.VerifyChecksums the worker (or, inline, the goroutine
+//     that runs the handler) verifies the frame's checksums before its
+//     handler runs, where the cost is spread ([Checksum]), and the
+//     handler finds the verdict, or the source's, in [Packet.Checksum].
 //
 // Config.Trace, when set, receives each [Decision]: every step above for one
 // frame, named as the kernels name it (netisr_select_cpuid where it selects,

@@ -98,6 +98,25 @@ func TestClassifyFollowFragments(t *testing.T) {
 	}
 }
 
+// handleAll dispatches frames through one input of a new dispatcher of
+// cfg (one worker, so that the handler sees them in order), closes it, and
+// returns the packets its handler got, copied, and the dispatcher.
+func handleAll(t *testing.T, cfg Config, frames []Frame) ([]Packet, *Dispatcher) {
+	t.Helper()
+	var got []Packet
+	d, err := New(cfg, func(p *Packet) { got = append(got, *p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.NewInput().Dispatch(frames, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return got, d
+}
+
 // sameSet returns n fragment keys of one set of t.
 func sameSet(t *fragTable, n int) []fragKey {
 	bySet := map[*[fragWays]fragEntry][]fragKey{}
@@ -198,18 +217,7 @@ func TestFollowFragmentsInDispatcher(t *testing.T) {
 				{Data: later(2)}, {Data: first(2, 2000)}, // the later one first: an orphan
 				{Data: first(3, 3000), Timestamp: t0}, {Data: later(3), Timestamp: t0.Add(FragmentTimeout6 + time.Second)}, // expired
 			}
-			var got []Packet
-			d, err := New(Config{Workers: 1, Dispatch: Direct, Hash: HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: FragmentsFollow}},
-				func(p *Packet) { got = append(got, *p) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.NewInput().Dispatch(frames, nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Close(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			got, d := handleAll(t, Config{Workers: 1, Dispatch: Direct, Hash: HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: FragmentsFollow}}, frames)
 			tuple := tunnelClassifier(t, HashConfig{UDP4Tuple: true})
 			var c Classification
 			for i, sp := range map[int]uint16{0: 1000, 3: 2000, 4: 3000} { // first fragments

@@ -199,6 +199,7 @@ func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth 
 	pkt.ref = ref
 	pkt.depth = depth
 	pkt.vlan, pkt.hasVLAN = f.VLAN, f.HasVLAN
+	pkt.Checksum = f.Checksum
 }
 
 // flush hands the pending batch for worker w over to its queue. With wait

@@ -39,6 +39,11 @@ type Packet struct {
 	depth    uint8 // re-dispatch depth
 	hasVLAN  bool
 	keyed    bool // prod.keyVal is this packet's key, if prod.keyPkt is this packet
+
+	// Checksum is what is known of the frame's checksums: what its source
+	// said (Frame.Checksum), or with Config.VerifyChecksums the verdict of
+	// the software check, made in the worker before the handler runs.
+	Checksum Checksum
 }
 
 // maxPacketSize bounds the size of a Packet, which a producer writes for

@@ -47,6 +47,7 @@ const (
 	ReasonBadGTPU                      // a GTP-U header or its extension headers cut short or malformed, or not version 1: the outer hash
 	ReasonBadCMD                       // a Cisco MetaData header cut short: NONE, or inside a tunnel the outer hash
 	ReasonOrphanFragment               // FragmentsFollow: a later fragment whose first fragment the input has not seen (yet): 2-tuple hash
+	ReasonBadChecksum                  // Config.VerifyChecksums: an IPv4 header, TCP or UDP checksum does not hold; hashed as classified
 	numReasons
 )
 
@@ -79,6 +80,7 @@ var reasonNames = [...]string{
 	ReasonBadGTPU:        "bad-gtpu",
 	ReasonBadCMD:         "bad-cmd",
 	ReasonOrphanFragment: "orphan-fragment",
+	ReasonBadChecksum:    "bad-checksum",
 }
 
 // String returns the reason's short name, as the report prints it.

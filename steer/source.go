@@ -33,6 +33,11 @@ type Frame struct {
 	// HashType NONE the dispatcher computes the software hash.
 	FlowID   uint32
 	HashType hash.HashType
+	// Checksum is what the source knows of the frame's checksums, such as
+	// AF_PACKET's TP_STATUS_CSUM_VALID (ChecksumGood) and
+	// TP_STATUS_CSUMNOTREADY (ChecksumPartial); ChecksumUnknown when it
+	// knows nothing, which Config.VerifyChecksums then verifies.
+	Checksum Checksum
 }
 
 // WireLen returns Length, or len(Data) when Length is zero.

@@ -177,7 +177,15 @@ func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
 	srcs := append([]SourceStatser(nil), d.sources...)
 	d.mu.Unlock()
+	// The workers' bad checksums first: each frame counted there was
+	// counted in an input's frames before, so the inputs' counts, read
+	// next, hold it, and ReasonOK, which it leaves, never goes below zero.
+	var badChecksums uint64
+	for _, w := range d.workers {
+		badChecksums += w.badChecksums.Load()
+	}
 	sum, top := d.sumCounts(true)
+	sum.reasons[ReasonBadChecksum] += badChecksums
 	s.Frames, s.Reasons, s.BucketFrames = sum.frames, sum.reasons, sum.bucketFrames
 	s.Reasons[ReasonOK] = sum.frames
 	for i, n := range sum.reasons {

@@ -43,6 +43,7 @@ type Worker struct {
 	queued, qdrops, handled, dispatched, hdispatched atomic.Uint64
 	flowDrops, redispatchDrops, closeDrops, panics   atomic.Uint64
 	stallDrops                                       atomic.Uint64
+	badChecksums                                     atomic.Uint64 // frames given ReasonBadChecksum
 	// stalledAt is head+1 when a live producer gave up waiting for the
 	// queue to move (LiveSource), 0 otherwise: while head stays there, live
 	// producers drop at once.
@@ -265,7 +266,7 @@ func (w *Worker) handleBatch(b *pbatch) {
 // per frame. Once Close has given up waiting it stops, and returns the
 // index of the first packet not handled.
 func (w *Worker) handleFrom(pkts []Packet, i int) (next int, panicked bool) {
-	h, abort, index, prod := w.handle, &w.d.abort, w.index, w.prod
+	h, abort, index, prod, verify := w.handle, &w.d.abort, w.index, w.prod, w.d.cfg.VerifyChecksums
 	defer func() {
 		if v := recover(); v != nil {
 			w.recovered(v, &pkts[i])
@@ -275,9 +276,27 @@ func (w *Worker) handleFrom(pkts []Packet, i int) (next int, panicked bool) {
 	for ; i < len(pkts) && !abort.Load(); i++ {
 		pkt := &pkts[i]
 		pkt.Worker, pkt.prod = index, prod // see fillFrame
+		if verify {
+			w.verifyChecksums(pkt)
+		}
 		h(pkt)
 	}
 	return i, false
+}
+
+// verifyChecksums is Config.VerifyChecksums for a packet about to be
+// handled: unless its source said what it knows, its checksums are
+// verified, and a bad one gives a packet without a reason
+// ReasonBadChecksum, counted.
+func (w *Worker) verifyChecksums(p *Packet) {
+	if p.Checksum != ChecksumUnknown {
+		return
+	}
+	p.Checksum = verifyChecksums(p.Data)
+	if p.Checksum == ChecksumBad && p.Reason == ReasonOK {
+		p.Reason = ReasonBadChecksum
+		w.badChecksums.Add(1)
+	}
 }
 
 // call runs the handler for one packet and reports whether it returned
@@ -289,6 +308,9 @@ func (w *Worker) call(p *Packet) (ok bool) {
 			ok = false
 		}
 	}()
+	if w.d.cfg.VerifyChecksums {
+		w.verifyChecksums(p)
+	}
 	w.handle(p)
 	return true
 }

@@ -226,6 +226,7 @@ type options struct {
 	qlimit   int
 	overflow steer.Overflow
 	rfs      bool
+	verify   bool // -verify-checksums
 	flows    string
 	flowCfg  flowConfig // -flow-table, -idle, -active and -symmetric
 	trace    int
@@ -261,6 +262,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
 	fs.TextVar(&o.overflow, "overflow", steer.OverflowAuto, "what a full queue does to the reader: auto (wait: a file can wait), wait, or drop at the tail as a live source would")
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
+	fs.BoolVar(&o.verify, "verify-checksums", false, "verify each frame's IPv4 header, TCP and UDP checksums in the workers; a bad one is counted as the reason bad-checksum")
 	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow record to `file` as the records end (\"-\": standard output, and the report goes to standard error)")
 	fs.IntVar(&o.flowCfg.capacity, "flow-table", defaultFlowTable, "the flow records all the workers hold at once, in `flows`, shared among them: memory about 210 bytes a flow; past it the least recently seen flow's record ends early")
 	fs.DurationVar(&o.flowCfg.idle, "idle", defaultIdle, "idle timeout: a flow with no frame for this `long`, in capture time, ends its record")
@@ -564,6 +566,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		Hash:     o.hash,
 		Queue:    steer.QueueConfig{Limit: o.qlimit, Overflow: o.overflow},
 		RFS:      steer.RFSConfig{Enabled: o.rfs},
+
+		VerifyChecksums: o.verify,
 	}
 	encaps, err := capture.NewEncapCounter(o.hash)
 	if err != nil {
@@ -844,6 +848,8 @@ func reasonCause(r steer.Reason) (cause, then string) {
 		return "fully classified", "hashed"
 	case steer.ReasonShortTransport:
 		return "the TCP/UDP/SCTP header is cut short", "2-tuple hash of the addresses"
+	case steer.ReasonBadChecksum:
+		return "an IPv4 header, TCP or UDP checksum does not hold (-verify-checksums)", "hashed as classified"
 	case steer.ReasonOrphanFragment:
 		return "a fragment whose first fragment was not seen before it (-fragments follow)", "2-tuple hash of the addresses"
 	case steer.ReasonTooDeep:

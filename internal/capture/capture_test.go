@@ -488,7 +488,7 @@ var reportKeys = []string{
 	"bucket_frames", "command", "config", "config.buckets", "config.cpus", "config.dispatch", "config.flow_limit", "config.fragments",
 	"config.hash", "config.hash_types", "config.key", "config.overflow", "config.policy", "config.queue_limit",
 	"config.rebalance_seconds", "config.rfs", "config.symmetric", "config.tunnels", "config.udp_4tuple",
-	"config.vxlan_ports", "config.workers", "elapsed_seconds", "encapsulations", "encapsulations.decapsulated",
+	"config.verify_checksums", "config.vxlan_ports", "config.workers", "elapsed_seconds", "encapsulations", "encapsulations.decapsulated",
 	"encapsulations.kinds", "encapsulations.not_decapsulated", "encapsulations.not_decapsulated_kinds",
 	"encapsulations.plain", "encapsulations.stacks", "filter", "input", "interrupted",
 	"live", "live.fanout", "live.hashed_frames", "live.interface", "live.keeps_flows", "live.promiscuous", "live.snaplen",

@@ -120,6 +120,9 @@ type Config struct {
 	Overflow   steer.Overflow `json:"overflow"`
 	FlowLimit  bool           `json:"flow_limit"`
 	RFS        bool           `json:"rfs"`
+	// VerifyChecksums says whether the workers verified checksums
+	// (steer.Config.VerifyChecksums).
+	VerifyChecksums bool `json:"verify_checksums"`
 	// RebalanceSeconds is the rebalancer's interval, zero when off.
 	RebalanceSeconds float64 `json:"rebalance_seconds"`
 }
@@ -288,7 +291,7 @@ func NewReport(command string, st *steer.Stats) *Report {
 			Hash: c.Hash.Algorithm, HashTypes: c.Hash.Types, UDP4Tuple: c.Hash.UDP4Tuple,
 			Tunnels: c.Hash.Tunnels, VXLANPorts: append([]uint16{}, c.Hash.VXLANPorts...), Fragments: c.Hash.Fragments,
 			QueueLimit: c.Queue.Limit, Overflow: c.Queue.Overflow, FlowLimit: c.Queue.FlowLimit,
-			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(),
+			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(), VerifyChecksums: c.VerifyChecksums,
 		},
 		Totals: Totals{
 			Steered: st.Frames, Captured: st.Handled() + st.Panicked(), Handled: st.Handled(),
