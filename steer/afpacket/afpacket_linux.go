@@ -391,6 +391,7 @@ func (s *Source) fill(b *steer.Batch) {
 			f.VLAN = uint16(h.Hv1.Vlan_tci & 0xfff)
 			f.HasVLAN = true
 		}
+		f.Checksum = checksumStatus(h.Status)
 		if s.cfg.FillRxHash && h.Hv1.Rxhash != 0 {
 			f.FlowID = h.Hv1.Rxhash
 			f.HashType = hash.OpaqueHash
@@ -590,3 +591,19 @@ var (
 	_ steer.Source        = (*Source)(nil)
 	_ steer.SourceStatser = (*Source)(nil)
 )
+
+// checksumStatus is what a frame's tp_status says of its checksums
+// (tpacket_rcv in net/packet/af_packet.c): TP_STATUS_CSUMNOTREADY when
+// the frame's checksum is left to offload (CHECKSUM_PARTIAL: sent by this
+// host or a guest), TP_STATUS_CSUM_VALID when the NIC or the stack found
+// the transport checksum good (skb_csum_unnecessary), neither when nobody
+// checked.
+func checksumStatus(status uint32) steer.Checksum {
+	switch {
+	case status&unix.TP_STATUS_CSUMNOTREADY != 0:
+		return steer.ChecksumPartial
+	case status&unix.TP_STATUS_CSUM_VALID != 0:
+		return steer.ChecksumGood
+	}
+	return steer.ChecksumUnknown
+}

@@ -36,7 +36,13 @@
 // super-frames that cross a veth with offloads on) are one frame each:
 // len(Data) is the snapped length, Frame.Length the real one. An 802.1Q tag
 // is not in Data: the kernel strips it before the packet taps run and the
-// source reports it as Frame.VLAN (the 12-bit id) with HasVLAN.
+// source reports it as Frame.VLAN (the 12-bit id) with HasVLAN. What the
+// kernel knows of a frame's checksums is Frame.Checksum:
+// TP_STATUS_CSUM_VALID (the NIC or the stack verified the transport
+// checksum) is steer.ChecksumGood, TP_STATUS_CSUMNOTREADY (the checksum
+// is left to offload: a frame this host, or a guest, sent) is
+// steer.ChecksumPartial, so that steer.Config.VerifyChecksums checks only
+// the others.
 //
 // # Filters
 //
