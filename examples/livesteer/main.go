@@ -78,11 +78,14 @@
 //
 // What the flowid hashes is chosen as in pcapsteer: -tunnels inner opens
 // VXLAN (UDP to the -vxlan-ports, default 4789), GENEVE, GRE and ERSPAN,
-// GTP-U and IP in IP and hashes the innermost flow, so that the flows
-// between a few tunnel endpoints spread over the workers; -hashtypes is the
-// set of RSS hash types (-udp4tuple its one-flag form for UDP, so that a
-// DNS monitor between two hosts does not land on one worker); -hash
-// toeplitz or siphash. They steer with -fanout none, where user space picks
+// GTP-U, IP in IP and MPLS over UDP and hashes the innermost flow, so that
+// the flows between a few tunnel endpoints spread over the workers;
+// -hashtypes is the set of RSS hash types (-udp4tuple its one-flag form for
+// UDP, so that a DNS monitor between two hosts does not land on one
+// worker), and -fragments follow sends a datagram's fragments after its
+// first, to its flow's worker; -hash toeplitz or siphash.
+// -verify-checksums verifies in the workers the checksums of the frames
+// the kernel says nothing of (steer.Config.VerifyChecksums). They steer with -fanout none, where user space picks
 // the worker, and with -fanout ebpf, whose kernel program computes the same
 // flowid, or refuses a combination it cannot (a usage error, never another
 // steering). The other fanout modes pick the worker in the kernel by their
@@ -136,6 +139,7 @@ type options struct {
 	interval time.Duration
 	quiet    bool // only the final report
 	qlimit   int  // 0: the library's default
+	verify   bool // -verify-checksums
 
 	filter    string // the capture filter's text, "" for none
 	count     int64  // -c: stop after this many frames; 0: no limit
@@ -188,6 +192,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.interval, "interval", time.Second, "report `interval`")
 	fs.BoolVar(&o.quiet, "q", false, "print only the final report")
 	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("per-worker queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
+	fs.BoolVar(&o.verify, "verify-checksums", false, "verify in the workers the IPv4 header, TCP and UDP checksums of each frame the kernel has not (AF_PACKET's checksum status); a bad one is counted as the reason bad-checksum")
 	var ff capture.FilterFlags
 	ff.Register(fs)
 	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames, as tcpdump -c; 0: no limit")
@@ -263,7 +268,7 @@ func (o options) check() error {
 // config is the dispatcher's configuration the options give. Its errors
 // are usage errors.
 func (o options) config() (steer.Config, error) {
-	cfg := steer.Config{Workers: o.workers, Queue: steer.QueueConfig{Limit: o.qlimit}}
+	cfg := steer.Config{Workers: o.workers, Queue: steer.QueueConfig{Limit: o.qlimit}, VerifyChecksums: o.verify}
 	cfg.Policy, _ = steer.ParsePolicy(o.policy) // checked
 	dispatch := o.dispatch
 	if dispatch == "" {
