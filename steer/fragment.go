@@ -115,12 +115,15 @@ const (
 )
 
 // fragKey is a datagram's identity: its addresses, protocol (IPv4 only)
-// and identification.
+// and identification. It has no padding (zero fills it), so that it is
+// hashed and compared as 40 bytes of memory, not field by field.
 type fragKey struct {
 	src, dst [16]byte
 	id       uint32
 	proto    uint8
 	v6       bool
+	//lint:ignore U1000 named, so that the key is plain memory to hash and compare
+	zero [2]uint8
 }
 
 // fragEntry is one remembered datagram, 64 bytes. used is false in an
