@@ -14,7 +14,8 @@ const tcpMinHeaderLen = 20
 // TP_STATUS_CSUMNOTREADY when the frame was sent by this host, or by a
 // guest, with its checksum left to offload (CHECKSUM_PARTIAL): its bytes
 // hold only the pseudo-header's sum, and a check in software would fail.
-// A source that knows says it in [Frame.Checksum]; the handler finds it,
+// A source that knows says it in [Frame.Checksum] (package afpacket
+// does; an AF_XDP frame comes with no such word); the handler finds it,
 // or the dispatcher's own verdict, in [Packet.Checksum].
 //
 // Config.VerifyChecksums verifies, in software, the checksums of every
