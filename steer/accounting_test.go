@@ -239,7 +239,14 @@ func TestCloseTimeoutWithDispatchInFlight(t *testing.T) {
 			}
 			dispatched <- err
 		}()
-		time.Sleep(2 * time.Millisecond) // the input now waits for room
+		for w := d.workers[0]; ; time.Sleep(100 * time.Microsecond) { // the input now waits for room
+			w.mu.Lock()
+			n := w.waiters
+			w.mu.Unlock()
+			if n > 0 {
+				break
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 		if err := d.Close(ctx); err == nil {
 			t.Fatalf("round %d: Close with a stalled handler returned nil", round)

@@ -145,7 +145,7 @@ func TestOverflow(t *testing.T) {
 		{"auto/slice", QueueConfig{}, slice, false, DefaultQLimit, DefaultWaitQLimit, 0},
 		// A live source's ring has room: it is held back, with the queue
 		// limit of inputs that drop.
-		{"auto/live", QueueConfig{}, live, false, DefaultQLimit / 2, DefaultQLimit, 10},
+		{"auto/live", QueueConfig{StallTimeout: time.Minute}, live, false, DefaultQLimit / 2, DefaultQLimit, 10},
 		// Its ring is nearly full: tail drop.
 		{"auto/live-ring-full", QueueConfig{}, live, true, DefaultQLimit - 1, DefaultQLimit, 80},
 		{"auto/not-live", QueueConfig{}, notLive, false, DefaultQLimit, DefaultWaitQLimit, 0},
