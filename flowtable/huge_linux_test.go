@@ -3,9 +3,7 @@
 package flowtable
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,10 +15,7 @@ import (
 // in memory fresh from the OS and in memory the Go heap recycled (which
 // make has already touched in small pages).
 func TestHugePages(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || strings.Contains(string(mode), "[never]") {
-		t.Skipf("transparent huge pages are off here (%q, %v): nothing to check", strings.TrimSpace(string(mode)), err)
-	}
+	hugetest.Available(t)
 	const n = 1 << 18 // 20 MiB of slots
 	check := func(what string) {
 		tb := newRec(t, n, time.Hour, nil)

@@ -11,6 +11,21 @@ import (
 	"unsafe"
 )
 
+// Available skips t unless huge pages can be checked here: the kernel
+// offers transparent huge pages, and the test runs on the kernel rather than
+// under a user-mode emulator (qemu-user ignores madvise, so MADV_HUGEPAGE
+// does nothing there, and it answers /proc/self/smaps itself).
+func Available(t testing.TB) {
+	t.Helper()
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || strings.Contains(string(mode), "[never]") {
+		t.Skipf("transparent huge pages are off here (%q, %v): nothing to check", strings.TrimSpace(string(mode)), err)
+	}
+	if comm, err := os.ReadFile("/proc/self/comm"); err == nil && strings.HasPrefix(string(comm), "qemu-") {
+		t.Skipf("running under the emulator %s, which ignores madvise: nothing to check", strings.TrimSpace(string(comm)))
+	}
+}
+
 // AnonHugeKB sums AnonHugePages, in KiB, over the mappings of
 // /proc/self/smaps that overlap b.
 func AnonHugeKB(t testing.TB, b []byte) int {

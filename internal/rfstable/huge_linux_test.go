@@ -1,9 +1,7 @@
 package rfstable
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/rpsgo/rps/internal/hugetest"
@@ -14,10 +12,7 @@ import (
 // from the OS and from memory the Go heap recycled (which make has already
 // touched in small pages).
 func TestHugeSliceGetsHugePages(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || strings.Contains(string(mode), "[never]") {
-		t.Skipf("transparent huge pages are off here (%q, %v): nothing to check", strings.TrimSpace(string(mode)), err)
-	}
+	hugetest.Available(t)
 	const n = 16 << 20 / 8 // 16 MiB of slots
 	fresh := hugeSlice[uint64](n)
 	fresh[0], fresh[n-1] = 1, 1 // touch the first and the last huge page
