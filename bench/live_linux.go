@@ -22,6 +22,7 @@ import (
 
 	"github.com/rpsgo/rps/internal/affinity"
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/internal/pace"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
@@ -99,17 +100,16 @@ func senderCPU() int {
 // send runs the sender (this program again, see senderMain) in B, pinned
 // to senderCPU: c.Frames UDP frames of c.Size bytes at c.Rate frames a
 // second (0: as fast as it goes), and samples B's veth transmit counter
-// meanwhile. (trafgen was the sender once; its --rate is not kept: asked
-// for 100 kpps it sent 930.)
+// meanwhile.
 func (e *liveEnv) send(ctx context.Context, c Case) (sendStats, error) {
 	st := sendStats{cpuID: senderCPU()}
 	exe, err := os.Executable()
 	if err != nil {
 		return st, fmt.Errorf("the sender: %w", err)
 	}
-	spec := sendSpec{dev: e.pair.B.Link, frames: c.Frames, rate: c.Rate, size: max(c.Size, 60),
-		src: e.pair.B.Addr.Addr(), dst: e.pair.A.Addr.Addr()}
-	args := append([]string{exe}, spec.args()...)
+	spec := pace.Spec{Dev: e.pair.B.Link, Frames: c.Frames, Rate: c.Rate, Size: max(c.Size, 60),
+		Src: e.pair.B.Addr.Addr(), Dst: e.pair.A.Addr.Addr()}
+	args := append([]string{exe}, spec.Args()...)
 	if st.cpuID >= 0 {
 		args = append([]string{"taskset", "-c", strconv.Itoa(st.cpuID)}, args...)
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rpsgo/rps/internal/netns"
+	"github.com/rpsgo/rps/internal/pace"
 )
 
 // seqMagic marks the sequence-numbered UDP frames of SeqFrame.
@@ -36,14 +37,7 @@ func SeqFrame(p *netns.Pair, src net.HardwareAddr, flow, seq uint32) []byte {
 	s, d := p.B.Addr.Addr().As4(), p.A.Addr.Addr().As4()
 	copy(ip[12:16], s[:])
 	copy(ip[16:20], d[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	pace.SetIPChecksum(ip)
 	udp := ip[20:]
 	binary.BigEndian.PutUint16(udp[0:], uint16(10000+flow))
 	binary.BigEndian.PutUint16(udp[2:], 9)
