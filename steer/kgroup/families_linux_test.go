@@ -29,6 +29,9 @@ type family struct {
 	// with wait set, one that no frame reaches, whose reader can only
 	// wait in poll.
 	open func(ns *netns.NS, wait, copying bool) (livetest.Source, error)
+	// live opens one socket on ns's link (in ns) with the family's
+	// defaults, as a user would.
+	live func(ns *netns.NS) (liveSocket, error)
 	// group opens a group of n sockets on ns's link (in ns) and a Steering
 	// of d over it; it returns the Steering, the sockets' stats and the
 	// group's Close.
@@ -45,11 +48,18 @@ type family struct {
 	bySocket func(kgroup.Stats) []uint64
 }
 
+// liveSocket is one socket of a family, opened by family.live.
+type liveSocket interface {
+	steer.LiveSource
+	steer.SourceStatser
+}
+
 // groupOpts are a test's wishes for a group.
 type groupOpts struct {
-	small   bool // small rings, for tests that send little
-	queue   int  // the receive queue, for a family that binds to one
-	generic bool // the generic hook, for a family that has a choice
+	defaults bool // the family's defaults, as a user would open the group
+	small    bool // small rings, for tests that send little
+	queue    int  // the receive queue, for a family that binds to one
+	generic  bool // the generic hook, for a family that has a choice
 }
 
 // group is an open group and its Steering.
@@ -78,8 +88,12 @@ var families = []family{
 			}
 			return afpacket.Open(ns.Link, cfg)
 		},
+		live: func(ns *netns.NS) (liveSocket, error) { return afpacket.Open(ns.Link, afpacket.Config{}) },
 		group: func(ns *netns.NS, d *steer.Dispatcher, n int, o kgroup.Options, g groupOpts) (*group, error) {
 			cfg := afpacket.Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}
+			if g.defaults {
+				cfg = afpacket.Config{}
+			}
 			if g.small {
 				cfg.BlockSize, cfg.NumBlocks = 4096, 2
 			}
@@ -112,6 +126,7 @@ var families = []family{
 			}
 			return afxdp.Open(ns.Link, cfg)
 		},
+		live: func(ns *netns.NS) (liveSocket, error) { return afxdp.Open(ns.Link, afxdp.Config{}) },
 		group: func(ns *netns.NS, d *steer.Dispatcher, n int, o kgroup.Options, g groupOpts) (*group, error) {
 			cfg := afxdp.Config{Queue: g.queue}
 			if g.small {
