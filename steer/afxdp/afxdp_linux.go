@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/bpfsteer"
 	"github.com/rpsgo/rps/internal/livesock"
 	"github.com/rpsgo/rps/internal/xsk"
@@ -45,8 +47,9 @@ type Source struct {
 	rxCons   uint32        // the RX consumer index, under readMu
 	wake     uint32        // the RX ring's fill at which a gather ends (gatherWait), set at open
 	handTo   uint32        // the RX producer index when the last gather ended: frames before it go out at once. Under readMu
-	seenAt   time.Time     // when the current gather began (the reader saw a frame past handTo); zero: none. Under readMu
+	seenAt   time.Time     // when the current gather began (a frame in an idle ring, or the last gather's end); zero: none. Under readMu
 	seenProd uint32        // the RX producer index at seenAt, under readMu
+	napped   bool          // the reader napped in the current gather, under readMu
 	gap      time.Duration // the frames' last measured spacing in the RX ring (0: none yet), under readMu
 	rejected []uint64      // chunks of filtered frames, under readMu
 	heldPool sync.Pool
@@ -316,37 +319,54 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 
 // gatherWait returns how long the reader should wait for more frames
 // before it takes what the RX ring holds (Config.BatchTimeout), or zero to
-// take now. A gather begins when the reader finds frames the last one did
-// not hand over, and ends when the ring holds wake frames (a quarter of
+// take now. A gather ends when the ring holds wake frames (a quarter of
 // it, a batch at least) or BatchTimeout after it began; every frame in the
 // ring then is handed over without another wait, in batches of BatchSize,
 // so that one wake-up of the reader serves many batches, as one TPACKET_V3
-// block does. Meanwhile the reader naps for the time the frames' spacing
-// says the ring needs to reach wake frames, at most the rest of
-// BatchTimeout (a quarter of BatchTimeout before it knows the spacing).
+// block does. The next gather begins as one ends, so that while frames
+// keep coming the reader wakes once a gather, not once more for the first
+// frame after it; a gather that ends with the ring empty leaves the reader
+// idle, in poll, and the next begins when it finds a frame. Meanwhile the
+// reader naps for the time the frames' spacing says the ring needs to
+// reach wake frames, at most the rest of BatchTimeout (a quarter of
+// BatchTimeout before it knows the spacing).
 func (s *Source) gatherWait() time.Duration {
 	if s.cfg.BatchTimeout <= 0 {
 		return 0
 	}
 	prod := atomic.LoadUint32(s.rx.Prod)
 	avail := prod - s.rxCons
-	if avail == 0 || int32(s.handTo-s.rxCons) > 0 {
-		return 0 // nothing to wait for, or frames a gather handed over
+	if int32(s.handTo-s.rxCons) > 0 || avail == 0 && s.seenAt.IsZero() {
+		return 0 // frames a gather handed over, or nothing to wait for
 	}
 	now := time.Now()
+	if !s.seenAt.IsZero() && !s.napped && now.Sub(s.seenAt) >= s.cfg.BatchTimeout {
+		// The gather that began as the last ended was over before the
+		// reader came back to it: none is on.
+		s.seenAt = time.Time{}
+	}
 	if s.seenAt.IsZero() {
-		s.seenAt, s.seenProd = now, prod
+		if avail == 0 {
+			return 0
+		}
+		s.seenAt, s.seenProd, s.napped = now, prod, false
 	}
 	since := now.Sub(s.seenAt)
 	left := s.cfg.BatchTimeout - since
 	if avail >= s.wake || left <= 0 {
-		s.handTo, s.seenAt = prod, time.Time{}
+		if avail == 0 {
+			s.seenAt = time.Time{} // ended empty: the reader is idle
+			return 0
+		}
+		s.handTo = prod
+		s.seenAt, s.seenProd, s.napped = now, prod, false // the next gather begins
 		return 0
 	}
 	if since > 0 {
 		// Frames came every since/arrived; none: further apart than since.
 		s.gap = since / time.Duration(max(prod-s.seenProd, 1))
 	}
+	s.napped = true
 	if s.gap == 0 {
 		return left / 4
 	}
@@ -387,6 +407,12 @@ func (s *Source) take(b *steer.Batch) int {
 	fs := s.u.FrameSize
 	now := time.Now()
 	var bad uint64
+	// The frames are written field by field into their slots: a composite
+	// literal appended is built on the stack and copied, and the copy's
+	// wide loads wait for the narrower stores before them.
+	frames := slices.Grow(b.Frames, int(n))
+	got := len(frames)
+	frames = frames[:got+int(n)]
 	for i := uint32(0); i < n; i++ {
 		d := s.rx.Desc(cons + i)
 		addr, ln := d.Addr, uint64(d.Len)
@@ -407,9 +433,13 @@ func (s *Source) take(b *steer.Batch) int {
 		if s.cfg.SnapLen > 0 && len(data) > s.cfg.SnapLen {
 			data = data[:s.cfg.SnapLen:s.cfg.SnapLen]
 		}
-		b.Frames = append(b.Frames, steer.Frame{Data: data, Timestamp: now, Length: int(ln), IfIndex: s.ifindex})
+		f := &frames[got]
+		f.Data, f.Timestamp, f.Length, f.IfIndex = data, now, int(ln), s.ifindex
+		f.VLAN, f.HasVLAN, f.FlowID, f.HashType = 0, false, 0, hash.None
+		got++
 		h.chunks = append(h.chunks, chunk)
 	}
+	b.Frames = frames[:got]
 	s.rxCons = cons + n
 	atomic.StoreUint32(s.rx.Cons, s.rxCons)
 	if bad > 0 {
@@ -419,7 +449,7 @@ func (s *Source) take(b *steer.Batch) int {
 		s.filtered.Add(uint64(len(s.rejected)))
 		s.giveBack(s.rejected)
 	}
-	got := len(b.Frames)
+	got = len(b.Frames)
 	s.delivered.Add(uint64(got))
 	switch {
 	case got == 0:

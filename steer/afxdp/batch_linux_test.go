@@ -110,9 +110,10 @@ func TestBatchTimeoutFullBatch(t *testing.T) {
 	}
 }
 
-// TestBatchTimeoutLatency: at a low rate a lone frame is handed over
-// BatchTimeout after the reader saw it, not earlier and not much later;
-// with a negative BatchTimeout at once.
+// TestBatchTimeoutLatency: at a low rate a lone frame, sent to an idle
+// reader (the gather after the last frame's has ended empty), is handed
+// over BatchTimeout after the reader saw it, not earlier and not much
+// later; with a negative BatchTimeout at once.
 func TestBatchTimeoutLatency(t *testing.T) {
 	netns.Require(t, "ethtool")
 	p := netns.New(t, netns.Options{})
@@ -122,6 +123,7 @@ func TestBatchTimeoutLatency(t *testing.T) {
 		s := openIn(t, p.A, Config{NumFrames: 64, RingSize: 64, BatchTimeout: bt})
 		var lat []time.Duration
 		for range 7 {
+			time.Sleep(2 * max(bt, 0)) // the gather that follows the last ends empty
 			sent := time.Now()
 			fs.send(t)
 			if sizes := readFrames(t, s, 1); len(sizes) != 1 {

@@ -190,12 +190,13 @@ type Config struct {
 	// readable as soon as one frame is in its ring, so without the wait a
 	// reader wakes up and hands a batch on for every few frames, and those
 	// wake-ups and hand-offs, not the frames, are what a reader spends most
-	// on. With it, when ReadBatch finds frames in the ring it waits until
-	// the ring holds a quarter of RingSize (BatchSize at least) or
-	// BatchTimeout has passed since it first saw them; then it hands over
-	// everything the ring holds, BatchSize frames a call, without waiting
-	// again. So at high rates one wake-up serves many full batches, and at
-	// low rates a frame waits BatchTimeout at most. The wait (ppoll(2))
+	// on. With it, ReadBatch gathers: it waits until the ring holds a
+	// quarter of RingSize (BatchSize at least) or BatchTimeout has passed
+	// since the gather began, then hands over everything the ring holds,
+	// BatchSize frames a call, without waiting again. A gather begins when
+	// the reader finds a frame in an idle ring, or as the one before ends
+	// while frames keep coming. So at high rates one wake-up serves many
+	// full batches, and a frame waits BatchTimeout at most. The wait (ppoll(2))
 	// may run over by the kernel's timer slack, 50 µs for a normal thread;
 	// Close and the context's end cut it short. Frames are timestamped when
 	// ReadBatch takes them, after the wait.
