@@ -187,12 +187,20 @@
 //     to the kernel stack: an AF_XDP socket takes the frames redirected
 //     to it away from the kernel, so ARP and the like must be passed for
 //     the host to keep working on that interface.
+//   - With [Options.PassHost], right after the queue check, the frames
+//     the host itself needs are passed to the kernel stack, counted: ARP,
+//     IPv6 neighbour discovery (ICMPv6 types 133 to 137 right after the
+//     IPv6 header) and untagged IPv4 and IPv6 packets to one of
+//     [Options.HostAddrs], looked up in a hash map ([HostMapName]). On an
+//     interface with addresses the host then keeps answering on them, its
+//     connections included, while the sockets take the rest.
 //   - Counters, in a per-CPU array ([XDPStatsMapName]) read and summed by
 //     [XDP.Counters]: the frames redirected to each socket, the frames not
 //     hashed passed to the kernel and those sent to the fallback, the
-//     frames whose slot held no socket and those of another queue (both
-//     passed to the kernel). Every frame the program sees is in one of
-//     the redirected, passed, no-socket and other-queue counts.
+//     host's frames passed, the frames whose slot held no socket and those
+//     of another queue (both passed to the kernel). Every frame the
+//     program sees is in one of the redirected, passed, host, no-socket
+//     and other-queue counts.
 //   - [XDP.Sync] waits until every run of the program that began before it
 //     has ended (an RCU grace period: the kernel waits for running
 //     programs after each update of an array of maps, and XDP runs inside

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net/netip"
 
 	"github.com/cilium/ebpf/asm"
 
@@ -96,9 +97,9 @@ const (
 	// flowid and the kernel time it was seen (16 bytes).
 	FragMapName = "rps_frags"
 	// XDPStatsMapName is the XDP program's per-CPU array of counters: the
-	// entries XDPStatPassed, XDPStatFallback, XDPStatNoSocket and
-	// XDPStatOtherQueue, then one per socket from XDPStatSockets (frames
-	// redirected to it).
+	// entries XDPStatPassed, XDPStatFallback, XDPStatNoSocket,
+	// XDPStatOtherQueue and XDPStatHost, then one per socket from
+	// XDPStatSockets (frames redirected to it).
 	XDPStatsMapName = "rps_xdp_stats"
 )
 
@@ -140,9 +141,12 @@ const (
 	// XDPStatOtherQueue counts frames that arrived on another receive
 	// queue than Options.Queue: passed to the kernel, not looked at.
 	XDPStatOtherQueue = 3
+	// XDPStatHost counts the frames the host needs, passed to the kernel
+	// (Options.PassHost).
+	XDPStatHost = 4
 	// XDPStatSockets is the entry of socket 0; socket i's is
 	// XDPStatSockets+i.
-	XDPStatSockets = 4
+	XDPStatSockets = 5
 )
 
 // Options configure the steering program: the fields of steer.HashConfig
@@ -202,6 +206,17 @@ type Options struct {
 	// the kernel stack first thing, unexamined, and counted
 	// (XDPCounters.OtherQueue).
 	Queue uint32
+	// PassHost, with HookXDP only, passes the frames the host itself
+	// needs to the kernel stack first thing, counted
+	// (XDPCounters.HostPassed): ARP, IPv6 neighbour discovery, and
+	// packets to one of HostAddrs, the addresses of the interface the
+	// program is attached to. An AF_XDP socket takes the frames
+	// redirected to it away from the stack; with PassHost the host keeps
+	// its own traffic on that interface. Untagged frames only.
+	PassHost bool
+	// HostAddrs are the host's addresses for PassHost, at most
+	// MaxHostAddrs; taken when the program is built.
+	HostAddrs []netip.Addr
 
 	// testReturn, with HookXDP, makes the program return the socket index
 	// it would redirect to instead of redirecting (for BPF_PROG_TEST_RUN
@@ -219,7 +234,13 @@ func (o *Options) validate() (uint32, error) {
 		if o.Queue != 0 {
 			return 0, fmt.Errorf("bpfsteer: Queue is for the XDP hook: %w", ErrOptions)
 		}
+		if o.PassHost || len(o.HostAddrs) > 0 {
+			return 0, fmt.Errorf("bpfsteer: PassHost is for the XDP hook: %w", ErrOptions)
+		}
 	case HookXDP:
+		if err := o.checkHost(); err != nil {
+			return 0, err
+		}
 	default:
 		return 0, fmt.Errorf("bpfsteer: %v: %w", o.Hook, ErrOptions)
 	}

@@ -20,9 +20,9 @@ const (
 
 // XDPCounters are the XDP program's counters, summed over the CPUs. Every
 // frame the program sees is counted once in Redirected, UnhashedPassed,
-// NoSocket or OtherQueue; UnhashedFallback counts the frames not hashed
-// that were sent towards Options.Fallback (each also counted where the
-// redirect ended).
+// HostPassed, NoSocket or OtherQueue; UnhashedFallback counts the frames
+// not hashed that were sent towards Options.Fallback (each also counted
+// where the redirect ended).
 type XDPCounters struct {
 	// Redirected[i] counts the frames redirected to socket i (the XSKMAP's
 	// entry i), hashed or sent there as the fallback.
@@ -32,6 +32,10 @@ type XDPCounters struct {
 	UnhashedPassed uint64
 	// UnhashedFallback counts frames not hashed sent to Options.Fallback.
 	UnhashedFallback uint64
+	// HostPassed counts the frames the host needs (ARP, neighbour
+	// discovery, packets to its addresses) passed to the kernel stack,
+	// with Options.PassHost.
+	HostPassed uint64
 	// NoSocket counts frames whose XSKMAP slot held no socket: the
 	// redirect failed and the frame was passed to the kernel stack.
 	NoSocket uint64
@@ -42,7 +46,7 @@ type XDPCounters struct {
 
 // Total is the number of frames the program has seen.
 func (c XDPCounters) Total() uint64 {
-	n := c.UnhashedPassed + c.NoSocket + c.OtherQueue
+	n := c.UnhashedPassed + c.HostPassed + c.NoSocket + c.OtherQueue
 	for _, r := range c.Redirected {
 		n += r
 	}
@@ -60,6 +64,9 @@ func (b *builder) xdpPrologue() {
 	)
 	b.entry()
 	b.frameEtherType()
+	if b.opts.PassHost {
+		b.hostCheck()
+	}
 }
 
 // xdpLength sets r to the frame's length, linear and paged parts

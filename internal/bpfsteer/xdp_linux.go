@@ -5,6 +5,7 @@ package bpfsteer
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -22,6 +23,7 @@ type XDP struct {
 	xsks    *ebpf.Map
 	stats   *ebpf.Map
 	frags   *ebpf.Map // FragMapName, with FollowFragments
+	host    *ebpf.Map // Options.PassHost's addresses, nil without
 	sync    *grace    // waits for running programs
 	n       int       // indirection table length
 	sockets int
@@ -96,6 +98,13 @@ func NewXDP(opts Options, sockets int) (*XDP, error) {
 		x.Close()
 		return nil, err
 	}
+	if opts.PassHost {
+		if x.host, err = newHostMap(opts.HostAddrs); err != nil {
+			x.Close()
+			return nil, err
+		}
+		maps[HostMapName] = x.host
+	}
 	if err := associate(insns, maps); err != nil {
 		x.Close()
 		return nil, err
@@ -112,6 +121,32 @@ func NewXDP(opts Options, sockets int) (*XDP, error) {
 		return nil, fmt.Errorf("bpfsteer: loading the XDP program: %w", err)
 	}
 	return x, nil
+}
+
+// newHostMap creates the host map (HostMapName) holding addrs, read-only
+// from user space once filled.
+func newHostMap(addrs []netip.Addr) (*ebpf.Map, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       HostMapName,
+		Type:       ebpf.Hash,
+		KeySize:    16,
+		ValueSize:  1,
+		MaxEntries: uint32(max(len(addrs), 1)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bpfsteer: creating the host map: %w", err)
+	}
+	for _, a := range addrs {
+		if err := m.Put(hostKey(a), uint8(1)); err != nil {
+			m.Close()
+			return nil, fmt.Errorf("bpfsteer: filling the host map with %v: %w", a, err)
+		}
+	}
+	if err := m.Freeze(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		m.Close()
+		return nil, fmt.Errorf("bpfsteer: freezing the host map: %w", err)
+	}
+	return m, nil
 }
 
 // checkWorkers checks that every table entry names one of the sockets.
@@ -248,6 +283,9 @@ func (x *XDP) Counters() (XDPCounters, error) {
 	if c.OtherQueue, err = sum(XDPStatOtherQueue); err != nil {
 		return XDPCounters{}, err
 	}
+	if c.HostPassed, err = sum(XDPStatHost); err != nil {
+		return XDPCounters{}, err
+	}
 	c.Redirected = make([]uint64, x.sockets)
 	for i := range c.Redirected {
 		if c.Redirected[i], err = sum(XDPStatSockets + i); err != nil {
@@ -267,13 +305,13 @@ func (x *XDP) Close() error {
 	if x.prog != nil {
 		errs = append(errs, x.prog.Close())
 	}
-	for _, m := range []*ebpf.Map{x.keyed, x.table, x.xsks, x.stats, x.frags} {
+	for _, m := range []*ebpf.Map{x.keyed, x.table, x.xsks, x.stats, x.frags, x.host} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
 	errs = append(errs, x.sync.close())
-	x.prog, x.keyed, x.table, x.xsks, x.stats, x.frags, x.sync = nil, nil, nil, nil, nil, nil, nil
+	x.prog, x.keyed, x.table, x.xsks, x.stats, x.frags, x.host, x.sync = nil, nil, nil, nil, nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bpfsteer: close: %w", err)
 	}
