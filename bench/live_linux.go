@@ -438,8 +438,9 @@ func (rc *receiver) open(link string, c Case) ([]steer.Source, error) {
 }
 
 // xdpConfig configures the AF_XDP sockets of the live runs: afxdp's
-// defaults, with -xdp-batch-timeout's batch timeout.
-func xdpConfig() afxdp.Config { return afxdp.Config{BatchTimeout: benchXDPBatch} }
+// defaults, with -xdp-batch-timeout's batch timeout, taking every frame
+// (the veth has an address, and the traffic is the bench's own).
+func xdpConfig() afxdp.Config { return afxdp.Config{BatchTimeout: benchXDPBatch, Host: afxdp.HostTake} }
 
 // xdpCapture describes AF_XDP sockets for the capture column: how the
 // program is attached, the bind mode and the batch timeout.

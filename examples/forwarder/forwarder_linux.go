@@ -115,8 +115,9 @@ func openForwarder(o Options) (f *forwarder, err error) {
 	if o.XDP {
 		// AF_XDP sees received frames only, never the ones sent on the
 		// port; a batch is handed over full or after the same timeout as
-		// an AF_PACKET block.
-		xcfg = &afxdp.Config{PollTimeout: 50 * time.Millisecond, BatchTimeout: bt}
+		// an AF_PACKET block. A forwarder's ports are given over to it: it
+		// takes every frame, the host's included.
+		xcfg = &afxdp.Config{PollTimeout: 50 * time.Millisecond, BatchTimeout: bt, Host: afxdp.HostTake}
 	}
 	for i, name := range []string{o.In, o.Out} {
 		p, err := openPort(name, rcfg, xcfg, i == 0 || !o.OneWay, i == 1 || !o.OneWay)

@@ -34,7 +34,7 @@ func TestSharedSender(t *testing.T) {
 	const rxFrames, sendFrames = 256, 64
 	var src *afxdp.Source
 	if err := p.A.Do(func() (err error) {
-		src, err = afxdp.Open(p.A.Link, afxdp.Config{NumFrames: rxFrames, SendFrames: sendFrames, Attach: afxdp.AttachGeneric})
+		src, err = afxdp.Open(p.A.Link, afxdp.Config{NumFrames: rxFrames, SendFrames: sendFrames, Attach: afxdp.AttachGeneric, Host: afxdp.HostTake})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -73,8 +73,11 @@ type Source struct {
 // UMEM of its own, and attaches a small XDP program that redirects every
 // frame of that queue to it (unless cfg.Attach is AttachNone); with
 // cfg.PassUnhashed the program passes the frames it cannot hash, such as
-// ARP, to the kernel stack instead. The program is attached through a BPF
-// link: Close detaches it, and so does the process's exit.
+// ARP, to the kernel stack instead, and with cfg.Host HostPass the frames
+// the host needs. An interface that has addresses is refused unless
+// cfg.Host says what to do with the host's frames (ErrHostAddrs). The
+// program is attached through a BPF link: Close detaches it, and so does
+// the process's exit.
 func Open(ifname string, cfg Config) (*Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -85,6 +88,10 @@ func Open(ifname string, cfg Config) (*Source, error) {
 	ifi, err := livesock.Interface(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	host, err := hostAddrs(ifi, cfg)
+	if err != nil {
+		return nil, err
 	}
 	s, err := openSocket(ifi, cfg, nil)
 	if err != nil {
@@ -97,7 +104,7 @@ func Open(ifname string, cfg Config) (*Source, error) {
 		}
 	}
 	if cfg.Attach != AttachNone {
-		s.prog, err = attachRedirect(s.ns, ifi.Index, cfg.Queue, s.sock.FD(), cfg.Attach, cfg.PassUnhashed)
+		s.prog, err = attachRedirect(s.ns, ifi.Index, s.sock.FD(), cfg, host)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("afxdp: open %q queue %d: %w", ifname, cfg.Queue, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/filter"
-	"github.com/rpsgo/rps/steer/kgroup"
 )
 
 // TestCounters sends a known number of frames through the veth pair and
@@ -198,7 +197,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Error("a second socket bound to a held queue")
 	}
 	err = p.B.Do(func() error {
-		_, err := Open(p.B.Link, Config{NumFrames: 64, RingSize: 64, Bind: BindZeroCopy})
+		_, err := Open(p.B.Link, Config{NumFrames: 64, RingSize: 64, Bind: BindZeroCopy, Host: HostTake})
 		return err
 	})
 	if !errors.Is(err, unix.EOPNOTSUPP) {
@@ -206,7 +205,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	// A queue the device does not have: the error says what to check.
 	err = p.B.Do(func() error {
-		_, err := Open(p.B.Link, Config{NumFrames: 64, RingSize: 64, Queue: 5})
+		_, err := Open(p.B.Link, Config{NumFrames: 64, RingSize: 64, Queue: 5, Host: HostTake})
 		return err
 	})
 	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "receive queue 5") {
@@ -372,7 +371,7 @@ func TestStopIntakeRefused(t *testing.T) {
 	}
 	s.Close()
 	var g *Group
-	if err := p.A.Do(func() (err error) { g, err = OpenGroup(p.A.Link, 2, Config{}); return err }); err != nil {
+	if err := p.A.Do(func() (err error) { g, err = OpenGroup(p.A.Link, 2, Config{Host: HostTake}); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
@@ -398,26 +397,7 @@ func TestSourceStatsAttach(t *testing.T) {
 	if ss, _ := s.SourceStats(); ss.Mode != "generic, copy" || s.Info().Attach != AttachNone {
 		t.Errorf("after Close: SourceStats mode %q, Info %v; want generic and none", ss.Mode, s.Info().Attach)
 	}
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
-	var g *Group
-	var st *kgroup.Steering
-	err = p.A.Do(func() (err error) {
-		if g, err = OpenGroup(p.A.Link, 2, Config{}); err != nil {
-			return err
-		}
-		st, err = NewSteering(d, g, kgroup.Options{})
-		return err
-	})
-	if g != nil {
-		defer g.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, st := openSteered(t, p.A, Config{Host: HostTake})
 	mode := g.Info().Attach
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

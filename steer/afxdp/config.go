@@ -18,6 +18,11 @@ import (
 // package of the module.)
 var ErrNotSupported = errors.New("afxdp: not supported on this system")
 
+// ErrHostAddrs is wrapped by the error of Open or OpenGroup on an
+// interface that has addresses with Config.Host HostRefuse. It wraps
+// steer.ErrConfig.
+var ErrHostAddrs = fmt.Errorf("%w: the interface carries the host's own traffic", steer.ErrConfig)
+
 // ErrClosed is returned by a Source or Group used after Close. It wraps
 // net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
 var ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
@@ -118,6 +123,35 @@ func (m AttachMode) MarshalText() ([]byte, error) { return attachNames.marshal(u
 // error m is unchanged.
 func (m *AttachMode) UnmarshalText(b []byte) error { return unmarshalMode(attachNames, b, m) }
 
+// HostMode says what the XDP program does with the frames the host itself
+// needs on the interface (Config.Host).
+type HostMode uint8
+
+const (
+	// HostRefuse refuses an interface that has addresses (any but IPv6
+	// link-local ones): Open and OpenGroup return an error wrapping
+	// ErrHostAddrs that names them.
+	HostRefuse HostMode = iota
+	// HostPass passes the frames the host needs to the kernel stack,
+	// counted: ARP, IPv6 neighbour discovery, and packets to the
+	// interface's addresses as Open or OpenGroup read them (with its IPv4
+	// subnets' broadcast addresses and 255.255.255.255).
+	HostPass
+	// HostTake takes every frame of the queue, the host's own included,
+	// for a port given over to capture.
+	HostTake
+)
+
+// String returns "refuse", "pass" or "take".
+func (m HostMode) String() string { return hostNames.name(uint8(m)) }
+
+// MarshalText encodes the mode by its String name.
+func (m HostMode) MarshalText() ([]byte, error) { return hostNames.marshal(uint8(m)) }
+
+// UnmarshalText parses a host mode's String name, in any case. On error m
+// is unchanged.
+func (m *HostMode) UnmarshalText(b []byte) error { return unmarshalMode(hostNames, b, m) }
+
 // modeNames are an enum's names, indexed by value.
 type modeNames struct {
 	kind  string // the type's name, for values out of range
@@ -128,6 +162,7 @@ type modeNames struct {
 var (
 	bindNames   = modeNames{"BindMode", "bind mode", []string{BindAuto: "auto", BindZeroCopy: "zerocopy", BindCopy: "copy"}}
 	attachNames = modeNames{"AttachMode", "attach mode", []string{AttachAuto: "auto", AttachNative: "native", AttachGeneric: "generic", AttachNone: "none"}}
+	hostNames   = modeNames{"HostMode", "host mode", []string{HostRefuse: "refuse", HostPass: "pass", HostTake: "take"}}
 )
 
 // name returns v's name, or kind(v) when v is out of range.
@@ -226,6 +261,10 @@ type Config struct {
 	// kgroup.Options.PassUnhashed. A Group's sockets ignore it: their
 	// Steering's options decide. Default false.
 	PassUnhashed bool
+	// Host says what becomes of the frames the host itself needs on the
+	// interface (its ARP, its operator's connections), which the sockets
+	// would take from the kernel stack. Default HostRefuse.
+	Host HostMode
 	// Attach chooses the XDP hook of the program Open attaches (OpenGroup
 	// attaches none; its Steering does, with this mode). Default
 	// AttachAuto.
@@ -295,6 +334,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("afxdp: %w: unknown bind mode %d", steer.ErrConfig, c.Bind)
 	case c.Attach > AttachNone:
 		return c, fmt.Errorf("afxdp: %w: unknown attach mode %d", steer.ErrConfig, c.Attach)
+	case c.Host > HostTake:
+		return c, fmt.Errorf("afxdp: %w: unknown host mode %d", steer.ErrConfig, c.Host)
 	}
 	if c.Filter != nil {
 		if err := c.Filter.UserSpace(); err != nil {
@@ -360,11 +401,11 @@ type Stats struct {
 	// dispatcher's and steer/metrics' sums over sources) are right.
 	RxFillRingEmptyDescs uint64
 	// PassedToKernel counts the frames of the socket's queue that Open's
-	// program, with Config.PassUnhashed, could not hash and passed to the
-	// kernel stack: they never reached the socket, so they are not in
-	// Received. Zero without PassUnhashed, and for a Group's sockets (see
-	// the Steering's unhashed_passed). It stops counting when the program is detached
-	// (StopIntake, Close).
+	// program passed to the kernel stack: with Config.PassUnhashed those
+	// it could not hash, with HostPass the host's own. They never reached
+	// the socket, so they are not in Received. Zero for a Group's sockets
+	// (see the Steering's unhashed_passed and host_passed). It stops
+	// counting when the program is detached (StopIntake, Close).
 	PassedToKernel uint64
 }
 

@@ -23,7 +23,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.NumFrames != DefaultNumFrames || c.FrameSize != DefaultFrameSize || c.RingSize != DefaultRingSize ||
-		c.BatchSize != DefaultBatchSize || c.PollTimeout != DefaultPollTimeout || c.BatchTimeout != DefaultBatchTimeout || c.Bind != BindAuto || c.Attach != AttachAuto {
+		c.BatchSize != DefaultBatchSize || c.PollTimeout != DefaultPollTimeout || c.BatchTimeout != DefaultBatchTimeout || c.Bind != BindAuto || c.Attach != AttachAuto ||
+		c.Host != HostRefuse {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if umem := c.NumFrames * c.FrameSize; umem > 32<<20 {
@@ -58,6 +59,7 @@ func TestConfigInvalid(t *testing.T) {
 		"negative snap":      {SnapLen: -1},
 		"unknown bind":       {Bind: 7},
 		"unknown attach":     {Attach: 9},
+		"unknown host mode":  {Host: 9},
 		"kernel-only filter": {Filter: vlan},
 		"negative send":      {SendFrames: -1},
 		"send not pow2":      {SendFrames: 3},
@@ -91,6 +93,11 @@ func TestModeNames(t *testing.T) {
 		}
 	}
 	for m, want := range map[AttachMode]string{AttachAuto: "auto", AttachNative: "native", AttachGeneric: "generic", AttachNone: "none", 9: "AttachMode(9)"} {
+		if m.String() != want {
+			t.Errorf("%d: %q, want %q", m, m.String(), want)
+		}
+	}
+	for m, want := range map[HostMode]string{HostRefuse: "refuse", HostPass: "pass", HostTake: "take", 9: "HostMode(9)"} {
 		if m.String() != want {
 			t.Errorf("%d: %q, want %q", m, m.String(), want)
 		}
@@ -131,6 +138,13 @@ func TestModeText(t *testing.T) {
 	for _, m := range []AttachMode{AttachAuto, AttachNative, AttachGeneric, AttachNone} {
 		b, err := m.MarshalText()
 		var back AttachMode
+		if err != nil || string(b) != m.String() || back.UnmarshalText([]byte(strings.ToUpper(string(b)))) != nil || back != m {
+			t.Errorf("%v: marshalled %q, %v; back %v", m, b, err, back)
+		}
+	}
+	for _, m := range []HostMode{HostRefuse, HostPass, HostTake} {
+		b, err := m.MarshalText()
+		var back HostMode
 		if err != nil || string(b) != m.String() || back.UnmarshalText([]byte(strings.ToUpper(string(b)))) != nil || back != m {
 			t.Errorf("%v: marshalled %q, %v; back %v", m, b, err, back)
 		}

@@ -13,21 +13,23 @@
 // where the frames are the application's, AF_PACKET to watch a port the
 // host still uses.
 //
-// One rule holds for both of the package's modes, Open's socket and a
-// Steering's group: by default they take every frame of their queue, the
-// frames the library cannot hash included (ARP and other non-IP frames,
-// malformed headers: user space gives them HashType NONE). Open's socket
-// gets them as it gets the rest, and a Steering sends them to its
-// fallback socket (kgroup.Options.Fallback, default 0), as the SOURCE
-// policy would place them: all come from the one queue. The host's stack
-// then sees none of them: it neither answers ARP requests nor learns
-// from ARP replies that arrive on that queue. With PassUnhashed (Config.PassUnhashed for Open,
-// kgroup.Options.PassUnhashed for a Steering) the program passes them to
-// the kernel stack instead, which keeps ARP and neighbour discovery
-// working, and counts them (Stats.PassedToKernel, the Steering's
-// unhashed_passed); for it Open attaches the library's
-// steering program with one socket rather than its smallest one. Either
-// way the frames of the interface's other queues go to the stack.
+// So an interface that has addresses (any but IPv6 link-local ones) is
+// refused by default (Config.Host HostRefuse, ErrHostAddrs): on a
+// server's main interface the sockets would take its ARP and its
+// operator's connections. With HostPass the program passes the frames
+// the host needs to the kernel stack, counted: ARP, IPv6 neighbour
+// discovery and packets to the interface's addresses; with HostTake the
+// sockets take them too. Open's socket takes the frames the library
+// cannot hash (ARP and other non-IP frames, malformed headers: HashType
+// NONE in user space) as it takes the rest, and a Steering sends them to
+// its fallback socket (kgroup.Options.Fallback, default 0), as the SOURCE
+// policy would: all come from the one queue. With PassUnhashed
+// (Config.PassUnhashed, kgroup.Options.PassUnhashed) the program passes
+// them to the kernel stack instead, counted. Either option makes Open
+// attach the library's steering program with one socket rather than its
+// smallest one, and Stats.PassedToKernel (a Steering's host_passed and
+// unhashed_passed) count what it passes. The interface's other queues go
+// to the stack.
 //
 // Config.Promisc puts the interface in promiscuous mode while the socket
 // (or group) is open, counted by the kernel per holder as AF_PACKET's
@@ -185,10 +187,11 @@
 // Steering's Stats.Kernel counts, under these names, the frames the
 // program redirected to socket i (redirected_i), the frames it could not
 // hash that it passed to the stack (unhashed_passed) or sent to the
-// fallback (unhashed_fallback, also in redirected_i), those whose slot
-// held no socket (no_socket: a closed socket, passed to the stack) and
-// those of other queues (other_queue, below). Every frame the program
-// sees is in exactly one of redirected_i, unhashed_passed, no_socket and
+// fallback (unhashed_fallback, also in redirected_i), the host's frames
+// passed with HostPass (host_passed), those whose slot held no socket
+// (no_socket: a closed socket, passed to the stack) and those of other
+// queues (other_queue, below). Every frame the program sees is in exactly
+// one of redirected_i, unhashed_passed, host_passed, no_socket and
 // other_queue: the tests check that the sum is the interface's
 // rx_packets, and each socket's Received its redirected_i.
 //

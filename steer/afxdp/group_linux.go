@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -28,16 +29,18 @@ import (
 // its XSKMAP slot.
 type Group struct {
 	sources []*Source
-	promisc *promisc // Config.Promisc's, held until Close
+	host    []netip.Addr // with Config.Host HostPass, the addresses the program passes
+	promisc *promisc     // Config.Promisc's, held until Close
 	closed  atomic.Bool
 	steered atomic.Bool // a Steering has it
 }
 
 // OpenGroup opens n sockets (1 to MaxGroupSize) on queue cfg.Queue of the
 // interface named ifname, sharing one UMEM of cfg.NumFrames chunks. As for
-// Open, the caller must be in the interface's network namespace.
-// cfg.Attach is not used here: it is the mode in which a Steering attaches
-// its program.
+// Open, the caller must be in the interface's network namespace, and an
+// interface that has addresses is refused unless cfg.Host says what to do
+// with the host's frames (ErrHostAddrs). cfg.Attach and cfg.Host are not
+// used here otherwise: they are how a Steering attaches its program.
 func OpenGroup(ifname string, n int, cfg Config) (*Group, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -52,7 +55,11 @@ func OpenGroup(ifname string, n int, cfg Config) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	g := &Group{sources: make([]*Source, 0, n)}
+	host, err := hostAddrs(ifi, cfg)
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{sources: make([]*Source, 0, n), host: host}
 	for i := 0; i < n; i++ {
 		var shared *Source
 		if i > 0 {
@@ -180,7 +187,7 @@ func (k *xskKernel) Attach(cfg steer.Config, table []int, o kgroup.Options) (kgr
 		return nil, fmt.Errorf("afxdp: %w: the group was opened with AttachNone: a Steering attaches its program in the group's Config.Attach mode", steer.ErrConfig)
 	}
 	base := bpfsteer.Options{Hook: bpfsteer.HookXDP, PassUnhashed: o.PassUnhashed, Fallback: uint32(o.Fallback),
-		Queue: uint32(first.cfg.Queue)}
+		Queue: uint32(first.cfg.Queue), PassHost: first.cfg.Host == HostPass, HostAddrs: g.host}
 	popts, err := bpfsteer.DispatcherOptions(cfg, table, base)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: the XDP program cannot steer as the dispatcher's classifier does (change the configuration as said, or open one socket steered in user space): %w", err)
@@ -253,6 +260,7 @@ func (k *xskKernel) StopIntake() error {
 // The names of the program's counters in Stats.Kernel.
 const (
 	counterUnhashedPassed   = "unhashed_passed"
+	counterHostPassed       = "host_passed"
 	counterUnhashedFallback = "unhashed_fallback"
 	counterNoSocket         = "no_socket"
 	counterOtherQueue       = "other_queue"
@@ -265,12 +273,13 @@ func (k *xskKernel) Counters() ([]steer.KernelCounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	out := make([]steer.KernelCounter, 0, 4+len(c.Redirected))
+	out := make([]steer.KernelCounter, 0, 5+len(c.Redirected))
 	for i, n := range c.Redirected {
 		out = append(out, steer.KernelCounter{Name: counterRedirected + strconv.Itoa(i), Value: n})
 	}
 	return append(out,
 		steer.KernelCounter{Name: counterUnhashedPassed, Value: c.UnhashedPassed},
+		steer.KernelCounter{Name: counterHostPassed, Value: c.HostPassed},
 		steer.KernelCounter{Name: counterUnhashedFallback, Value: c.UnhashedFallback},
 		steer.KernelCounter{Name: counterNoSocket, Value: c.NoSocket},
 		steer.KernelCounter{Name: counterOtherQueue, Value: c.OtherQueue}), nil

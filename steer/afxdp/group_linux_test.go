@@ -86,7 +86,7 @@ func TestGroupSharedUMEM(t *testing.T) {
 	const n = 4
 	var g *Group
 	if err := p.A.Do(func() (err error) {
-		g, err = OpenGroup(p.A.Link, n, Config{NumFrames: 256, RingSize: 128, BatchSize: 16})
+		g, err = OpenGroup(p.A.Link, n, Config{Host: HostTake, NumFrames: 256, RingSize: 128, BatchSize: 16})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestGroupCloseHeld(t *testing.T) {
 	fds0, rings0, umems0 := openFDs(t), socketMaps(t), xsk.MappedAreas()
 	var g *Group
 	if err := p.A.Do(func() (err error) {
-		g, err = OpenGroup(p.A.Link, 3, Config{NumFrames: 128, RingSize: 64, BatchSize: 8, PollTimeout: -1})
+		g, err = OpenGroup(p.A.Link, 3, Config{Host: HostTake, NumFrames: 128, RingSize: 64, BatchSize: 8, PollTimeout: -1})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestGroupFillCount(t *testing.T) {
 	p := netns.New(t, netns.Options{})
 	var g *Group
 	if err := p.A.Do(func() (err error) {
-		g, err = OpenGroup(p.A.Link, 2, Config{NumFrames: 64, RingSize: 64, BatchSize: 8})
+		g, err = OpenGroup(p.A.Link, 2, Config{Host: HostTake, NumFrames: 64, RingSize: 64, BatchSize: 8})
 		return err
 	}); err != nil {
 		t.Fatal(err)

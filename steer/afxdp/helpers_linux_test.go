@@ -10,11 +10,17 @@ import (
 	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/kgroup"
 )
 
-// openIn opens a source on link inside ns and closes it at cleanup.
+// openIn opens a source on link inside ns and closes it at cleanup. The
+// test namespaces' links have addresses: Config.Host HostRefuse becomes
+// HostTake, as for a port given over to capture.
 func openIn(t testing.TB, ns *netns.NS, cfg Config) *Source {
 	t.Helper()
+	if cfg.Host == HostRefuse {
+		cfg.Host = HostTake
+	}
 	var s *Source
 	err := ns.Do(func() (err error) {
 		s, err = Open(ns.Link, cfg)
@@ -25,6 +31,35 @@ func openIn(t testing.TB, ns *netns.NS, cfg Config) *Source {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// openSteered opens a group of two sockets on ns's link with cfg and a
+// Steering of a two-worker DIRECT dispatcher over it, in ns; the
+// dispatcher, the Steering and the group are closed at cleanup.
+func openSteered(t testing.TB, ns *netns.NS, cfg Config) (*Group, *kgroup.Steering) {
+	t.Helper()
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(context.Background()) })
+	var g *Group
+	var st *kgroup.Steering
+	err = ns.Do(func() (err error) {
+		if g, err = OpenGroup(ns.Link, 2, cfg); err != nil {
+			return err
+		}
+		st, err = NewSteering(d, g, kgroup.Options{})
+		return err
+	})
+	if g != nil {
+		t.Cleanup(func() { g.Close() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return g, st
 }
 
 // rxPackets reads the link's rx_packets inside ns.

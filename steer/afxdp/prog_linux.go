@@ -5,6 +5,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 
 	"github.com/cilium/ebpf"
@@ -60,12 +61,13 @@ func redirectInstructions(xsks *ebpf.Map, queue int) asm.Instructions {
 }
 
 // attachRedirect loads the redirect program for the socket fd bound to
-// queue (the steering program with passUnhashed) and attaches it to the
-// interface through a BPF link, in mode (AttachAuto: native, else
-// generic).
-func attachRedirect(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode, passUnhashed bool) (*redirect, error) {
-	if passUnhashed {
-		return attachPassUnhashed(ns, ifindex, queue, fd, mode)
+// cfg.Queue (the steering program with cfg.PassUnhashed or HostPass, host
+// the addresses it passes) and attaches it to the interface through a BPF
+// link, in cfg.Attach's mode (AttachAuto: native, else generic).
+func attachRedirect(ns xsk.NetNS, ifindex, fd int, cfg Config, host []netip.Addr) (*redirect, error) {
+	queue, mode := cfg.Queue, cfg.Attach
+	if cfg.PassUnhashed || cfg.Host == HostPass {
+		return attachPassing(ns, ifindex, fd, cfg, host)
 	}
 	r := &redirect{}
 	var err error
@@ -101,12 +103,14 @@ func attachRedirect(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode, passU
 	return r, nil
 }
 
-// attachPassUnhashed loads bpfsteer's XDP program with one socket and a
+// attachPassing loads bpfsteer's XDP program with one socket and a
 // one-bucket table (so the key does not matter: every hashed frame goes
-// to slot 0), passing the frames it cannot hash to the kernel stack, and
-// attaches it as attachRedirect does.
-func attachPassUnhashed(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode) (*redirect, error) {
-	opts := bpfsteer.Options{Key: hash.MicrosoftKey[:], Table: []uint32{0}, PassUnhashed: true, Queue: uint32(queue)}
+// to slot 0), passing the frames it cannot hash to the kernel stack with
+// cfg.PassUnhashed and the host's with HostPass, and attaches it as
+// attachRedirect does.
+func attachPassing(ns xsk.NetNS, ifindex, fd int, cfg Config, host []netip.Addr) (*redirect, error) {
+	opts := bpfsteer.Options{Key: hash.MicrosoftKey[:], Table: []uint32{0}, PassUnhashed: cfg.PassUnhashed, Queue: uint32(cfg.Queue),
+		PassHost: cfg.Host == HostPass, HostAddrs: host}
 	x, err := bpfsteer.NewXDP(opts, 1)
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP program: %w", livesock.Explain(err, livesock.NeedBPF))
@@ -116,7 +120,7 @@ func attachPassUnhashed(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode) (
 		r.close()
 		return nil, err
 	}
-	r.link, r.mode, err = attachProgram(ns, x.Program(), ifindex, mode)
+	r.link, r.mode, err = attachProgram(ns, x.Program(), ifindex, cfg.Attach)
 	if err != nil {
 		r.close()
 		return nil, livesock.Explain(err, livesock.NeedXDP)
@@ -124,8 +128,9 @@ func attachPassUnhashed(ns xsk.NetNS, ifindex, queue, fd int, mode AttachMode) (
 	return r, nil
 }
 
-// passed returns the frames the program passed to the kernel stack for
-// want of a hash: zero for the tiny program, which passes none.
+// passed returns the frames the program passed to the kernel stack, for
+// want of a hash or as the host's: zero for the tiny program, which
+// passes none.
 func (r *redirect) passed() (uint64, error) {
 	if r == nil || r.x == nil {
 		return 0, nil
@@ -134,7 +139,7 @@ func (r *redirect) passed() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the XDP program's counters: %w", err)
 	}
-	return c.UnhashedPassed, nil
+	return c.UnhashedPassed + c.HostPassed, nil
 }
 
 // errOtherNetNS is returned by an attach from another network namespace

@@ -60,7 +60,7 @@ func TestPromisc(t *testing.T) {
 	}
 
 	var g *Group
-	if err := p.A.Do(func() (err error) { g, err = OpenGroup(p.A.Link, 3, Config{Promisc: true}); return err }); err != nil {
+	if err := p.A.Do(func() (err error) { g, err = OpenGroup(p.A.Link, 3, Config{Host: HostTake, Promisc: true}); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if n := promiscuity(t, p.A); n != base+1 {

@@ -25,7 +25,10 @@ func TestSteeringNamespace(t *testing.T) {
 	}
 	defer d.Close(context.Background())
 	var g *Group
-	if err := p.A.Do(func() (err error) { g, err = OpenGroup(p.A.Link, 2, Config{NumFrames: 64, RingSize: 64}); return err }); err != nil {
+	if err := p.A.Do(func() (err error) {
+		g, err = OpenGroup(p.A.Link, 2, Config{Host: HostTake, NumFrames: 64, RingSize: 64})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
