@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/rpsgo/rps/internal/capture"
+	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
@@ -75,7 +77,7 @@ func (o options) sockConfig() (sockConfig, error) {
 	c := sockConfig{
 		packet: afpacket.Config{SnapLen: o.snaplen, Promisc: !o.noPromisc},
 		xdp: afxdp.Config{SnapLen: o.snaplen, Queue: o.xdpQueue, Attach: o.xdpAttach, Bind: o.xdpBind,
-			Promisc: !o.noPromisc, PassUnhashed: o.xdpPass},
+			Promisc: !o.noPromisc, PassUnhashed: o.xdpPass, Host: o.xdpHost},
 	}
 	if o.filter == "" {
 		return c, nil
@@ -146,7 +148,7 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	if o.fanout == "none" {
 		var src *afxdp.Source
 		if err := o.enter(func() (err error) { src, err = afxdp.Open(o.iface, cfg); return err }); err != nil {
-			return nil, err
+			return nil, hostError(err)
 		}
 		in.socks = xdpSockets{srcs: []*afxdp.Source{src}, stopIntake: src.StopIntake}
 		in.srcs, in.closers = []steer.Source{src}, []func() error{src.Close}
@@ -157,7 +159,7 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	var st *kgroup.Steering
 	err := o.enter(func() (err error) {
 		if g, err = afxdp.OpenGroup(o.iface, d.Workers(), cfg); err != nil {
-			return err
+			return hostError(err)
 		}
 		if st, err = afxdp.NewSteering(d, g, kgroup.Options{PassUnhashed: o.xdpPass}); err != nil {
 			g.Close()
@@ -173,6 +175,16 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	in.steering = steeringLine("XDP program", st)
 	in.describeXDP(g.Info())
 	return in, nil
+}
+
+// hostError returns an error of afxdp.Open or OpenGroup as the command
+// reports it: an interface with addresses and -xdp-host refuse is a usage
+// error that names the flag.
+func hostError(err error) error {
+	if errors.Is(err, afxdp.ErrHostAddrs) {
+		return cli.UsageError(fmt.Errorf("%w (with livesteer: -xdp-host pass or -xdp-host take)", err))
+	}
+	return err
 }
 
 // steeringLine returns the report's line about a kernel-steered group:

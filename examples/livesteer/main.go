@@ -26,10 +26,15 @@
 // not see the frames of that queue while livesteer runs, ARP included (in
 // both modes the sockets take every frame of the queue: with -fanout ebpf
 // the frames the program cannot hash go to socket 0), so use it on a port
-// given over to capture. With -xdp-pass-unhashed the frames the library
-// cannot hash (ARP, other non-IP frames, malformed headers) go to the
-// kernel stack instead, in both modes, so the host keeps answering ARP on
-// the port (afxdp.Config.PassUnhashed, kgroup.Options.PassUnhashed). The
+// given over to capture. On an interface that has addresses (other than
+// IPv6 link-local ones) it therefore does not start unless -xdp-host says
+// what becomes of the host's own frames (afxdp.Config.Host): with pass,
+// ARP, neighbour discovery and the packets to the interface's addresses
+// go to the kernel stack, counted, and the host keeps answering there, its
+// connections included; with take the sockets take them too. With
+// -xdp-pass-unhashed the frames the library cannot hash (ARP, other
+// non-IP frames, malformed headers) go to the kernel stack instead, in
+// both modes (afxdp.Config.PassUnhashed, kgroup.Options.PassUnhashed). The
 // program is attached native (in the
 // driver) where the driver allows, else generic, and the socket is zero
 // copy where the driver allows, else copy (-xdp-attach, -xdp-bind force a
@@ -155,6 +160,7 @@ type options struct {
 	xdpAttach afxdp.AttachMode // -xdp-attach: auto, native or generic
 	xdpBind   afxdp.BindMode   // -xdp-bind: auto, zerocopy or copy
 	xdpPass   bool             // -xdp-pass-unhashed: frames the program cannot hash go to the kernel stack
+	xdpHost   afxdp.HostMode   // -xdp-host: refuse, pass or take the host's own frames
 
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
@@ -206,6 +212,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.xdpQueue, "xdp-queue", 0, "with -xdp, the NIC receive `queue` to read; the other queues' frames go to the kernel stack")
 	fs.TextVar(&o.xdpAttach, "xdp-attach", afxdp.AttachAuto, "with -xdp, the XDP program's attach `mode`: auto (native, else generic), native or generic")
 	fs.TextVar(&o.xdpBind, "xdp-bind", afxdp.BindAuto, "with -xdp, the socket's `mode`: auto (zero copy, else copy), zerocopy or copy")
+	fs.TextVar(&o.xdpHost, "xdp-host", afxdp.HostRefuse, "with -xdp on an interface that has addresses, what becomes of the frames the host itself needs (the sockets take the frames from its stack): refuse (do not start), pass (ARP, neighbour discovery and packets to its addresses go to the kernel stack, counted) or take (the sockets take them too: the host stops answering there)")
 	fs.BoolVar(&o.xdpPass, "xdp-pass-unhashed", false, "with -xdp, pass the frames the library cannot hash (ARP, other non-IP frames) to the kernel stack instead of the sockets, in both modes, so that the host keeps ARP on the interface; off by default: the sockets take every frame of the queue")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {

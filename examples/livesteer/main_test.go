@@ -23,6 +23,7 @@ import (
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/afxdp"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
@@ -142,7 +143,7 @@ func TestReconcileUnderTraffic(t *testing.T) {
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
 			o := options{iface: p.A.Link, fanout: tc.fanout, workers: 2, policy: "rss", key: "random",
-				interval: time.Hour, quiet: true, enter: p.A.Do, xdp: tc.xdp}
+				interval: time.Hour, quiet: true, enter: p.A.Do, xdp: tc.xdp, xdpHost: afxdp.HostTake}
 			errc := make(chan error, 1)
 			go func() { errc <- run(ctx, o, &out, &errOut) }()
 			time.Sleep(200 * time.Millisecond)
@@ -303,7 +304,7 @@ func TestFilter(t *testing.T) {
 	}{{"none", false}, {"hash", false}, {"ebpf", false}, {"none", true}, {"ebpf", true}} {
 		name, args, wantReceived, where := tc.fanout, []string{}, uint64(2000), "in the kernel"
 		if tc.xdp {
-			name, args, wantReceived, where = name+"-xdp", []string{"-xdp"}, 5000, "in user space"
+			name, args, wantReceived, where = name+"-xdp", []string{"-xdp", "-xdp-host", "take"}, 5000, "in user space"
 		}
 		t.Run(name, func(t *testing.T) {
 			args = append(args, "-i", p.A.Link, "-fanout", tc.fanout, "-workers", "2", "-q", "-interval", "1h", "tcp", "port", "5201")

@@ -59,14 +59,14 @@ func TestXDPPassUnhashed(t *testing.T) {
 	p, _ := trafficPair(t)
 	tcp, arp := tcpConf(t, p, 443), arpConf(t, p)
 	const arps, frames = 20, 300
-	line := regexp.MustCompile(`Kernel steering \(XDP program\): .*; redirected_0 \d+, redirected_1 \d+, unhashed_passed (\d+), unhashed_fallback (\d+),`)
+	line := regexp.MustCompile(`Kernel steering \(XDP program\): .*; redirected_0 \d+, redirected_1 \d+, unhashed_passed (\d+), host_passed \d+, unhashed_fallback (\d+),`)
 	for _, fanout := range []string{"none", "ebpf"} {
 		for _, pass := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s-pass=%v", fanout, pass), func(t *testing.T) {
 				if _, err := p.A.Exec(context.Background(), "ip", "neigh", "flush", "dev", p.A.Link); err != nil {
 					t.Fatal(err)
 				}
-				args := []string{"-i", p.A.Link, "-xdp", "-fanout", fanout, "-workers", "2", "-q", "-interval", "1h"}
+				args := []string{"-i", p.A.Link, "-xdp", "-xdp-host", "take", "-fanout", fanout, "-workers", "2", "-q", "-interval", "1h"}
 				if pass {
 					args = append(args, "-xdp-pass-unhashed")
 				}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +33,7 @@ import (
 func TestXDP(t *testing.T) {
 	p, _ := trafficPair(t)
 	conf := tcpConf(t, p, 443)
-	redirected := regexp.MustCompile(`Kernel steering \(XDP program\): table changes \d+, held frames \d+; redirected_0 (\d+), redirected_1 (\d+), unhashed_passed (\d+), unhashed_fallback (\d+), no_socket (\d+), other_queue (\d+)`)
+	redirected := regexp.MustCompile(`Kernel steering \(XDP program\): table changes \d+, held frames \d+; redirected_0 (\d+), redirected_1 (\d+), unhashed_passed (\d+), host_passed (\d+), unhashed_fallback (\d+), no_socket (\d+), other_queue (\d+)`)
 	status := regexp.MustCompile(`capturing on \S+ \(AF_XDP queue 0, (native|generic) attach, (copy|zerocopy) mode\)`)
 	for _, tc := range []struct {
 		fanout, attach string
@@ -39,7 +41,7 @@ func TestXDP(t *testing.T) {
 		{"none", "auto"}, {"none", "generic"}, {"ebpf", "auto"}, {"ebpf", "generic"},
 	} {
 		t.Run(tc.fanout+"-"+tc.attach, func(t *testing.T) {
-			o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-xdp-attach", tc.attach, "-fanout", tc.fanout, "-workers", "2",
+			o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-xdp-host", "take", "-xdp-attach", tc.attach, "-fanout", tc.fanout, "-workers", "2",
 				"-q", "-interval", "1h", "-json"}, io.Discard)
 			if err != nil {
 				t.Fatal(err)
@@ -82,11 +84,11 @@ func TestXDP(t *testing.T) {
 				t.Errorf("totals %+v; want balanced, as the text report", tot)
 			}
 			if m := redirected.FindStringSubmatch(textOut); tc.fanout == "ebpf" {
-				var r0, r1, passed, fallback, noSocket, otherQueue uint64
+				var r0, r1, passed, host, fallback, noSocket, otherQueue uint64
 				if m != nil {
-					fmt.Sscan(strings.Join(m[1:], " "), &r0, &r1, &passed, &fallback, &noSocket, &otherQueue)
+					fmt.Sscan(strings.Join(m[1:], " "), &r0, &r1, &passed, &host, &fallback, &noSocket, &otherQueue)
 				}
-				if m == nil || r0 == 0 || r1 == 0 || r0+r1 != received || passed+fallback+noSocket+otherQueue != 0 {
+				if m == nil || r0 == 0 || r1 == 0 || r0+r1 != received || passed+host+fallback+noSocket+otherQueue != 0 {
 					t.Errorf("XDP steering line %q; want every received frame redirected, to both sockets, and the other counts zero", m)
 				}
 			} else if m != nil {
@@ -109,7 +111,7 @@ func TestXDP(t *testing.T) {
 // mode or queue, is a usage error that says what works.
 func TestXDPUsage(t *testing.T) {
 	for _, args := range [][]string{{"-fanout", "hash"}, {"-fanout", "lb"}, {"-xdp-attach", "offload"},
-		{"-xdp-attach", "none"}, {"-xdp-bind", "zc"}, {"-xdp-queue", "-1"}, {"-xdp-queue", "65536"}} {
+		{"-xdp-attach", "none"}, {"-xdp-bind", "zc"}, {"-xdp-queue", "-1"}, {"-xdp-queue", "65536"}, {"-xdp-host", "keep"}} {
 		_, err := parseFlags(append([]string{"-i", "eth0", "-xdp"}, args...), io.Discard)
 		if !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("-xdp %q: %v, want a usage error", args, err)
@@ -119,8 +121,9 @@ func TestXDPUsage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-fanout none") || !strings.Contains(err.Error(), "-fanout ebpf") {
 		t.Errorf("-xdp -fanout hash: %v; want it to name the modes that work", err)
 	}
-	o, err := parseFlags([]string{"-i", "eth0", "-xdp", "-xdp-queue", "3", "-xdp-attach", "Native", "-xdp-bind", "copy", "-xdp-pass-unhashed"}, io.Discard)
-	if err != nil || !o.xdp || o.xdpQueue != 3 || o.xdpAttach != afxdp.AttachNative || o.xdpBind != afxdp.BindCopy || o.fanout != "none" || !o.xdpPass {
+	o, err := parseFlags([]string{"-i", "eth0", "-xdp", "-xdp-queue", "3", "-xdp-attach", "Native", "-xdp-bind", "copy", "-xdp-pass-unhashed", "-xdp-host", "Pass"}, io.Discard)
+	if err != nil || !o.xdp || o.xdpQueue != 3 || o.xdpAttach != afxdp.AttachNative || o.xdpBind != afxdp.BindCopy || o.fanout != "none" || !o.xdpPass ||
+		o.xdpHost != afxdp.HostPass {
 		t.Errorf("parsed %+v, %v", o, err)
 	}
 }
@@ -163,7 +166,7 @@ func TestXDPStopIntake(t *testing.T) {
 	p, conf := trafficPair(t)
 	for _, fanout := range []string{"none", "ebpf"} {
 		t.Run(fanout, func(t *testing.T) {
-			o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-fanout", fanout, "-workers", "2"}, io.Discard)
+			o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-xdp-host", "take", "-fanout", fanout, "-workers", "2"}, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +245,7 @@ func TestXDPPromisc(t *testing.T) {
 		noPromisc bool
 	}{{"none", false}, {"ebpf", false}, {"ebpf", true}} {
 		name := tc.fanout
-		args := []string{"-i", p.A.Link, "-xdp", "-fanout", tc.fanout, "-workers", "2", "-q", "-interval", "1h"}
+		args := []string{"-i", p.A.Link, "-xdp", "-xdp-host", "take", "-fanout", tc.fanout, "-workers", "2", "-q", "-interval", "1h"}
 		want := base + 1
 		if tc.noPromisc {
 			name, args, want = name+"-p", append(args, "-p"), base
@@ -270,4 +273,59 @@ func TestXDPPromisc(t *testing.T) {
 func promiscuity(t *testing.T, ns *netns.NS) int {
 	t.Helper()
 	return linkState(t, ns).Promiscuity
+}
+
+// TestXDPHost: livesteer -xdp on an interface that has an address does
+// not start by default, with a usage error that names the address and
+// -xdp-host; with -xdp-host pass, in both modes, a TCP connection from B
+// to A's address (nothing listening) is refused during the capture, A's
+// stack having answered the ARP request and the SYN, and with -fanout
+// ebpf the steering line counts them as host_passed.
+func TestXDPHost(t *testing.T) {
+	netns.Require(t)
+	p := netns.New(t, netns.Options{})
+	o, err := parseFlags([]string{"-i", p.A.Link, "-xdp", "-q"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.enter = p.A.Do
+	var out, errOut syncBuffer
+	err = run(context.Background(), o, &out, &errOut)
+	if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), p.A.Addr.String()) || !strings.Contains(err.Error(), "-xdp-host pass") {
+		t.Errorf("-xdp on an interface with an address: %v; want a usage error naming %v and -xdp-host", err, p.A.Addr)
+	}
+	if xdpAttached(t, p.A) {
+		t.Error("a refused run left a program on the link")
+	}
+	hostLine := regexp.MustCompile(`host_passed (\d+)`)
+	for _, fanout := range []string{"none", "ebpf"} {
+		t.Run(fanout, func(t *testing.T) {
+			if out, err := p.B.Exec(context.Background(), "ip", "neigh", "flush", "dev", p.B.Link); err != nil {
+				t.Fatalf("ip neigh flush: %v: %s", err, out)
+			}
+			bg := startArgs(t, p, []string{"-i", p.A.Link, "-xdp", "-xdp-host", "pass", "-fanout", fanout, "-workers", "2", "-q", "-interval", "1h"})
+			waitCapturing(t, &bg.errOut)
+			var dialErr error
+			if err := p.B.Do(func() error {
+				c, err := net.DialTimeout("tcp4", net.JoinHostPort(p.A.Addr.Addr().String(), "9"), time.Second)
+				if err == nil {
+					c.Close()
+				}
+				dialErr = err
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := bg.stop(t); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if !errors.Is(dialErr, syscall.ECONNREFUSED) {
+				t.Errorf("a connection to A during the capture: %v, want refused", dialErr)
+			}
+			m := hostLine.FindStringSubmatch(bg.out.String())
+			if fanout == "ebpf" && (m == nil || m[1] == "0") {
+				t.Errorf("the steering line does not count the host's frames: %q in\n%s", m, bg.out.String())
+			}
+		})
+	}
 }
