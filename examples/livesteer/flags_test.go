@@ -46,18 +46,23 @@ func TestParseFlags(t *testing.T) {
 		{"-i", "eth0", "-s", "-1"}, {"-i", "eth0", "-json", "-w", "-"}, {"-i", "eth0", "-f", "tcp", "udp"},
 		{"-i", "eth0", "-tunnels", "deep"}, {"-i", "eth0", "-vxlan-ports", "6081"}, {"-i", "eth0", "-vxlan-ports", "0"},
 		{"-i", "eth0", "-hashtypes", "tcp_ipv4"}, {"-i", "eth0", "-hashtypes", "ippair"}, {"-i", "eth0", "-hash", "crc32"},
-		{"-i", "eth0", "-hash", "siphash", "-key", "microsoft"}, {"-i", "eth0", "-hash", "siphash", "-key", "symmetric"}} {
+		{"-i", "eth0", "-hash", "siphash", "-key", "microsoft"}, {"-i", "eth0", "-hash", "siphash", "-key", "symmetric"},
+		{"-i", "eth0", "-Z", ""}} {
 		if _, err := parseFlags(args, io.Discard); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
 	o, err := parseFlags([]string{"-i", "eth0", "-fanout", "ebpf"}, io.Discard)
-	if err != nil || o.iface != "eth0" || o.workers != 0 || o.qlimit != 0 || o.fanout != "ebpf" || o.noPromisc || o.filter != "" {
+	if err != nil || o.iface != "eth0" || o.workers != 0 || o.qlimit != 0 || o.fanout != "ebpf" || o.noPromisc || o.filter != "" ||
+		o.user != "nobody" || o.userSet {
 		t.Errorf("parsed %+v, %v", o, err)
 	}
 	o, err = parseFlags([]string{"-i", "eth0", "-c", "5", "-s", "96", "-p", "-w", "x-%d.pcap", "tcp", "port", "80"}, io.Discard)
 	if err != nil || o.count != 5 || o.snaplen != 96 || !o.noPromisc || o.write != "x-%d.pcap" || o.filter != "tcp port 80" {
 		t.Errorf("parsed %+v, %v", o, err)
+	}
+	if o, err := parseFlags([]string{"-i", "eth0", "-Z", "root"}, io.Discard); err != nil || o.user != "root" || !o.userSet {
+		t.Errorf("-Z root: %+v, %v", o, err)
 	}
 	// -version needs no interface.
 	if o, err := parseFlags([]string{"-version"}, io.Discard); err != nil || !o.version {

@@ -56,6 +56,19 @@
 //	sudo go run ./examples/livesteer -i eth0 -tunnels inner -vxlan-ports 4789,8472 -udp4tuple
 //	sudo go run ./examples/livesteer -i eth1 -xdp -fanout ebpf -workers 4
 //
+// Once its sockets and programs are set up, and before it handles a frame,
+// it drops to the user -Z names, as tcpdump -Z does: nobody by default
+// when run as root (-Z root keeps root), with every capability, in all
+// its threads (internal/privdrop); the -w files, created before, are given
+// to that user. What it does afterwards needs no privilege: it reads the
+// rings and the programs' counters, stops intake (a filter on its own
+// sockets, or closing the XDP program's link) and closes everything,
+// which detaches the programs and gives promiscuous mode back. Before
+// Linux 5.19, with kernel.unprivileged_bpf_disabled set, reading the XDP
+// program's counters and emptying its XSKMAP at the end need CAP_BPF: the
+// steering line then keeps the counts of the drop, and the close reports
+// the map's error (the program goes anyway); use -Z root there.
+//
 // It has tcpdump's habits where they fit:
 //
 //	sudo go run ./examples/livesteer -i eth0 -c 10000 -w 'flow-%d.pcap' tcp port 443
@@ -115,6 +128,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -124,6 +138,7 @@ import (
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/internal/privdrop"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 	"github.com/rpsgo/rps/steer/afxdp"
@@ -162,6 +177,13 @@ type options struct {
 	xdpPass   bool             // -xdp-pass-unhashed: frames the program cannot hash go to the kernel stack
 	xdpHost   afxdp.HostMode   // -xdp-host: refuse, pass or take the host's own frames
 
+	user    string // -Z: the user to drop to once the sockets are open; "root" keeps root
+	userSet bool   // -Z was given
+	// drop drops the process's privileges to a user (privdrop.Drop, which
+	// main sets); nil drops nothing, as in the tests that run the command
+	// in their own process.
+	drop func(privdrop.Target) (privdrop.Dropped, error)
+
 	// enter runs fn where the sockets must be opened (the test's network
 	// namespace); nil runs it directly.
 	enter func(fn func() error) error
@@ -169,6 +191,7 @@ type options struct {
 
 func main() {
 	o, err := parseFlags(os.Args[1:], os.Stderr)
+	o.drop = privdrop.Drop
 	if err == nil {
 		// The first SIGINT or SIGTERM stops the capture (run still drains
 		// and reports); a second one ends the program at once.
@@ -213,6 +236,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.TextVar(&o.xdpAttach, "xdp-attach", afxdp.AttachAuto, "with -xdp, the XDP program's attach `mode`: auto (native, else generic), native or generic")
 	fs.TextVar(&o.xdpBind, "xdp-bind", afxdp.BindAuto, "with -xdp, the socket's `mode`: auto (zero copy, else copy), zerocopy or copy")
 	fs.TextVar(&o.xdpHost, "xdp-host", afxdp.HostRefuse, "with -xdp on an interface that has addresses, what becomes of the frames the host itself needs (the sockets take the frames from its stack): refuse (do not start), pass (ARP, neighbour discovery and packets to its addresses go to the kernel stack, counted) or take (the sockets take them too: the host stops answering there)")
+	fs.StringVar(&o.user, "Z", defaultUser, "once the sockets and programs are set up, drop to this `user` (a name or a number) and every capability, as tcpdump -Z does, before any frame is handled; the -w files are given to it; -Z root keeps root's privileges; when not run as root, only a -Z given drops")
 	fs.BoolVar(&o.xdpPass, "xdp-pass-unhashed", false, "with -xdp, pass the frames the library cannot hash (ARP, other non-IP frames) to the kernel stack instead of the sockets, in both modes, so that the host keeps ARP on the interface; off by default: the sockets take every frame of the queue")
 	rest, err := cli.ParseWithArgs(fs, args)
 	if err != nil {
@@ -221,6 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.filter, err = ff.Text(rest); err != nil {
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.userSet = o.userSet || f.Name == "Z" })
 	if o.version {
 		return o, nil
 	}
@@ -252,6 +277,8 @@ func (o options) check() error {
 		return cli.Usagef("-xdp -fanout %s: AF_XDP has no fanout group; use -fanout none (one socket, steered in user space) or -fanout ebpf (one socket per worker, steered by the XDP program)", o.fanout)
 	case o.xdpQueue < 0 || o.xdpQueue > 1<<16-1:
 		return cli.Usagef("-xdp-queue %d: want 0 to 65535", o.xdpQueue)
+	case o.userSet && o.user == "":
+		return cli.Usagef("-Z needs a user (-Z root keeps root's privileges)")
 	case o.xdpAttach == afxdp.AttachNone:
 		return cli.Usagef("-xdp-attach none attaches no program, so the socket would receive nothing: want auto, native or generic")
 	}
@@ -426,6 +453,10 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		return err
 	}
 	defer in.close() // on an early return; closed before the final report
+	if err := o.dropPrivileges(d, dump, errOut); err != nil {
+		d.Close(context.Background())
+		return err
+	}
 	srcs := in.srcs
 	for i := range srcs {
 		srcs[i] = wrap(srcs[i])
@@ -555,6 +586,47 @@ loop:
 		}
 	}
 	return failed
+}
+
+// defaultUser is -Z's default: the user with no privilege a Unix system
+// has. tcpdump drops to a user of its own by default; livesteer has none,
+// and a capture that keeps root while it parses untrusted frames is the
+// risk -Z is for, so it drops by default too.
+const defaultUser = "nobody"
+
+// dropPrivileges drops the process to -Z's user and every capability
+// (o.drop), once the sockets and programs are set up and before any frame
+// is handled, as tcpdump does; the -w files, already created, are given
+// to the user first. It does nothing with -Z root, when not run as root
+// without a -Z, or without o.drop.
+func (o options) dropPrivileges(d *steer.Dispatcher, dump *capture.Dump, errOut io.Writer) error {
+	if o.drop == nil || o.user == "root" || !o.userSet && os.Geteuid() != 0 {
+		return nil
+	}
+	t, err := privdrop.Lookup(o.user)
+	if err != nil {
+		return cli.UsageError(fmt.Errorf("-Z %s: %w (-Z root keeps root's privileges)", o.user, err))
+	}
+	if dump != nil && o.write != "-" {
+		names := []string{o.write}
+		if dump.PerWorker() {
+			names = names[:0]
+			for i := range d.Workers() {
+				names = append(names, dump.Name(i))
+			}
+		}
+		for _, n := range names {
+			if err := os.Chown(n, t.UID, t.GID); err != nil {
+				return fmt.Errorf("-Z %s: giving the -w file to the user: %w", o.user, err)
+			}
+		}
+	}
+	dropped, err := o.drop(t)
+	if err != nil {
+		return fmt.Errorf("-Z %s: %w", o.user, err)
+	}
+	fmt.Fprintf(errOut, "livesteer: dropped to %v, with no capability, in all %d threads\n", t, dropped.Threads)
+	return nil
 }
 
 // steeringError returns an error of afpacket.NewSteering or
