@@ -24,6 +24,27 @@ type Spec struct {
 	Burst    int
 	Size     int
 	Src, Dst netip.Addr
+	// Stamp writes into each frame the time it is handed to the kernel
+	// (Stamped reads it), for the latency from send to handler.
+	Stamp bool
+}
+
+// stampMagic marks a stamped frame at UDP payload offset 0 (frame offset
+// 42); the Unix time in nanoseconds follows, big-endian.
+const stampMagic = 0x52505354 // "RPST"
+
+// Stamped returns the send time a frame of a Spec with Stamp carries.
+func Stamped(b []byte) (time.Time, bool) {
+	if len(b) < 54 || binary.BigEndian.Uint32(b[42:]) != stampMagic {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b[46:]))), true
+}
+
+// stamp writes t into frame b (a Frame of 60 bytes or more).
+func stamp(b []byte, t time.Time) {
+	binary.BigEndian.PutUint32(b[42:], stampMagic)
+	binary.BigEndian.PutUint64(b[46:], uint64(t.UnixNano()))
 }
 
 // Batch is the most frames one sendmmsg call hands the kernel.
@@ -49,7 +70,7 @@ func (s Spec) Check() error {
 }
 
 // Args returns s as ParseArgs reads it: dev, frames, rate, burst, size,
-// src and dst, for a sender in a process of its own.
+// src and dst (not Stamp), for a sender in a process of its own.
 func (s Spec) Args() []string {
 	return []string{s.Dev, strconv.Itoa(s.Frames), strconv.Itoa(s.Rate), strconv.Itoa(s.Burst), strconv.Itoa(s.Size),
 		s.Src.String(), s.Dst.String()}

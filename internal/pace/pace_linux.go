@@ -61,6 +61,12 @@ func Send(s Spec) (sent int, elapsed time.Duration, err error) {
 		for i := 0; i < k; i++ {
 			Randomize(bufs[i], rng)
 		}
+		if s.Stamp {
+			now := time.Now()
+			for i := 0; i < k; i++ {
+				stamp(bufs[i], now)
+			}
+		}
 		m, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(k), 0, 0, 0)
 		switch {
 		case errno == unix.EAGAIN || errno == unix.ENOBUFS || errno == unix.EINTR:

@@ -115,3 +115,19 @@ func TestDue(t *testing.T) {
 		t.Errorf("due over 5ms: %v", dues)
 	}
 }
+
+// TestStamp: a stamped frame gives back its time; others give none.
+func TestStamp(t *testing.T) {
+	b := Frame(spec())
+	if _, ok := Stamped(b); ok {
+		t.Error("an unstamped frame has a stamp")
+	}
+	now := time.Unix(1700000000, 123456789)
+	stamp(b, now)
+	if got, ok := Stamped(b); !ok || !got.Equal(now) {
+		t.Errorf("stamped %v, read %v %v", now, got, ok)
+	}
+	if _, ok := Stamped(b[:53]); ok {
+		t.Error("a frame cut short has a stamp")
+	}
+}

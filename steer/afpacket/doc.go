@@ -30,7 +30,11 @@
 // instead), so a block is never handed out twice. Handlers that keep bytes
 // beyond Release must copy them, or the source can run in Copy mode, which
 // copies each batch into a pooled buffer and returns the block to the
-// kernel as soon as it has been walked.
+// kernel as soon as it has been walked. The kernel fills the blocks in
+// turn, so a batch held long holds the whole ring up: once the kernel
+// comes round to its block it drops every frame until the batch is
+// released. A handler stuck in a batch stops the capture after a lap of
+// the ring, whatever the dispatcher's stall timeout; not in Copy mode.
 //
 // Frames larger than the snap length (including the 64 KiB GSO/GRO
 // super-frames that cross a veth with offloads on) are one frame each:

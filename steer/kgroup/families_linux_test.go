@@ -30,8 +30,9 @@ type family struct {
 	// wait in poll.
 	open func(ns *netns.NS, wait, copying bool) (livetest.Source, error)
 	// live opens one socket on ns's link (in ns) with the family's
-	// defaults, as a user would.
-	live func(ns *netns.NS) (liveSocket, error)
+	// defaults, as a user would; with copying, one that copies each batch
+	// out of the ring (Config.Copy).
+	live func(ns *netns.NS, copying bool) (liveSocket, error)
 	// group opens a group of n sockets on ns's link (in ns) and a Steering
 	// of d over it; it returns the Steering, the sockets' stats and the
 	// group's Close.
@@ -88,7 +89,9 @@ var families = []family{
 			}
 			return afpacket.Open(ns.Link, cfg)
 		},
-		live: func(ns *netns.NS) (liveSocket, error) { return afpacket.Open(ns.Link, afpacket.Config{}) },
+		live: func(ns *netns.NS, copying bool) (liveSocket, error) {
+			return afpacket.Open(ns.Link, afpacket.Config{Copy: copying})
+		},
 		group: func(ns *netns.NS, d *steer.Dispatcher, n int, o kgroup.Options, g groupOpts) (*group, error) {
 			cfg := afpacket.Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}
 			if g.defaults {
@@ -129,7 +132,9 @@ var families = []family{
 		},
 		// The test namespaces' links have addresses: the sockets take the
 		// host's frames too, as on a port given over to capture.
-		live: func(ns *netns.NS) (liveSocket, error) { return afxdp.Open(ns.Link, afxdp.Config{Host: afxdp.HostTake}) },
+		live: func(ns *netns.NS, copying bool) (liveSocket, error) {
+			return afxdp.Open(ns.Link, afxdp.Config{Host: afxdp.HostTake, Copy: copying})
+		},
 		group: func(ns *netns.NS, d *steer.Dispatcher, n int, o kgroup.Options, g groupOpts) (*group, error) {
 			cfg := afxdp.Config{Queue: g.queue, Host: afxdp.HostTake}
 			if g.small {

@@ -34,7 +34,7 @@ func BenchmarkLiveRead(b *testing.B) {
 		for _, rate := range []int{250_000, 500_000} {
 			b.Run(fmt.Sprintf("%s/rate=%dk", f.name, rate/1000), func(b *testing.B) {
 				var s liveSocket
-				if err := p.A.Do(func() (err error) { s, err = f.live(p.A); return err }); err != nil {
+				if err := p.A.Do(func() (err error) { s, err = f.live(p.A, false); return err }); err != nil {
 					b.Fatal(err)
 				}
 				defer s.Close()
