@@ -188,12 +188,26 @@ func hold(b steer.Batch) Held {
 // returns the frames read and the batches kept, not released. Round i
 // names the failures, reported with Errorf.
 func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errClosed error) (frames int, held []Held) {
+	return closeWhileReading(t, s, i, false, pause, errClosed)
+}
+
+// CloseAfterFrames is CloseWhileReading that sleeps pause only once the
+// reader has read a frame, waiting up to a second for one (a failure if
+// none comes), so that the close comes under traffic however slowly the
+// traffic runs.
+func CloseAfterFrames(t testing.TB, s Source, i int, pause time.Duration, errClosed error) (frames int, held []Held) {
+	return closeWhileReading(t, s, i, true, pause, errClosed)
+}
+
+// closeWhileReading is CloseWhileReading, with first CloseAfterFrames.
+func closeWhileReading(t testing.TB, s Source, i int, first bool, pause time.Duration, errClosed error) (frames int, held []Held) {
 	type result struct {
 		err   error
 		held  []Held
 		count int
 	}
 	resc := make(chan result, 1)
+	read := make(chan struct{})
 	go func() {
 		var r result
 		for {
@@ -201,6 +215,9 @@ func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errCl
 			if r.err = s.ReadBatch(context.Background(), &b); r.err != nil {
 				resc <- r
 				return
+			}
+			if r.count == 0 && len(b.Frames) > 0 {
+				close(read)
 			}
 			r.count += len(b.Frames)
 			for _, f := range b.Frames {
@@ -213,6 +230,13 @@ func CloseWhileReading(t testing.TB, s Source, i int, pause time.Duration, errCl
 			}
 		}
 	}()
+	if first {
+		select {
+		case <-read:
+		case <-time.After(time.Second):
+			t.Errorf("iteration %d: no frame in a second", i)
+		}
+	}
 	if pause > 0 {
 		time.Sleep(pause)
 	}

@@ -25,6 +25,10 @@ import (
 // poll, while it reads, and while handlers still hold batches (released
 // after Close, their bytes unchanged). Nothing may crash, race or leak: no
 // descriptor, no ring or UMEM mapping, no goroutine, no program on a link.
+// The rounds that close while reading wait for their first frame (up to
+// a second) before their pause, so that they close under traffic however
+// slowly trafgen runs on a loaded machine; a third of the rounds or more
+// must then have held batches at Close, and a sixth closed in poll.
 func TestCloseStress(t *testing.T) {
 	netns.Require(t, "trafgen", "ethtool")
 	forEach(t, func(t *testing.T, f family) {
@@ -55,7 +59,7 @@ func TestCloseStress(t *testing.T) {
 		c := livetest.Stress(t, pairs, iterations, func(w, i int) livetest.Counts { return closeRound(t, f, ps[w], i) })
 		t.Logf("%d iterations in %v: %d frames read, %d closes with batches held, %d with the reader in poll",
 			iterations, time.Since(start).Round(time.Millisecond), c.Frames, c.HeldAtClose, c.BlockedAtClose)
-		if c.Frames == 0 || c.HeldAtClose < iterations/5 || c.BlockedAtClose < iterations/6 {
+		if c.Frames == 0 || c.HeldAtClose < iterations/3 || c.BlockedAtClose < iterations/6 {
 			t.Errorf("the stress did not exercise reads under traffic (frames %d, held at close %d, in poll %d)", c.Frames, c.HeldAtClose, c.BlockedAtClose)
 		}
 		cancel()
@@ -86,7 +90,7 @@ func closeRound(t *testing.T, f family, p *netns.Pair, i int) (c livetest.Counts
 		c.Frames, held = livetest.CloseWhileReading(t, s, i, 200*time.Microsecond, f.errClosed)
 		c.BlockedAtClose++
 	case 1, 3:
-		c.Frames, held = livetest.CloseWhileReading(t, s, i, time.Duration(1+i%3)*time.Millisecond, f.errClosed)
+		c.Frames, held = livetest.CloseAfterFrames(t, s, i, time.Duration(1+i%3)*time.Millisecond, f.errClosed)
 	case 2:
 		c.Frames, held = livetest.HoldThenClose(t, s, i, f.errClosed)
 	case 4:
