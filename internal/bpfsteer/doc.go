@@ -4,9 +4,12 @@
 // or, the same program at the XDP hook, for AF_XDP sockets sharing one
 // UMEM on one queue (see "The XDP hook" below).
 //
-// FreeBSD does this step in netisr: rss_mbuf_software_hash_v4/_v6 give the
-// mbuf a flowid, and rss_m2cpuid maps it through the RSS indirection table
-// to a CPU. Linux's RPS does the same with skb_get_hash and rps_map. Here
+// FreeBSD does this step in netisr under options RSS: ip_nh's
+// rss_soft_m2cpuid_v4 (_v6 for IPv6) gives the mbuf a flowid through
+// rss_mbuf_software_hash_v4/_v6 and maps it through the RSS indirection
+// table to a CPU with rss_hash2cpuid. Linux's RPS does the same with
+// skb_get_hash and rps_map, indexed by the hash's high bits
+// (reciprocal_scale) with no bucket table. Here
 // the kernel runs our program on each frame the fanout group receives
 // (fanout_demux_bpf in net/packet/af_packet.c) and delivers the frame to
 // socket number "return value modulo group size". The program returns

@@ -240,8 +240,7 @@ func (s *Source) Live() bool { return true }
 
 // Backlog reports how many of the ring's blocks hold frames not yet given
 // back to the kernel (retired to user space, read or not), of NumBlocks
-// (steer.LiveSource). The dispatcher holds the reader back on a full queue
-// only while it is under three quarters.
+// (steer.LiveSource).
 func (s *Source) Backlog() (used, size int) {
 	if !s.ref() {
 		return 0, 0

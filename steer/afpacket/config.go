@@ -93,9 +93,12 @@ type Config struct {
 	// ring block back at once, for handlers that keep frames or hold batches
 	// for long. Without it frames are views into the ring (zero copy).
 	Copy bool
-	// FillRxHash asks the kernel for the skb's flow hash
-	// (TP_FT_REQ_FILL_RXHASH); frames then carry it as Frame.FlowID with
-	// HashType OPAQUE_HASH (a consistent per-flow value, not Toeplitz).
+	// FillRxHash asks for the skb's hash (TP_FT_REQ_FILL_RXHASH, TPACKET_V3
+	// only) as Frame.FlowID, HashType OPAQUE_HASH: skb_get_hash, the NIC's
+	// RSS hash when the driver set an L4 one (Toeplitz with its key, random
+	// per boot on most NICs), else the kernel's SipHash flow hash; an
+	// outgoing frame's is its socket's random txhash. Consistent per flow
+	// and direction, but neither matches the dispatcher's key.
 	FillRxHash bool
 }
 
@@ -197,16 +200,21 @@ func (s Stats) Add(o Stats) Stats {
 type FanoutMode uint8
 
 const (
-	// FanoutHash picks the socket from the skb's flow hash
-	// (PACKET_FANOUT_HASH): a flow stays on one socket while the group's
-	// size does not change. The kernel's software RSS.
+	// FanoutHash picks the socket by the high bits of a symmetric flow
+	// hash the kernel computes for the fanout (PACKET_FANOUT_HASH:
+	// __skb_get_hash_symmetric, SipHash over sorted addresses and ports),
+	// not the skb's (nor the NIC's): a flow, both its directions, stays on
+	// one socket while the group's size does not change. IPv4 fragments
+	// hash by their addresses only, unless with FanoutFlagDefrag.
 	FanoutHash FanoutMode = 0
 	// FanoutLB deals frames round robin (PACKET_FANOUT_LB); flows are
 	// spread by load, not kept together.
 	FanoutLB FanoutMode = 1
-	// FanoutCPU picks the socket from the CPU that received the frame
-	// (PACKET_FANOUT_CPU); flows follow the kernel's RX CPU choice (RSS,
-	// RPS), which on a single-queue NIC is one CPU.
+	// FanoutCPU picks the socket from the CPU the tap runs on
+	// (PACKET_FANOUT_CPU: smp_processor_id() % sockets): the NIC queue's
+	// interrupt CPU, or the one RPS or RFS chose. On a single-queue NIC
+	// without RPS that is one CPU; RPS spreads frames over rps_cpus, and
+	// RFS may move a flow.
 	FanoutCPU FanoutMode = 2
 	// FanoutRollover fills one socket and moves to the next when it is
 	// full (PACKET_FANOUT_ROLLOVER); flows are spread by load.
@@ -250,8 +258,7 @@ const (
 	// the socket's, decides.
 	FanoutFlagIgnoreOutgoing FanoutFlag = 0x4000
 	// FanoutFlagDefrag reassembles IP fragments before choosing a socket
-	// (PACKET_FANOUT_FLAG_DEFRAG), so all fragments of a datagram hash
-	// alike.
+	// (PACKET_FANOUT_FLAG_DEFRAG): a datagram's fragments hash alike.
 	FanoutFlagDefrag FanoutFlag = 0x8000
 
 	fanoutFlagUniqueID FanoutFlag = 0x2000 // PACKET_FANOUT_FLAG_UNIQUEID

@@ -31,10 +31,9 @@
 // beyond Release must copy them, or the source can run in Copy mode, which
 // copies each batch into a pooled buffer and returns the block to the
 // kernel as soon as it has been walked. The kernel fills the blocks in
-// turn, so a batch held long holds the whole ring up: once the kernel
-// comes round to its block it drops every frame until the batch is
-// released. A handler stuck in a batch stops the capture after a lap of
-// the ring, whatever the dispatcher's stall timeout; not in Copy mode.
+// turn, so a batch held long (a stuck handler's) holds the whole ring up
+// once the kernel laps round to its block: every frame is dropped until it
+// is released, whatever the dispatcher's stall timeout; not in Copy mode.
 //
 // Frames larger than the snap length (including the 64 KiB GSO/GRO
 // super-frames that cross a veth with offloads on) are one frame each:
@@ -87,14 +86,13 @@
 // fanout group (PACKET_FANOUT), the kernel's own way to spread one
 // interface's frames over several rings. The first socket asks for an
 // unused group id (PACKET_FANOUT_FLAG_UNIQUEID); the kernel reports it back
-// and the others join it. FanoutHash (the flow hash of the skb) and
+// and the others join it. FanoutHash (a symmetric flow hash the kernel
+// computes for the fanout, not the skb's hash) and
 // FanoutEBPF (a program's answer, see Group.SetEBPF) keep a flow on one
 // socket; LB, RND and ROLLOVER spread by load; CPU and QM follow the
 // receiving CPU or queue. A socket's index is its join order; when a member
 // leaves the kernel moves the last member into its slot, so a group is
-// closed as a whole. Until every member has joined, each carries a
-// drop-everything filter, so that no flow is first delivered to a smaller
-// group and later to another socket.
+// closed as a whole.
 //
 // # Steering a group with the dispatcher
 //
@@ -107,7 +105,8 @@
 // every socket's PACKET_STATISTICS shown as a source. What each mode
 // promises about flows (FanoutMode.KeepsFlows):
 //
-//	hash      one worker per flow (the kernel's skb hash), in order
+//	hash      one worker per flow, both directions (the kernel's
+//	          symmetric fanout hash), in order
 //	ebpf      one worker per flow: the dispatcher's own flowid in the kernel
 //	          (Toeplitz or SipHash, its hash types, inner headers with
 //	          TunnelsInner), the worker Table()[flowid & (buckets-1)]; table
@@ -116,7 +115,8 @@
 //	          reordered across workers
 //	rollover  fills one socket, then the next: flows split under load
 //	cpu, qm   follow the receiving CPU or NIC queue: one worker per flow only
-//	          as long as the NIC's RSS and IRQ affinity keep the flow there
+//	          as long as the NIC's RSS and IRQ affinity (for cpu, RPS and RFS
+//	          too, which choose the CPU the tap runs on) keep the flow there
 //
 // kgroup.WorkerChanges counts how often flows change worker, to see what
 // a mode does. In EBPF mode the Steering's SetTable moves buckets between

@@ -41,13 +41,10 @@ type Group struct {
 // socket asks the kernel for an unused group id
 // (PACKET_FANOUT_FLAG_UNIQUEID), which the others then join.
 //
-// While the sockets join, each carries a filter that drops everything, so
-// that no frame reaches a group that is not complete yet (with fewer
-// members, HASH would send a flow to a different socket than it will once
-// the group is complete). When all have joined the filters are replaced by
-// cfg.Filter; in FanoutEBPF mode that waits for SetEBPF, since without a
-// program the kernel would send every frame to socket 0. Frames dropped by
-// the hold-back filter are not counted anywhere.
+// While the sockets join, each drops every frame (uncounted), so that no
+// flow reaches a smaller group, whose HASH would pick another socket; then
+// cfg.Filter replaces the hold-back, in FanoutEBPF mode at SetEBPF (with
+// no program the kernel sends every frame to socket 0).
 func OpenGroup(ifname string, n int, cfg Config, mode FanoutMode, flags FanoutFlag) (*Group, error) {
 	if err := validateFanout(n, mode, flags); err != nil {
 		return nil, err

@@ -13,14 +13,12 @@ import (
 	"github.com/rpsgo/rps/steer/filter"
 )
 
-// ErrNotSupported is returned on systems without AF_XDP. (An invalid
-// Config or argument is an error wrapping steer.ErrConfig, as in every
-// package of the module.)
+// ErrNotSupported is returned on systems without AF_XDP; an invalid Config
+// or argument is an error wrapping steer.ErrConfig.
 var ErrNotSupported = errors.New("afxdp: not supported on this system")
 
-// ErrHostAddrs is wrapped by the error of Open or OpenGroup on an
-// interface that has addresses with Config.Host HostRefuse. It wraps
-// steer.ErrConfig.
+// ErrHostAddrs, which wraps steer.ErrConfig, is wrapped by Open's and
+// OpenGroup's error on an interface with addresses under HostRefuse.
 var ErrHostAddrs = fmt.Errorf("%w: the interface carries the host's own traffic", steer.ErrConfig)
 
 // ErrClosed is returned by a Source or Group used after Close. It wraps
@@ -29,16 +27,11 @@ var ErrClosed = fmt.Errorf("afxdp: socket closed: %w", net.ErrClosed)
 
 // Defaults for the zero values of Config. They give a 32 MiB UMEM per
 // socket (or per group, whose sockets share one) and an RX ring of 8192
-// frames: 6.8 ms at 1.2 Mpps. An AF_PACKET socket's default 4 MiB ring
-// buffers about 30,000 64-byte frames; an AF_XDP ring's buffer is a 2 KiB
-// chunk a frame, so as deep a ring would take 64 MiB. Every chunk is in
-// one of three places: the FILL ring (the kernel's, for frames to come),
-// the RX ring, or a handler's batch; with twice as many chunks as RX
-// entries the ring can fill while handlers hold thousands of frames. The
-// ring must ride out the reader's stalls: a reader that shares its CPU
-// with the traffic's source is off it for milliseconds at a time, and with
-// 2048 entries such a reader lost frames from 500 kpps up (see
-// docs/performance.md). Without
+// frames: 6.8 ms at 1.2 Mpps. Every chunk is in the FILL ring, the RX ring
+// or a handler's batch: with twice as many chunks as RX entries the ring
+// can fill while handlers hold thousands of frames, and ride out the
+// stalls of a reader that shares its CPU with the traffic, where 2048
+// entries lost frames from 500 kpps up (docs/performance.md). Without
 // CAP_IPC_LOCK the kernel charges the UMEM to RLIMIT_MEMLOCK, and refuses
 // one beyond it (ENOBUFS): lower NumFrames, or raise the limit.
 const (

@@ -166,6 +166,13 @@
 //
 // # Steering in XDP
 //
+// Linux's own way to spread frames over CPUs at the XDP hook is a CPUMAP
+// (BPF_MAP_TYPE_CPUMAP, kernel/bpf/cpumap.c): the program redirects a
+// frame to a CPU, whose kthread builds the skb there (with GRO since
+// 6.15). It is XDP's RPS, but the program must compute its own hash and
+// table; NewSteering redirects to sockets instead, with the dispatcher's
+// hash and table.
+//
 // NewSteering binds a Group to a dispatcher with one worker per socket, as
 // a kgroup.Steering (package steer/kgroup, the kernel-steered group that
 // afpacket's fanout groups share): it loads the library's steering
