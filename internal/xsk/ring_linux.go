@@ -108,9 +108,13 @@ type UMEM struct {
 	Queue   int
 	NS      NetNS
 
-	mu       sync.Mutex // the FILL ring's producer side
-	fillProd uint32     // the producer index, written only under mu
-	spill    []uint64   // chunks that found no slot (never, while the count holds)
+	mu       sync.Mutex  // the FILL ring's producer side
+	fillProd uint32      // the producer index, written only under mu
+	spill    []uint64    // chunks that found no slot (see FillRingSize), under mu
+	spilled  atomic.Bool // spill is not empty
+	// RxChunks is the number of chunks that go round through the FILL
+	// ring (frames, in NewUMEM).
+	RxChunks int
 
 	refs atomic.Int32 // sockets (and a Sender) not torn down
 	torn atomic.Bool
@@ -127,30 +131,67 @@ func (u *UMEM) Give(chunks []uint64) bool {
 		return false
 	}
 	u.mu.Lock()
+	u.fillLocked(chunks)
+	u.mu.Unlock()
+	return u.wantsWakeup()
+}
+
+// Flush puts chunks that found no slot in an earlier Give into the FILL
+// ring, if it has room now; a reader calls it before it waits, so that a
+// spilled chunk cannot stay out of the kernel's reach while no frame comes
+// to release another. It reports what Give reports.
+func (u *UMEM) Flush() bool {
+	if !u.spilled.Load() {
+		return false
+	}
+	u.mu.Lock()
+	n := u.fillLocked(nil)
+	u.mu.Unlock()
+	return n > 0 && u.wantsWakeup()
+}
+
+// fillLocked writes the spilled chunks, then chunks, into the FILL ring's
+// free slots, keeps what finds none in the spill, and publishes the
+// producer index. It returns how many it wrote. The caller holds mu.
+func (u *UMEM) fillLocked(chunks []uint64) uint32 {
 	prod := u.fillProd
 	free := u.Fill.Mask + 1 - (prod - atomic.LoadUint32(u.Fill.Cons))
-	if len(u.spill) > 0 {
-		n := min(uint32(len(u.spill)), free)
-		for _, a := range u.spill[:n] {
+	put := func(list []uint64) []uint64 {
+		n := min(uint32(len(list)), free)
+		for _, a := range list[:n] {
 			*u.Fill.Addr(prod) = a
 			prod++
 		}
-		u.spill = append(u.spill[:0], u.spill[n:]...)
 		free -= n
+		return list[n:]
 	}
-	n := min(uint32(len(chunks)), free)
-	for _, a := range chunks[:n] {
-		*u.Fill.Addr(prod) = a
-		prod++
-	}
-	if int(n) < len(chunks) {
-		u.spill = append(u.spill, chunks[n:]...)
-	}
+	rest := put(u.spill)
+	u.spill = append(u.spill[:0], rest...)
+	u.spill = append(u.spill, put(chunks)...)
+	u.spilled.Store(len(u.spill) > 0)
+	n := prod - u.fillProd
 	u.fillProd = prod
 	atomic.StoreUint32(u.Fill.Prod, prod)
-	u.mu.Unlock()
+	return n
+}
+
+// wantsWakeup reports whether a zero-copy driver asked to be woken
+// (XDP_RING_NEED_WAKEUP on the FILL ring).
+func (u *UMEM) wantsWakeup() bool {
 	return u.ZeroCopy && atomic.LoadUint32(u.Fill.Flags)&unix.XDP_RING_NEED_WAKEUP != 0
 }
+
+// FillRingSize is the number of FILL ring entries for frames chunks:
+// twice as many. The kernel publishes its consumer index lazily: it takes
+// the entries it saw at once and stores the index only when it comes back
+// for more or ends a NAPI poll (xskq_cons_release and xskq_cons_get_entries
+// in net/xdp/xsk_queue.h, xsk_flush in net/xdp/xsk.c). Until then the
+// entries it has used still count as full, so a ring of frames entries can
+// look full while the kernel holds none of their chunks, and a chunk coming
+// back would find no slot. The entries not yet released are at most the
+// ones the kernel saw, frames at most, and the chunks given back since, no
+// more than it used: twice frames.
+func FillRingSize(frames int) int { return 2 * max(frames, 1) }
 
 // Ref takes a reference for another socket, unless the UMEM is gone.
 func (u *UMEM) Ref() bool {
@@ -265,7 +306,7 @@ func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
 
 // NewUMEM registers an area of frames+sendFrames chunks of frameSize bytes
 // on the socket fd, which becomes its owner, creates and maps its FILL
-// ring (frames entries) and COMPLETION ring (compSize entries, at least
+// ring (FillRingSize(frames) entries) and COMPLETION ring (compSize entries, at least
 // sendFrames), and puts the first frames chunks into the FILL ring; the
 // others are kept for a SharedSender, whose completions the COMPLETION
 // ring can all hold. With fill false the FILL ring stays empty (a socket
@@ -274,7 +315,7 @@ func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
 func NewUMEM(fd, frames, sendFrames, frameSize, compSize int, fill bool) (*UMEM, unix.XDPMmapOffsets, error) {
 	var off unix.XDPMmapOffsets
 	total := frames + sendFrames
-	fillSize := max(frames, 1)
+	fillSize := FillRingSize(frames)
 	compSize = max(compSize, sendFrames, 1)
 	u := &UMEM{FrameSize: uint64(frameSize), OwnerFD: -1}
 	area, err := mapArea(total * frameSize)
@@ -314,6 +355,7 @@ func NewUMEM(fd, frames, sendFrames, frameSize, compSize int, fill bool) (*UMEM,
 	for i := range chunks {
 		chunks[i] = uint64(i) * u.FrameSize
 	}
+	u.RxChunks = frames
 	if fill {
 		u.Give(chunks[:frames])
 	}

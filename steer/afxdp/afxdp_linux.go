@@ -243,8 +243,8 @@ const backlogScale = 1 << 16
 
 // Backlog reports how full the socket's buffer is (steer.LiveSource), as
 // the fuller of its RX ring (frames not yet read) and its UMEM's FILL ring
-// (the share of its slots the kernel has no chunk in, taken by frames read
-// and not released, or waiting in RX), out of backlogScale.
+// (the share of the UMEM's receive chunks not in it: frames read and not
+// released, or waiting in RX), out of backlogScale.
 func (s *Source) Backlog() (used, size int) {
 	if !s.ref() {
 		return 0, 0
@@ -257,9 +257,9 @@ func (s *Source) Backlog() (used, size int) {
 func (s *Source) backlog() int {
 	rx := uint64(atomic.LoadUint32(s.rx.Prod)-atomic.LoadUint32(s.rx.Cons)) * backlogScale / uint64(s.rx.Mask+1)
 	f := &s.u.Fill
-	fillSize := uint64(f.Mask + 1)
+	chunks := uint64(max(s.u.RxChunks, 1))
 	avail := uint64(atomic.LoadUint32(f.Prod) - atomic.LoadUint32(f.Cons))
-	fill := (fillSize - min(avail, fillSize)) * backlogScale / fillSize
+	fill := (chunks - min(avail, chunks)) * backlogScale / chunks
 	return int(max(rx, fill))
 }
 
@@ -317,6 +317,9 @@ func (s *Source) readBatch(ctx context.Context, b *steer.Batch, timeout time.Dur
 		wait, ok := deadline.Left(timeout)
 		if !ok {
 			return s.rxCons, nil
+		}
+		if s.u.Flush() {
+			s.wakeup()
 		}
 		if err := s.poll(ctx, wait); err != nil {
 			return 0, err
