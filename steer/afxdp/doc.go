@@ -31,10 +31,8 @@
 // unhashed_passed) count what it passes. The interface's other queues go
 // to the stack.
 //
-// Config.Promisc puts the interface in promiscuous mode while the socket
-// (or group) is open, counted by the kernel per holder as AF_PACKET's
-// PACKET_MR_PROMISC membership is: an AF_XDP socket has no membership of
-// its own, so a helper packet socket that receives nothing holds it.
+// Config.Promisc holds promiscuous mode while the socket (or group) is
+// open, through a packet socket's PACKET_MR_PROMISC membership.
 //
 // # The rings
 //
@@ -57,10 +55,9 @@
 // producer index that covers it was loaded; the kernel's side
 // (net/xdp/xsk_queue.h) pairs its barriers with these.
 //
-// Every chunk starts in the FILL ring, which has twice NumFrames entries:
-// the kernel stores its consumer index lazily (net/xdp/xsk_queue.h,
-// xskq_cons_release), so entries it has used can still count as full, and
-// with twice the entries a chunk coming back always finds a slot. The kernel writes a frame 256
+// Every chunk starts in the FILL ring, which has twice NumFrames entries
+// (the kernel stores its consumer index lazily, xskq_cons_release), so a
+// chunk coming back always finds a slot. The kernel writes a frame 256
 // bytes (XDP_PACKET_HEADROOM) into a chunk it took from FILL and puts its
 // descriptor on the RX ring; a frame longer than FrameSize-256 bytes is
 // dropped (rx_dropped). When the FILL ring is empty the kernel drops
