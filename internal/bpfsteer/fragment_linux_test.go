@@ -212,7 +212,7 @@ func fragmentAgreement(t *testing.T, hook Hook, hc steer.HashConfig, table []uin
 		t.Fatal(err)
 	}
 	t.Logf("%d frames: %d fragments hashed otherwise than by their addresses, %d orphans", tested, followed, orphans)
-	if !testing.Short() && (followed < tested/10 || orphans == 0) {
+	if !testing.Short() && (followed < tested/20 || orphans == 0) {
 		t.Errorf("the frames exercised too little: %d followed, %d orphans of %d", followed, orphans, tested)
 	}
 }
