@@ -1,6 +1,7 @@
 package steer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/internal/capture/encapframes"
+	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/pcapfile"
 )
@@ -38,7 +39,7 @@ import (
 // tsharkVXLANPorts are the VXLAN ports both sides use.
 var tsharkVXLANPorts = []uint16{steer.VXLANPort, 8472}
 
-// tsharkPseudowires are the MPLS labels of encapframes' pseudowires.
+// tsharkPseudowires are the MPLS labels of synth's pseudowires.
 var tsharkPseudowires = []int{200, 2000}
 
 // requireTshark returns tshark's path, or skips the test without it,
@@ -188,20 +189,20 @@ func innerClassifier(t *testing.T) *steer.Classifier {
 }
 
 // TestTsharkInnermost: every frame of a capture of each encapsulation the
-// classifier walks (encapframes' cases, with flows over IPv4 and IPv6,
+// classifier walks (synth's cases, with flows over IPv4 and IPv6,
 // and its packets over 64 KiB, BIG TCP's and jumbograms, cut by the snap
 // length as a capture cuts them), and of tcpdump's captures of GRE with
 // Cisco MetaData and of MPLS over UDP (testdata/tcpdump), is hashed by
 // the innermost IP header tshark decodes.
 func TestTsharkInnermost(t *testing.T) {
 	tshark := requireTshark(t)
-	flows := []encapframes.Flow{
+	flows := []synth.Flow{
 		{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80},
 		{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.7"), SrcPort: 4000, DstPort: 9000, UDP: true},
 		{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 5000, DstPort: 443},
 		{Src: netip.MustParseAddr("fd00::3"), Dst: netip.MustParseAddr("fd00::4"), SrcPort: 5001, DstPort: 9001, UDP: true},
 	}
-	build := func(cases []encapframes.Case) [][]byte {
+	build := func(cases []synth.Case) [][]byte {
 		var frames [][]byte
 		for _, c := range cases {
 			for _, f := range flows {
@@ -211,14 +212,22 @@ func TestTsharkInnermost(t *testing.T) {
 		return frames
 	}
 	dir := t.TempDir()
-	files := map[string][]byte{
-		"encap.pcap": encapframes.Pcap(build(encapframes.Cases)),
-		"big.pcap":   encapframes.PcapSnap(build(encapframes.BigCases), 256),
-	}
 	var paths []string
-	for name, b := range files {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+	for _, file := range []struct {
+		name  string
+		cases []synth.Case
+		snap  int
+	}{{"encap.pcap", synth.Cases, 0}, {"big.pcap", synth.BigCases, 256}} {
+		p := filepath.Join(dir, file.name)
+		var b bytes.Buffer
+		w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: file.snap})
+		if err == nil {
+			err = synth.WriteAll(w, synth.Packets(build(file.cases)))
+		}
+		if err == nil {
+			err = os.WriteFile(p, b.Bytes(), 0o644)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)

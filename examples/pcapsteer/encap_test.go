@@ -14,9 +14,10 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/capture"
-	"github.com/rpsgo/rps/internal/capture/encapframes"
 	"github.com/rpsgo/rps/internal/sample"
+	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // The VXLAN capture of the spread tests: 400 frames between two VXLAN
@@ -26,13 +27,26 @@ const vxlanFrames, vxlanFlows = 400, 64
 // vxlanCapture writes the VXLAN capture to a file and returns its name.
 func vxlanCapture(t *testing.T) string {
 	t.Helper()
-	return writeFile(t, "vxlan.pcap", encapframes.Pcap(encapframes.VXLANCapture(vxlanFrames, vxlanFlows, 1)))
+	return writeFile(t, "vxlan.pcap", pcapOf(synth.VXLANCapture(vxlanFrames, vxlanFlows, 1)))
+}
+
+// pcapOf writes frames as a pcap file, a millisecond apart.
+func pcapOf(frames [][]byte) []byte {
+	var b bytes.Buffer
+	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{})
+	if err == nil {
+		err = synth.WriteAll(w, synth.Packets(frames))
+	}
+	if err != nil { // a bytes.Buffer does not fail, nor do these times
+		panic(err)
+	}
+	return b.Bytes()
 }
 
 // encapFrames is a capture of every encapsulation: each case carrying
 // four flows, TCP and UDP over IPv4 and IPv6, three frames each.
 func encapFrames() []frame {
-	flows := []encapframes.Flow{
+	flows := []synth.Flow{
 		{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80},
 		{Src: netip.MustParseAddr("10.1.2.4"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40001, DstPort: 443},
 		{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.7"), SrcPort: 4000, DstPort: 9000, UDP: true},
@@ -40,7 +54,7 @@ func encapFrames() []frame {
 	}
 	var frames []frame
 	for range 3 {
-		for _, c := range encapframes.Cases {
+		for _, c := range synth.Cases {
 			for _, f := range flows {
 				b := c.Build(f)
 				frames = append(frames, frame{data: b, orig: len(b)})
@@ -68,9 +82,9 @@ func TestFlowsCSVEncapsulations(t *testing.T) {
 		hc   steer.HashConfig
 	}{
 		{"outer", nil, steer.HashConfig{Key: hash.MicrosoftKey[:]}},
-		{"inner", []string{"-tunnels", "inner", "-vxlan-ports", encapframes.VXLANPorts},
+		{"inner", []string{"-tunnels", "inner", "-vxlan-ports", synth.VXLANPorts},
 			steer.HashConfig{Key: hash.MicrosoftKey[:], Tunnels: steer.TunnelsInner, VXLANPorts: ports}},
-		{"inner-udp4tuple-symmetric", []string{"-tunnels", "inner", "-vxlan-ports", encapframes.VXLANPorts, "-udp4tuple", "-symmetric"},
+		{"inner-udp4tuple-symmetric", []string{"-tunnels", "inner", "-vxlan-ports", synth.VXLANPorts, "-udp4tuple", "-symmetric"},
 			steer.HashConfig{Key: hash.MicrosoftKey[:], Tunnels: steer.TunnelsInner, VXLANPorts: ports, UDP4Tuple: true, Symmetric: true}},
 		{"inner-ippair", []string{"-tunnels", "inner", "-hashtypes", "ipv4,ipv6"},
 			steer.HashConfig{Key: hash.MicrosoftKey[:], Tunnels: steer.TunnelsInner, Types: hash.TypeIPv4 | hash.TypeIPv6}},
@@ -107,7 +121,7 @@ func TestFlowsCSVEncapsulations(t *testing.T) {
 			// Four flows in each encapsulation opened (two cases may
 			// have one: IP in IPv4 and in IPv6).
 			opened := map[string]bool{}
-			for _, c := range encapframes.Cases {
+			for _, c := range synth.Cases {
 				legacy := c.Name == "vxlan-legacy-port" && tc.hc.VXLANPorts == nil
 				if !c.Tunnel || tc.hc.Tunnels == steer.TunnelsInner && !legacy {
 					opened[c.Inner] = true
@@ -158,14 +172,14 @@ func TestFlowsCSVTunnelsSample(t *testing.T) {
 func TestEncapCSVColumn(t *testing.T) {
 	file := writeFile(t, "encap.pcap", writePcap(1, encapFrames()))
 	path := filepath.Join(t.TempDir(), "flows.csv")
-	if _, _, err := runCmd(t, "-r", file, "-tunnels", "inner", "-vxlan-ports", encapframes.VXLANPorts, "-flows", path); err != nil {
+	if _, _, err := runCmd(t, "-r", file, "-tunnels", "inner", "-vxlan-ports", synth.VXLANPorts, "-flows", path); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, r := range readCSV(t, path) {
 		seen[r["encap"]] = true
 	}
-	for _, c := range encapframes.Cases {
+	for _, c := range synth.Cases {
 		if !seen[c.Inner] {
 			t.Errorf("no row with encap %q (case %s)", c.Inner, c.Name)
 		}
@@ -185,13 +199,13 @@ var hintLine = regexp.MustCompile(`(?m)^Hint: (\d+) of (\d+) frames .* are tunne
 func TestTunnelHint(t *testing.T) {
 	frames := encapFrames()
 	file := writeFile(t, "encap.pcap", writePcap(1, frames))
-	out, _, err := runCmd(t, "-r", file, "-vxlan-ports", encapframes.VXLANPorts)
+	out, _, err := runCmd(t, "-r", file, "-vxlan-ports", synth.VXLANPorts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := hintLine.FindAllStringSubmatch(out, -1)
 	tunnelled := 0
-	for _, c := range encapframes.Cases {
+	for _, c := range synth.Cases {
 		if c.Tunnel {
 			tunnelled += 12
 		}
@@ -350,7 +364,7 @@ func TestTraceLayers(t *testing.T) {
 // TestLayers: the layers of every encapsulation, nested tunnels and a
 // tunnel whose inside was not hashed included.
 func TestLayers(t *testing.T) {
-	f := encapframes.Flow{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80}
+	f := synth.Flow{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80}
 	inner, err := steer.NewClassifier(steer.HashConfig{Tunnels: steer.TunnelsInner})
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +382,7 @@ func TestLayers(t *testing.T) {
 		"mpls-pw":   {"ethernet", "mpls:2000", "pw", "vlan:5", hashed},
 		"mpls-gtpu": {"ethernet", "mpls:300", "ipv4 192.0.2.1 > 192.0.2.2, proto 17, ports 2152 > 2152 (the outer header)", "gtpu:99", hashed},
 	}
-	for _, c := range encapframes.Cases {
+	for _, c := range synth.Cases {
 		w, ok := want[c.Name]
 		if !ok {
 			continue
@@ -383,7 +397,7 @@ func TestLayers(t *testing.T) {
 	}
 	// ARP inside VXLAN: the tunnel is entered, the outer header hashed.
 	var arp []byte
-	for _, c := range encapframes.Cases {
+	for _, c := range synth.Cases {
 		if c.Name == "vxlan" {
 			arp = c.Build(f)
 		}
@@ -537,7 +551,7 @@ func splitFlows(t *testing.T, capture string, args ...string) (split, pairs int,
 // their addresses) and none with -fragments follow, which counts no
 // orphan, since every first fragment comes first.
 func TestFragmentsFollow(t *testing.T) {
-	capture := writeFile(t, "frag.pcap", encapframes.Pcap(encapframes.FragmentedUDP(240, 1)))
+	capture := writeFile(t, "frag.pcap", pcapOf(synth.FragmentedUDP(240, 1)))
 	common := []string{"-workers", "3", "-udp4tuple", "-key", "microsoft"}
 	split, pairs, _ := splitFlows(t, capture, common...)
 	t.Logf("-fragments tuple: %d of %d flows split across workers (%.0f%%)", split, pairs, 100*float64(split)/float64(pairs))

@@ -22,6 +22,6 @@
 //     JSON report (EncapCounts), with the one-line hint of a run that hashed
 //     tunnelled frames by their outer headers.
 //
-// Package encapframes, beside it, builds frames in every encapsulation for
-// the tests.
+// Package internal/synth builds frames in every encapsulation for the
+// tests.
 package capture

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rpsgo/rps/internal/capture/encapframes"
+	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 )
 
-var testFlow = encapframes.Flow{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80}
+var testFlow = synth.Flow{Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.4.5.6"), SrcPort: 40000, DstPort: 80}
 
 // countCases classifies one frame of every encapsulation as hc says and
 // counts them, in two tallies merged, as two workers would.
@@ -25,7 +25,7 @@ func countCases(t *testing.T, hc steer.HashConfig) *EncapCounts {
 		t.Fatal(err)
 	}
 	tallies := []*EncapTally{c.NewTally(), c.NewTally()}
-	for i, tc := range encapframes.Cases {
+	for i, tc := range synth.Cases {
 		frame := tc.Build(testFlow)
 		var cl steer.Classification
 		cls.Classify(frame, &cl)
@@ -48,7 +48,7 @@ func TestEncapCountsInner(t *testing.T) {
 	wantStacks := map[string]uint64{}
 	wantKinds := map[steer.EncapKind]uint64{}
 	var tunnels uint64
-	for _, tc := range encapframes.Cases {
+	for _, tc := range synth.Cases {
 		var kinds []string
 		seen := map[string]bool{}
 		for _, e := range strings.Split(tc.Inner, "+") {
@@ -114,7 +114,7 @@ func TestEncapCountsOuter(t *testing.T) {
 	r := n.Report()
 	want := map[steer.EncapKind]uint64{}
 	var tunnels uint64
-	for _, tc := range encapframes.Cases {
+	for _, tc := range synth.Cases {
 		if !tc.Tunnel {
 			continue
 		}
@@ -159,7 +159,7 @@ func TestEncapCountsOuter(t *testing.T) {
 		}
 	}
 	prefix := fmt.Sprintf("Hint: %d of %d frames (%.1f%%) are tunnelled (%s) and were hashed by their outer headers",
-		tunnels, len(encapframes.Cases), 100*float64(tunnels)/float64(len(encapframes.Cases)), strings.Join(kinds, ", "))
+		tunnels, len(synth.Cases), 100*float64(tunnels)/float64(len(synth.Cases)), strings.Join(kinds, ", "))
 	if len(hints) != 1 || !strings.Contains(hints[0], "-tunnels inner") || !strings.HasPrefix(hints[0], prefix) {
 		t.Errorf("hint lines %q\n%s", hints, b.String())
 	}

@@ -1,7 +1,5 @@
-// Package synth builds synthetic Ethernet frames for benchmarks, tests and
-// examples: TCP or UDP over IPv4 from a chosen number of flows, with a
-// chosen frame size and flow-size distribution, deterministically from a
-// seed.
+// This file builds the plain frames of many flows, fast (Spec, Generator).
+
 package synth
 
 import (

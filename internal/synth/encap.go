@@ -1,28 +1,17 @@
-// Package encapframes builds Ethernet frames in every encapsulation the
-// classifier walks (VLAN tags, MPLS with and without a pseudowire, PPPoE,
-// Cisco MetaData, VXLAN, GENEVE, GRE with its key, checksum and sequence
-// fields, NVGRE, ERSPAN types I, II and III, GTP-U, IP in IP, MPLS over
-// UDP, and tunnels nested in tunnels), and packets over 64 KiB as BIG TCP
-// sends them, with gopacket's layers where gopacket can write the header
-// and by hand where it cannot (GENEVE, ERSPAN III, the pseudowire control
-// word, Cisco MetaData, jumbograms), and writes them as a capture. It is for tests, the capture
-// commands' and package capture's; the commands themselves do not link
-// gopacket.
-package encapframes
+// This file builds frames in every encapsulation (Cases, BigCases) and the
+// captures made of them (VXLANCapture, FragmentedUDP).
+
+package synth
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-
-	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // Flow is the innermost packet of a frame: TCP or UDP between two IPv4 or
@@ -287,7 +276,7 @@ func Frame(first gopacket.SerializableLayer, rest ...gopacket.SerializableLayer)
 	buf := gopacket.NewSerializeBuffer()
 	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
 	if err := gopacket.SerializeLayers(buf, opts, append([]gopacket.SerializableLayer{first}, rest...)...); err != nil {
-		panic(fmt.Sprintf("encapframes: %v", err)) // the cases are fixed: a bug here
+		panic(fmt.Sprintf("synth: %v", err)) // the cases are fixed: a bug here
 	}
 	return append([]byte(nil), buf.Bytes()...)
 }
@@ -547,39 +536,9 @@ func fragment(frame []byte, k int, id uint32) [][]byte {
 			binary.BigEndian.PutUint16(ip[6:], fo)
 			binary.BigEndian.PutUint16(ip[2:], uint16(20+end-off))
 			ip[10], ip[11] = 0, 0
-			binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip[:20]))
+			binary.BigEndian.PutUint16(ip[10:], checksum(ip[:20]))
 		}
 		out = append(out, append(f, data[off:end]...))
 	}
 	return out
-}
-
-// ipv4Checksum is the IPv4 header checksum of h (its checksum field zero).
-func ipv4Checksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return ^uint16(s)
-}
-
-// Pcap returns frames as a classic pcap file (little-endian, microsecond
-// timestamps, Ethernet), one frame each millisecond from a fixed time.
-func Pcap(frames [][]byte) []byte { return PcapSnap(frames, 65535) }
-
-// PcapSnap is Pcap with a snap length: a longer frame is cut to it and
-// keeps its length on the wire.
-func PcapSnap(frames [][]byte, snap int) []byte {
-	var b bytes.Buffer
-	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: snap})
-	for i := 0; err == nil && i < len(frames); i++ {
-		err = w.WritePacket(time.Unix(1740830400, 0).Add(time.Duration(i)*time.Millisecond), frames[i], 0)
-	}
-	if err != nil { // a bytes.Buffer does not fail, nor do these times
-		panic(fmt.Sprintf("encapframes: %v", err))
-	}
-	return b.Bytes()
 }
