@@ -11,6 +11,6 @@
 // falls back to the sample for none; a program of your own would call
 // pcapfile.Open instead.
 //
-// The file is written by internal/sample/gen; package samplegen there
+// The file is written by internal/sample/gen; package internal/synth
 // documents what it holds in detail.
 package sample

@@ -8,7 +8,7 @@
 // frames; and a second capture of tunnelled traffic: TCP connections
 // carried in VXLAN (most of them), GENEVE, GRE, ERSPAN, GTP-U, IP in IP,
 // MPLS, PPPoE and pseudowires between a few tunnel endpoints. Package
-// samplegen documents the contents and builds the files; this package only
+// internal/synth documents the contents and builds them; this package only
 // embeds them, so that its users do not link gopacket. The sample capture
 // itself lives in the public package examples/sample, so that an example
 // copied out of the repository can read it; this package passes it on.
@@ -39,7 +39,7 @@ const TunnelsName = "tunnels.pcap"
 // Tunnels is the tunnels capture, in the sample's format: by their outer
 // headers its connections are a handful of flows, by their inner ones
 // each its own (HashConfig.Tunnels = TunnelsInner in package steer).
-// Package samplegen's constants say what it holds. Do not modify it.
+// Package synth's constants say what it holds. Do not modify it.
 //
 //go:embed tunnels.pcap
 var Tunnels []byte

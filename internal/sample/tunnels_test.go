@@ -10,18 +10,15 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/sample"
-	sg "github.com/rpsgo/rps/internal/sample/samplegen"
+	sg "github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
 )
 
 func TestTunnelsEmbeddedIsGenerated(t *testing.T) {
-	var b bytes.Buffer
-	if err := sg.GenerateTunnels(&b); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), sample.Tunnels) {
+	b := generate(t, sg.SampleTunnels)
+	if !bytes.Equal(b, sample.Tunnels) {
 		t.Fatalf("the embedded %s (%d bytes) differs from the generator's output (%d bytes): run go generate ./internal/sample",
-			sample.TunnelsName, len(sample.Tunnels), b.Len())
+			sample.TunnelsName, len(sample.Tunnels), len(b))
 	}
 	if sample.TunnelsReader().Len() != len(sample.Tunnels) {
 		t.Error("TunnelsReader is not the capture")

@@ -115,10 +115,10 @@ var Cases = []Case{
 			&layers.GRE{SeqPresent: true, Seq: 2, Protocol: 0x22eb}, erspan3(6, true), eth(ipType(f.Src))), inner(f))...)
 	}},
 	{Name: "gtpu", Inner: "gtpu:1234", Tunnel: true, Build: func(f Flow) []byte {
-		return gtpu(f, 1234, false)
+		return gtpuFrame(f, 1234, false)
 	}},
 	{Name: "gtpu-seq", Inner: "gtpu:1235", Tunnel: true, Build: func(f Flow) []byte {
-		return gtpu(f, 1235, true)
+		return gtpuFrame(f, 1235, true)
 	}},
 	{Name: "ipip", Inner: "ipip", Tunnel: true, Build: func(f Flow) []byte {
 		return Frame(eth(layers.EthernetTypeIPv4), cat(l(ip4(outer4a, outer4b, ipInIP(f.Src))), inner(f))...)
@@ -205,7 +205,7 @@ const BigLen = 70000
 var BigCases = []Case{
 	{Name: "big", Build: func(f Flow) []byte { return append(ethBytes(ipType(f.Src)), bigPacket(f)...) }},
 	{Name: "vxlan-jumbo", Inner: "vxlan:5001", Tunnel: true, Build: func(f Flow) []byte {
-		p := append([]byte{0x08, 0, 0, 0, 0, 0x13, 0x89, 0}, ethBytes(ipType(f.Src))...)
+		p := append(vxlanHeader(5001), ethBytes(ipType(f.Src))...)
 		return append(ethBytes(layers.EthernetTypeIPv6), jumbo6(outer6a, outer6b, 17, udpBig(50008, 4789, append(p, bigPacket(f)...)))...)
 	}},
 	{Name: "geneve-jumbo", Inner: "geneve:77", Tunnel: true, Build: func(f Flow) []byte {
@@ -356,6 +356,11 @@ func inner(f Flow) []gopacket.SerializableLayer {
 	return l(ip.(gopacket.SerializableLayer), t, payload)
 }
 
+// vxlanHeader is a VXLAN header (RFC 7348): the I flag and the VNI.
+func vxlanHeader(vni uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{0x08, 0, 0, 0}, vni<<8)
+}
+
 // geneve writes a GENEVE header (RFC 8926), which gopacket only reads:
 // version 0, the options' length, the protocol type, the VNI.
 func geneve(vni uint32, proto uint16, opts []byte) gopacket.Payload {
@@ -381,24 +386,18 @@ func erspan3(session uint16, platform bool) gopacket.Payload {
 	return h
 }
 
-// gtpu is a GTP-U G-PDU over UDP over IPv4 carrying f.
-func gtpu(f Flow, teid uint32, seq bool) []byte {
+// gtpuFrame is a GTP-U G-PDU over UDP over IPv4 carrying f.
+func gtpuFrame(f Flow, teid uint32, seq bool) []byte {
 	return Frame(eth(layers.EthernetTypeIPv4), gtpuLayers(f, teid, seq)...)
 }
 
 func gtpuLayers(f Flow, teid uint32, seq bool) []gopacket.SerializableLayer {
-	return cat(udpOver(outer4a, outer4b, 2152, 2152), l(gtpuHeader(teid, seq)), inner(f))
+	return cat(udpOver(outer4a, outer4b, 2152, 2152), l(&gtpuLayer{teid: teid, seq: seq}), inner(f))
 }
 
-// gtpuHeader returns a GTP-U G-PDU header (3GPP TS 29.281) written by
-// hand, its length field set from the user packet after it: gopacket's
-// GTPv1U writes its optional fields after the payload.
-func gtpuHeader(teid uint32, seq bool) *gtpuLayer {
-	return &gtpuLayer{teid: teid, seq: seq}
-}
-
-// gtpuLayer is a GTP-U header: with seq, the sequence number, N-PDU
-// number and next extension header type follow the 8 bytes.
+// gtpuLayer is a GTP-U G-PDU header (3GPP TS 29.281) as a layer, its
+// length field set from the user packet after it: gopacket's GTPv1U
+// writes its optional fields after the payload.
 type gtpuLayer struct {
 	teid uint32
 	seq  bool
@@ -407,25 +406,30 @@ type gtpuLayer struct {
 func (g *gtpuLayer) LayerType() gopacket.LayerType { return layers.LayerTypeGTPv1U }
 
 func (g *gtpuLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
-	n := len(b.Bytes()) // the user packet
-	hl := 8
-	if g.seq {
-		hl += 4
-	}
-	h, err := b.PrependBytes(hl)
+	h := gtpuHeader(g.teid, g.seq, len(b.Bytes()))
+	p, err := b.PrependBytes(len(h))
 	if err != nil {
 		return err
 	}
-	clear(h)
-	h[0] = 1<<5 | 1<<4 // version 1, protocol type GTP
-	if g.seq {
-		h[0] |= 0x02
-		binary.BigEndian.PutUint16(h[8:], 11) // sequence number; N-PDU and next extension 0
-	}
-	h[1] = 0xff // G-PDU
-	binary.BigEndian.PutUint16(h[2:], uint16(hl-8+n))
-	binary.BigEndian.PutUint32(h[4:], g.teid)
+	copy(p, h)
 	return nil
+}
+
+// gtpuHeader is a GTP-U G-PDU header before a user packet of n bytes:
+// version 1, protocol type GTP, the TEID; with seq, the sequence number
+// 11, N-PDU number and next extension header type 0 follow the 8 bytes.
+func gtpuHeader(teid uint32, seq bool, n int) []byte {
+	h := []byte{1<<5 | 1<<4, 0xff, 0, 0}
+	if seq {
+		h[0] |= 0x02
+		n += 4
+	}
+	binary.BigEndian.PutUint16(h[2:], uint16(n))
+	h = binary.BigEndian.AppendUint32(h, teid)
+	if seq {
+		h = append(h, 0, 11, 0, 0)
+	}
+	return h
 }
 
 // VXLANCapture returns the frames of a capture between two VXLAN tunnel
@@ -494,25 +498,27 @@ func FragmentedUDP(flows int, seed uint64) [][]byte {
 			out = append(out, whole)
 			continue
 		}
-		out = append(out, fragment(whole, 2+rng.IntN(3), uint32(n+1))...)
+		k := 2 + rng.IntN(3)
+		out = append(out, Fragment(whole, ((8+len(payload))/k+7)&^7, uint32(n+1))...)
 	}
 	return out
 }
 
-// fragment cuts the IP packet of an Ethernet frame without extension
-// headers into k fragments of datagram id, each but the last a multiple of
-// 8 bytes long.
-func fragment(frame []byte, k int, id uint32) [][]byte {
+// Fragment cuts the IP packet of an Ethernet frame (untagged, with no
+// extension headers) into fragments of datagram id, each carrying size
+// bytes of what follows the IP header (a multiple of 8), the last the
+// rest: IPv4 fragments get id's low 16 bits as their identification,
+// IPv6 ones a fragment header with id.
+func Fragment(frame []byte, size int, id uint32) [][]byte {
 	et := binary.BigEndian.Uint16(frame[12:14])
 	hl := 20
 	if et == 0x86dd {
 		hl = 40
 	}
 	hdr, data := frame[:14+hl], frame[14+hl:]
-	step := (len(data)/k + 7) &^ 7
 	var out [][]byte
-	for off := 0; off < len(data); off += step {
-		end := min(off+step, len(data))
+	for off := 0; off < len(data); off += size {
+		end := min(off+size, len(data))
 		more := end < len(data)
 		f := append([]byte(nil), hdr...)
 		ip := f[14:]

@@ -1,5 +1,5 @@
-// Command gen writes the sample captures: examples/sample embeds the first,
-// internal/sample the second:
+// Command gen writes the sample captures that package synth builds:
+// examples/sample embeds the first, internal/sample the second:
 //
 //	go run ./internal/sample/gen -o examples/sample/sample.pcap
 //	go run ./internal/sample/gen -tunnels -o internal/sample/tunnels.pcap
@@ -11,7 +11,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rpsgo/rps/internal/sample/samplegen"
+	"github.com/rpsgo/rps/internal/synth"
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 func main() {
@@ -25,12 +26,20 @@ func main() {
 }
 
 func run(out string, tunnels bool) error {
-	var b bytes.Buffer
-	generate := samplegen.Generate
+	packets := synth.Sample
 	if tunnels {
-		generate = samplegen.GenerateTunnels
+		packets = synth.SampleTunnels
 	}
-	if err := generate(&b); err != nil {
+	ps, err := packets()
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: synth.SampleSnapLen})
+	if err != nil {
+		return err
+	}
+	if err := synth.WriteAll(w, ps); err != nil {
 		return err
 	}
 	if out == "-" {

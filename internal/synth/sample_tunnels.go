@@ -1,4 +1,4 @@
-package samplegen
+package synth
 
 import (
 	"encoding/binary"
@@ -26,16 +26,16 @@ func (g *gen) tunnels() {
 		wrap func(c *conn) wrapFunc
 	}{
 		{VXLANConnections, 80, func(*conn) wrapFunc {
-			return udpTunnel(v4(192, 0, 2, 101), v4(192, 0, 2, 102), 4789, false, []byte{0x08, 0, 0, 0, 0x00, 0x13, 0x89, 0}) // VNI 5001
+			return udpTunnel(v4(192, 0, 2, 101), v4(192, 0, 2, 102), 4789, false, vxlanHeader(5001)) // VNI 5001
 		}},
 		{GENEVEConnections, 443, func(*conn) wrapFunc {
-			return udpTunnel(v4(192, 0, 2, 111), v4(192, 0, 2, 112), 6081, false, []byte{0, 0, 0x65, 0x58, 0, 0, 77, 0}) // Ethernet, VNI 77
+			return udpTunnel(v4(192, 0, 2, 111), v4(192, 0, 2, 112), 6081, false, geneve(77, 0x6558, nil)) // Ethernet, VNI 77
 		}},
 		{GREConnections, 22, func(*conn) wrapFunc {
 			return ipTunnel(v4(198, 51, 100, 1), v4(198, 51, 100, 2), layers.IPProtocolGRE, []byte{0x20, 0, 0x08, 0, 0, 0, 0, 9}) // key 9, IPv4
 		}},
 		{ERSPANConnections, 80, func(*conn) wrapFunc { return erspan(v4(198, 51, 100, 5), v4(198, 51, 100, 6)) }},
-		{GTPUConnections, 443, func(c *conn) wrapFunc { return gtpu(v4(10, 200, 0, 1), v4(10, 200, 0, 2), c.cPort) }},
+		{GTPUConnections, 443, func(c *conn) wrapFunc { return gtpuTunnel(v4(10, 200, 0, 1), v4(10, 200, 0, 2), c.cPort) }},
 		{IPIPConnections, 5432, func(*conn) wrapFunc {
 			return ipTunnel(v4(198, 51, 100, 9), v4(198, 51, 100, 10), layers.IPProtocolIPv4, nil)
 		}},
@@ -43,13 +43,13 @@ func (g *gen) tunnels() {
 		{PPPoEConnections, 80, func(c *conn) wrapFunc { return pppoe(c.cPort) }},
 		{NestedConnections, 443, func(*conn) wrapFunc {
 			gre := ipTunnel(v4(10, 9, 0, 1), v4(10, 9, 0, 2), layers.IPProtocolGRE, []byte{0x20, 0, 0x08, 0, 0, 0, 0, 7}) // key 7
-			vx := udpTunnel(v4(192, 0, 2, 101), v4(192, 0, 2, 102), 4789, false, []byte{0x08, 0, 0, 0, 0x00, 0x13, 0x8a, 0})
+			vx := udpTunnel(v4(192, 0, 2, 101), v4(192, 0, 2, 102), 4789, false, vxlanHeader(5002))
 			return func(g *gen, frame []byte, fromClient bool) []byte {
 				return vx(g, gre(g, frame, fromClient), fromClient)
 			}
 		}},
 		{InnerVLANConns, 80, func(*conn) wrapFunc {
-			vx := udpTunnel(v4(192, 0, 2, 101), v4(192, 0, 2, 102), 4789, false, []byte{0x08, 0, 0, 0, 0x00, 0x13, 0x8b, 0})
+			vx := udpTunnel(v4(192, 0, 2, 101), v4(192, 0, 2, 102), 4789, false, vxlanHeader(5003))
 			return func(g *gen, frame []byte, fromClient bool) []byte { return vx(g, withTag(frame, 100), fromClient) }
 		}},
 		{PseudowireConns, 80, func(*conn) wrapFunc { return pseudowire(2000) }},
@@ -66,7 +66,7 @@ func (g *gen) tunnels() {
 // tunnelOddities adds the frames of TunnelOddities.
 func (g *gen) tunnelOddities() {
 	vtepA, vtepB := v4(192, 0, 2, 101), v4(192, 0, 2, 102)
-	vx := udpTunnel(vtepA, vtepB, 4789, false, []byte{0x08, 0, 0, 0, 0x00, 0x13, 0x89, 0})
+	vx := udpTunnel(vtepA, vtepB, 4789, false, vxlanHeader(5001))
 	arp := g.serialize(&layers.Ethernet{SrcMAC: hostMAC(v4(172, 16, 0, 9)), DstMAC: broadcast, EthernetType: layers.EthernetTypeARP},
 		&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,
 			Operation: layers.ARPRequest, SourceHwAddress: hostMAC(v4(172, 16, 0, 9)), SourceProtAddress: v4(172, 16, 0, 9),
@@ -95,34 +95,10 @@ func (g *gen) tunnelOddities() {
 		g.add(at(4), lcp)
 		// One VXLAN datagram of 2,500 bytes in two outer fragments.
 		whole := vx(g, tcp, true)
-		outer := whole[14:]
-		hl := 20
-		off := (1400 - hl) &^ 7
-		for j, part := range [][]byte{outer[hl : hl+off], outer[hl+off:]} {
-			h := slices.Clone(outer[:hl])
-			binary.BigEndian.PutUint16(h[2:], uint16(hl+len(part)))
-			fo := uint16(0x2000) // MF
-			if j == 1 {
-				fo = uint16(off / 8)
-			}
-			binary.BigEndian.PutUint16(h[6:], fo)
-			binary.BigEndian.PutUint16(h[10:], 0)
-			binary.BigEndian.PutUint16(h[10:], ipChecksum(h))
-			g.add(at(5)+time.Duration(j)*time.Microsecond, append(append(slices.Clone(whole[:14]), h...), part...))
+		for j, f := range Fragment(whole, (1400-20)&^7, uint32(binary.BigEndian.Uint16(whole[18:]))) {
+			g.add(at(5)+time.Duration(j)*time.Microsecond, f)
 		}
 	}
-}
-
-// ipChecksum is the IPv4 header checksum of h (its checksum field zero).
-func ipChecksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return ^uint16(s)
 }
 
 // withTag inserts an 802.1Q tag after a frame's MAC addresses.
@@ -212,16 +188,15 @@ func erspan(a, b net.IP) func(g *gen, frame []byte, fromClient bool) []byte {
 	}
 }
 
-// gtpu carries a frame's IP packet in a G-PDU between gateways a and b,
+// gtpuTunnel carries a frame's IP packet in a G-PDU between gateways a and b,
 // with a TEID per user and direction.
-func gtpu(a, b net.IP, user uint16) func(g *gen, frame []byte, fromClient bool) []byte {
+func gtpuTunnel(a, b net.IP, user uint16) func(g *gen, frame []byte, fromClient bool) []byte {
 	return func(g *gen, frame []byte, fromClient bool) []byte {
 		teid := 0x10000 + uint32(user)
 		if !fromClient {
 			teid |= 0x1000000
 		}
-		n := len(frame) - 14
-		hdr := binary.BigEndian.AppendUint32([]byte{0x30, 0xff, byte(n >> 8), byte(n)}, teid)
+		hdr := gtpuHeader(teid, false, len(frame)-14)
 		return udpTunnel(a, b, 2152, true, hdr)(g, frame, fromClient)
 	}
 }

@@ -1,21 +1,18 @@
-// Package samplegen builds the sample capture that package sample embeds.
-// It is separate from package sample so that the programs and tests that
-// only read the embedded bytes do not link gopacket.
-//
-// The capture is deterministic: a fixed pseudo-random generator (splitmix64,
-// defined here so that no library change can alter its sequence), a fixed
-// start time and fixed addresses. Addresses come from the documentation
-// and private ranges (10.0.0.0/8, 192.0.2.0/24, 198.51.100.0/24,
+// This file builds the sample capture (Sample) and the tunnels capture
+// (SampleTunnels) that examples/sample and internal/sample embed. They
+// are deterministic: a fixed pseudo-random generator (splitmix64, defined
+// here so that no library change can alter its sequence), a fixed start
+// time and fixed addresses. Addresses come from the documentation and
+// private ranges (10.0.0.0/8, 192.0.2.0/24, 198.51.100.0/24,
 // 2001:db8::/32). The capture point is a tap next to the clients: a
 // client's packets appear at once, the server's answers one round trip
 // later.
-package samplegen
+
+package synth
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -23,8 +20,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-
-	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // What the sample holds; the sample tests count these by decoding it.
@@ -51,7 +46,7 @@ const (
 	LLDPs            = 3   // LLDP frames
 	SnapCut          = 2   // frames captured with fewer bytes than they had on the wire
 
-	// What the tunnels capture holds (GenerateTunnels): TCP/IPv4
+	// What the tunnels capture holds (SampleTunnels): TCP/IPv4
 	// connections in tunnels and shims, each kind between one pair of
 	// endpoints, which the classifier steers by their inner flow only with
 	// tunnels opened (MPLS and PPPoE always), and a few odd frames.
@@ -77,57 +72,49 @@ const (
 	// an IPv6 header cut at 20 bytes, and five VLAN tags.
 	Malformed = 7
 
-	// Seed is the seed of the pseudo-random sequence.
-	Seed = 0x5eed_2025_0301
-	// TunnelsSeed is the tunnels capture's.
-	TunnelsSeed = 0x5eed_2026_1201
-	// SnapLen is the snap length in the file header.
-	SnapLen = 65535
+	// SampleSnapLen is the snap length of the captures' file headers.
+	SampleSnapLen = 65535
+
+	// The seeds of the captures' pseudo-random sequences.
+	sampleSeed  = 0x5eed_2025_0301
+	tunnelsSeed = 0x5eed_2026_1201
 )
 
-// Start is the time of the capture's first frame.
-var Start = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+// SampleStart is the time of the captures' first frames.
+var SampleStart = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// Generate writes the sample capture to w as a classic pcap file
-// (little-endian, microsecond timestamps, link type Ethernet).
-func Generate(w io.Writer) error {
-	g := &gen{rng: rng(Seed), ports: map[string]bool{}}
+// Sample returns the sample capture's packets, in time order; written
+// with a snap length of SampleSnapLen (as a pcap file, little-endian with
+// microsecond timestamps, by internal/sample/gen) they are
+// examples/sample's file.
+func Sample() ([]Packet, error) {
+	g := &gen{rng: rng(sampleSeed), ports: map[string]bool{}}
 	g.build()
-	return g.write(w)
+	return g.packets()
 }
 
-// GenerateTunnels writes the tunnels capture to w, in the same format: a
+// SampleTunnels returns the tunnels capture's packets, as Sample does: a
 // minute of TCP connections carried in VXLAN (most of them), GENEVE, GRE,
 // ERSPAN, GTP-U, IP in IP, MPLS and PPPoE, and the odd frames of
-// tunnelOddities.
-func GenerateTunnels(w io.Writer) error {
-	g := &gen{rng: rng(TunnelsSeed), ports: map[string]bool{}}
+// TunnelOddities.
+func SampleTunnels() ([]Packet, error) {
+	g := &gen{rng: rng(tunnelsSeed), ports: map[string]bool{}}
 	g.tunnels()
 	g.tunnelOddities()
-	return g.write(w)
+	return g.packets()
 }
 
-// write sorts the events by time and writes them as a pcap file.
-func (g *gen) write(w io.Writer) error {
+// packets sorts the events by time and returns them as packets.
+func (g *gen) packets() ([]Packet, error) {
 	if g.err != nil {
-		return fmt.Errorf("samplegen: %w", g.err)
+		return nil, fmt.Errorf("synth: the sample: %w", g.err)
 	}
 	slices.SortStableFunc(g.evs, func(a, b event) int { return int(a.t - b.t) })
-
-	var out bytes.Buffer
-	pw, err := pcapfile.NewWriter(&out, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: SnapLen})
-	if err != nil {
-		return fmt.Errorf("samplegen: %w", err)
+	ps := make([]Packet, len(g.evs))
+	for i, e := range g.evs {
+		ps[i] = Packet{Time: SampleStart.Add(e.t), Data: e.data, WireLen: e.orig}
 	}
-	for _, e := range g.evs {
-		if err := pw.WritePacket(Start.Add(e.t), e.data, e.orig); err != nil {
-			return fmt.Errorf("samplegen: %w", err)
-		}
-	}
-	if _, err := w.Write(out.Bytes()); err != nil {
-		return fmt.Errorf("samplegen: writing: %w", err)
-	}
-	return nil
+	return ps, nil
 }
 
 // rng is splitmix64.
@@ -641,7 +628,7 @@ func (g *gen) ntpSyslog() {
 	for i := range Syslog {
 		p := path{cIP: v4(10, 0, 9, byte(g.rng.between(2, 30))), sIP: v4(192, 0, 2, 14)}
 		t := g.rng.dur(0, span)
-		ts := Start.Add(t)
+		ts := SampleStart.Add(t)
 		msg := fmt.Sprintf("<%d>%s host%d sshd[%d]: Accepted publickey for %s from 10.0.0.%d port %d ssh2",
 			30+i%8, ts.Format(time.Stamp), i%5, 1000+g.rng.intn(9000), pick(&g.rng, words), g.rng.between(2, 250), g.rng.between(32768, 60999))
 		g.udp(t, p, true, 514, 514, gopacket.Payload(msg))
@@ -706,37 +693,25 @@ func (g *gen) icmp() {
 func (g *gen) fragments() {
 	for i := range FragDatagrams4 {
 		p := path{cIP: v4(10, 0, 5, 5), sIP: v4(192, 0, 2, 50)}
-		ls, nl := g.layers(p, true, layers.IPProtocolUDP)
-		u := &layers.UDP{SrcPort: 40000, DstPort: 9000}
-		_ = u.SetNetworkLayerForChecksum(nl)
-		dgram := g.serialize(u, gopacket.Payload(g.text(3800)))
-		ip := nl.(*layers.IPv4)
-		t := time.Duration(5+i*15) * time.Second
-		for off := 0; off < len(dgram); off += 1480 {
-			end := min(off+1480, len(dgram))
-			frag := *ip
-			frag.FragOffset = uint16(off / 8)
-			if end < len(dgram) {
-				frag.Flags = layers.IPv4MoreFragments
-			}
-			g.emit(t, ls[0], &frag, gopacket.Payload(dgram[off:end]))
-			t += 15 * time.Microsecond
-		}
+		g.emitFragments(time.Duration(5+i*15)*time.Second, p, 40000, 3800, 1480, 0)
 	}
 	p := path{cIP: v6("2001:db8:1::9"), sIP: v6("2001:db8:2::50")}
-	ls, nl := g.layers(p, true, layers.IPProtocolIPv6Fragment)
-	u := &layers.UDP{SrcPort: 40001, DstPort: 9000}
+	g.emitFragments(20*time.Second, p, 40001, 3000, 1448, 0xcafef00d)
+}
+
+// emitFragments sends a datagram of n bytes of text from the client's
+// port to port 9000 from time t on, in fragments of size bytes 15 µs
+// apart; id is an IPv6 datagram's identification (IPv4's is the header's).
+func (g *gen) emitFragments(t time.Duration, p path, port uint16, n, size int, id uint32) {
+	ls, nl := g.layers(p, true, layers.IPProtocolUDP)
+	u := &layers.UDP{SrcPort: layers.UDPPort(port), DstPort: 9000}
 	_ = u.SetNetworkLayerForChecksum(nl)
-	dgram := g.serialize(u, gopacket.Payload(g.text(3000)))
-	t := 20 * time.Second
-	for off := 0; off < len(dgram); off += 1448 {
-		end := min(off+1448, len(dgram))
-		fh := []byte{byte(layers.IPProtocolUDP), 0, 0, 0, 0xca, 0xfe, 0xf0, 0x0d}
-		binary.BigEndian.PutUint16(fh[2:], uint16(off))
-		if end < len(dgram) {
-			fh[3] |= 1
-		}
-		g.emit(t, append(ls, gopacket.Payload(append(fh, dgram[off:end]...)))...)
+	whole := g.serialize(append(ls, u, gopacket.Payload(g.text(n)))...)
+	if ip, ok := nl.(*layers.IPv4); ok {
+		id = uint32(ip.Id)
+	}
+	for _, f := range Fragment(whole, size, id) {
+		g.add(t, f)
 		t += 15 * time.Microsecond
 	}
 }
