@@ -20,7 +20,8 @@
 //   - Pcap and PcapSnap: frames as a classic pcap file, through
 //     steer/pcapfile's Writer.
 //
-// Headers gopacket can write are written with its layers; the others
-// (GENEVE, ERSPAN III, GTP-U, the pseudowire control word, Cisco MetaData,
-// jumbograms) by hand. The library's packages do not import synth.
+// The sample's conversations are written with gopacket's layers (TCP
+// options, DNS, ICMPv6 neighbor discovery); every tunnel and shim header,
+// and the encapsulation cases' frames, by hand, each header kind once
+// (headers.go). The library's packages do not import synth.
 package synth

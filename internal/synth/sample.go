@@ -188,20 +188,8 @@ func (g *gen) emitOn(p path, fromClient bool, t time.Duration, ls ...gopacket.Se
 	}
 }
 
-// Addresses.
-var (
-	routerMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
-	switchMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0xfe}
-	broadcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	lldpMAC   = net.HardwareAddr{0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e}
-)
-
-func hostMAC(ip net.IP) net.HardwareAddr {
-	if v4 := ip.To4(); v4 != nil {
-		return net.HardwareAddr{0x02, 0x00, v4[0], v4[1], v4[2], v4[3]}
-	}
-	return net.HardwareAddr{0x02, 0x06, ip[12], ip[13], ip[14], ip[15]}
-}
+// lldpMAC is LLDP's multicast address (nearest bridge).
+var lldpMAC = net.HardwareAddr{0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e}
 
 func v4(a, b, c, d byte) net.IP { return net.IPv4(a, b, c, d).To4() }
 

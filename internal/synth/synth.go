@@ -122,17 +122,6 @@ func Seq(frame []byte, udp bool) (uint32, bool) {
 	return binary.BigEndian.Uint32(frame[off:]), true
 }
 
-func checksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
-}
-
 func uniform(rng *rand.Rand, n int) func() int {
 	return func() int { return rng.IntN(n) }
 }
