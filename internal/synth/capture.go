@@ -15,8 +15,7 @@ type Packet struct {
 }
 
 // PacketWriter writes a capture's packets in order: steer/pcapfile's
-// Writer is one. (synth does not import pcapfile, which imports steer,
-// whose own tests import synth.)
+// Writer is one.
 type PacketWriter interface {
 	WritePacket(ts time.Time, data []byte, wireLen int) error
 }

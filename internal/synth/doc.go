@@ -17,8 +17,9 @@
 //   - Sample and SampleTunnels: the sample captures that examples/sample
 //     and internal/sample embed, a minute of conversations from a tap
 //     (internal/sample/gen writes them).
-//   - Pcap and PcapSnap: frames as a classic pcap file, through
-//     steer/pcapfile's Writer.
+//   - Packet, Packets and WriteAll: frames as a capture's packets, written
+//     to a PacketWriter such as steer/pcapfile's Writer (synth does not
+//     import pcapfile, which imports steer, whose own tests import synth).
 //
 // The sample's conversations are written with gopacket's layers (TCP
 // options, DNS, ICMPv6 neighbor discovery); every tunnel and shim header,
