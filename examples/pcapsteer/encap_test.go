@@ -17,7 +17,6 @@ import (
 	"github.com/rpsgo/rps/internal/sample"
 	"github.com/rpsgo/rps/internal/synth"
 	"github.com/rpsgo/rps/steer"
-	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // The VXLAN capture of the spread tests: 400 frames between two VXLAN
@@ -30,17 +29,13 @@ func vxlanCapture(t *testing.T) string {
 	return writeFile(t, "vxlan.pcap", pcapOf(synth.VXLANCapture(vxlanFrames, vxlanFlows, 1)))
 }
 
-// pcapOf writes frames as a pcap file, a millisecond apart.
+// pcapOf writes frames as a pcap file (writePcap's).
 func pcapOf(frames [][]byte) []byte {
-	var b bytes.Buffer
-	w, err := pcapfile.NewWriter(&b, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{})
-	if err == nil {
-		err = synth.WriteAll(w, synth.Packets(frames))
+	fs := make([]frame, len(frames))
+	for i, f := range frames {
+		fs[i] = frame{data: f, orig: len(f)}
 	}
-	if err != nil { // a bytes.Buffer does not fail, nor do these times
-		panic(err)
-	}
-	return b.Bytes()
+	return writePcap(1, fs)
 }
 
 // encapFrames is a capture of every encapsulation: each case carrying
