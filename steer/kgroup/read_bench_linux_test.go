@@ -107,5 +107,5 @@ func readFor(b *testing.B, s liveSocket, n int, drops0 uint64) (frames, reads in
 func threadUsage() (time.Duration, int64) {
 	var ru unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Nvcsw) // int32 on 32-bit Linux
 }
