@@ -14,6 +14,7 @@ import (
 
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/bpfsteer"
+	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
@@ -47,6 +48,7 @@ func TestParseFlags(t *testing.T) {
 		{"-i", "eth0", "-tunnels", "deep"}, {"-i", "eth0", "-vxlan-ports", "6081"}, {"-i", "eth0", "-vxlan-ports", "0"},
 		{"-i", "eth0", "-hashtypes", "tcp_ipv4"}, {"-i", "eth0", "-hashtypes", "ippair"}, {"-i", "eth0", "-hash", "crc32"},
 		{"-i", "eth0", "-hash", "siphash", "-key", "microsoft"}, {"-i", "eth0", "-hash", "siphash", "-key", "symmetric"},
+		{"-i", "eth0", "-key", "6d5a56da255b0ec2"}, {"-i", "eth0", "-hash", "siphash", "-key", "6d5a"},
 		{"-i", "eth0", "-Z", ""}} {
 		if _, err := parseFlags(args, io.Discard); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
@@ -88,6 +90,12 @@ func TestConfig(t *testing.T) {
 		}},
 		{[]string{"-udp4tuple", "-key", "microsoft"}, func(c steer.Config) bool {
 			return c.Hash.UDP4Tuple && string(c.Hash.Key) == string(hash.MicrosoftKey[:]) && !c.Hash.Symmetric
+		}},
+		{[]string{"-key", "0x" + capture.KeyHex(hash.MicrosoftKey[:])}, func(c steer.Config) bool {
+			return string(c.Hash.Key) == string(hash.MicrosoftKey[:]) && !c.Hash.Symmetric // a key in hex, as pcapsteer takes it
+		}},
+		{[]string{"-key", strings.Repeat("a5", hash.SipHashKeyLen), "-hash", "siphash"}, func(c steer.Config) bool {
+			return len(c.Hash.Key) == hash.SipHashKeyLen && c.Hash.Algorithm == hash.AlgorithmSipHash
 		}},
 		{[]string{"-key", "symmetric", "-fanout", "ebpf"}, func(c steer.Config) bool {
 			return c.Hash.Symmetric && string(c.Hash.Key) == string(hash.SymmetricKey[:]) && c.Dispatch == steer.Direct

@@ -135,7 +135,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/privdrop"
@@ -153,7 +152,7 @@ type options struct {
 	workers  int    // 0: steer.DefaultWorkers()
 	dispatch string // empty: direct with a fanout group, deferred without
 	policy   string
-	key      string // random, microsoft or symmetric
+	key      string // -key: random, microsoft, symmetric or hex (capture.ParseKey)
 	hash     capture.HashFlags
 	duration time.Duration
 	interval time.Duration
@@ -215,7 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.workers, "workers", 0, "`number` of worker goroutines (and sockets in a fanout group); 0: steer.DefaultWorkers(), one per CPU this process may run on")
 	fs.StringVar(&o.dispatch, "dispatch", "", "`mode`: direct, hybrid or deferred (default: direct with a fanout group, deferred without)")
 	fs.StringVar(&o.policy, "policy", "rss", "steering `policy`: rss, flow, source (ebpf needs rss)")
-	fs.StringVar(&o.key, "key", "random", "hash `key`: random; for toeplitz also microsoft or symmetric")
+	fs.StringVar(&o.key, "key", "random", capture.KeyUsage+" (symmetric also hashes both directions of a connection alike)")
 	o.hash.Register(fs)
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this `long` (0: until Ctrl-C)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "report `interval`")
@@ -265,8 +264,6 @@ func (o options) check() error {
 		return cli.Usagef("-duration %v is negative", o.duration)
 	case o.qlimit < 0 || o.qlimit > steer.MaxQLimit:
 		return cli.Usagef("-qlimit %d: want 0 to %d", o.qlimit, steer.MaxQLimit)
-	case o.key != "random" && o.key != "microsoft" && o.key != "symmetric":
-		return cli.Usagef("-key %q: want random, microsoft or symmetric", o.key)
 	case o.count < 0:
 		return cli.Usagef("-c %d is negative", o.count)
 	case o.snaplen < 0:
@@ -312,19 +309,13 @@ func (o options) config() (steer.Config, error) {
 		}
 	}
 	cfg.Dispatch, _ = steer.ParseDispatch(dispatch) // checked
-	var key []byte
-	symmetric := false
-	switch o.key {
-	case "microsoft":
-		key = hash.MicrosoftKey[:]
-	case "symmetric":
-		key, symmetric = hash.SymmetricKey[:], true
+	key, err := capture.ParseKey(o.key, o.hash.Algorithm)
+	if err != nil {
+		return cfg, cli.Usagef("-key: %v", err)
 	}
-	if key != nil && o.hash.Algorithm == hash.AlgorithmSipHash {
-		return cfg, cli.Usagef("-key %s is a Toeplitz key: -hash siphash takes -key random", o.key)
-	}
-	var err error
-	cfg.Hash, err = o.hash.Config(key, symmetric)
+	// The symmetric key comes with symmetric hashing: livesteer has no
+	// -symmetric flag of its own.
+	cfg.Hash, err = o.hash.Config(key, o.key == "symmetric")
 	return cfg, err
 }
 

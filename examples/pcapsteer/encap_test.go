@@ -70,7 +70,7 @@ func TestFlowsCSVEncapsulations(t *testing.T) {
 	const workers, buckets = 3, 64
 	ports := []uint16{4789, 8472}
 	sipKey := strings.Repeat("a5", hash.SipHashKeyLen)
-	sip, _ := parseKey(sipKey, hash.AlgorithmSipHash)
+	sip, _ := capture.ParseKey(sipKey, hash.AlgorithmSipHash)
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -186,7 +186,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -196,7 +195,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
 	"github.com/rpsgo/rps/internal/sample"
@@ -254,7 +252,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	cpus := fs.String("cpus", "", "pin worker i to CPU list[i % len], a `list` such as \"0,1\" or \"0-3\" (Linux only); default unpinned")
 	policy := fs.String("policy", "rss", "steering `policy`: rss (indirection table), flow (flowid % workers) or source (input + ifindex)")
 	dispatch := fs.String("dispatch", "deferred", "dispatch `mode`: deferred (queue to the worker), direct (handle in the reading goroutine), or hybrid (the reader is worker 0 and handles its own frames inline when it is idle)")
-	key := fs.String("key", "random", fmt.Sprintf("hash `key`: random; for toeplitz also microsoft (reproducible flowids), symmetric, or %d to %d bytes in hex; for siphash %d bytes in hex", steer.MinKeyLen, hash.MaxKeyLen, hash.SipHashKeyLen))
+	key := fs.String("key", "random", capture.KeyUsage)
 	symmetric := fs.Bool("symmetric", false, "hash both directions of a connection alike (canonical order)")
 	var hf capture.HashFlags
 	hf.Register(fs)
@@ -317,7 +315,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.dispatch, err = steer.ParseDispatch(*dispatch); err != nil {
 		return nil, cli.Usagef("-dispatch: %v", err)
 	}
-	k, err := parseKey(*key, hf.Algorithm)
+	k, err := capture.ParseKey(*key, hf.Algorithm)
 	if err != nil {
 		return nil, cli.Usagef("-key: %v", err)
 	}
@@ -399,37 +397,6 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return cpus, nil
-}
-
-// parseKey returns the key the -key flag names for the hash function alg.
-// A nil key asks the dispatcher for a random one; the report names the key
-// by its fingerprint. The named keys are Toeplitz keys.
-func parseKey(s string, alg hash.Algorithm) ([]byte, error) {
-	sip := alg == hash.AlgorithmSipHash
-	switch s {
-	case "random":
-		return nil, nil
-	case "microsoft", "symmetric":
-		if sip {
-			return nil, fmt.Errorf("%s is a Toeplitz key: -hash siphash takes random or %d bytes in hex", s, hash.SipHashKeyLen)
-		}
-		if s == "microsoft" {
-			return hash.MicrosoftKey[:], nil
-		}
-		return hash.SymmetricKey[:], nil
-	}
-	h := strings.ReplaceAll(strings.TrimPrefix(strings.ToLower(s), "0x"), ":", "")
-	key, err := hex.DecodeString(h)
-	if err != nil {
-		return nil, fmt.Errorf("%q is neither microsoft, symmetric, random nor hex: %w", s, err)
-	}
-	switch {
-	case sip && len(key) != hash.SipHashKeyLen:
-		return nil, fmt.Errorf("a SipHash key of %d bytes: want %d", len(key), hash.SipHashKeyLen)
-	case !sip && (len(key) < steer.MinKeyLen || len(key) > hash.MaxKeyLen):
-		return nil, fmt.Errorf("a key of %d bytes: want %d to %d", len(key), steer.MinKeyLen, hash.MaxKeyLen)
-	}
-	return key, nil
 }
 
 // input is the opened capture.
