@@ -565,6 +565,7 @@ loop:
 			}
 		}
 		r.Totals.Balanced = k.err == nil && k.balanced(&s)
+		r.Config.KeyRandom = cfg.Hash.Key == nil
 		r.Encapsulations = enc.Report()
 		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: in.keepsFlows(),
 			WorkerChanges: wc.Changes(), HashedFrames: wc.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc,

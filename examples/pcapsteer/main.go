@@ -123,6 +123,13 @@
 // leave their flow's worker; -fragments follow hashes a first fragment by
 // its ports and sends the later ones after it (steer.FragmentsFollow).
 //
+// The key is random by default, drawn anew for each run (as a NIC's driver
+// draws one at boot), so the flowids, and with them the buckets, the
+// workers and the flow rows, change from run to run. The report says so
+// and prints the key: -key with it repeats a run, and -key microsoft gives
+// the flowids a NIC computes with its default key (the examples above use
+// it, so that their figures repeat).
+//
 // It has tcpdump's habits where they fit. A capture filter follows the flags
 // as tcpdump takes it (pcapsteer -r f.pcap tcp port 80), or comes with -f
 // EXPR or -F FILE; it is a pcap-filter(7) expression, compiled in Go (by
@@ -569,7 +576,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}
 	tally.workers, tally.buckets = workers, d.Config().Buckets
-	fmt.Fprintf(report, "%sHash: %s\n", header, capture.HashSummary(o.hash))
+	key := d.Config().Hash.Key // a random key as drawn
+	fmt.Fprintf(report, "%sHash: %s\n%s", header, capture.HashSummary(o.hash), keyNote(o.hash.Key == nil, key))
 
 	var bar *progress
 	if o.progress && isTerminal(stderr) {
@@ -621,6 +629,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		r.Input, r.Filter, r.Interrupted, r.ElapsedSeconds = in.name, o.filter, interrupted, elapsed.Seconds()
 		r.Totals.Read, r.Totals.AfterCount, r.Totals.Written = counts.read, counts.afterCount, counts.written
 		r.Totals.Balanced = tally.check(&st, counts) == nil
+		r.Config.KeyRandom, r.Config.KeyHex = o.hash.Key == nil, capture.KeyHex(key)
 		r.Encapsulations = tally.encaps().Report()
 		r.FlowRecords = tally.flowReport()
 		if err := r.Write(stdout); err != nil {
@@ -636,6 +645,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return closeErr
 	}
 	return tally.check(&st, counts)
+}
+
+// keyNote is the header's line on a random key, empty for a key the user
+// chose: a random key is drawn for each run, so the flowids, and with them
+// the buckets, workers and flow rows, change from run to run; it says how
+// to repeat the run.
+func keyNote(random bool, key []byte) string {
+	if !random {
+		return ""
+	}
+	return fmt.Sprintf("Key: random, drawn for this run: flowids, buckets and workers change from run to run.\n"+
+		"  To repeat this run: -key %s; for the flowids a NIC computes by default: -key microsoft.\n", capture.KeyHex(key))
 }
 
 // startCPUProfile starts the CPU profile of -cpuprofile, written to path,

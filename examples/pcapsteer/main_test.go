@@ -856,6 +856,55 @@ func TestKeyFlag(t *testing.T) {
 	}
 }
 
+// TestRandomKeyRepeats: a run with the random key says so, in the text
+// and the JSON report, and prints its key; -key with that key repeats the
+// run's flowids and workers. A key the user chose gets no such line.
+func TestRandomKeyRepeats(t *testing.T) {
+	dir := t.TempDir()
+	first, again := filepath.Join(dir, "first.csv"), filepath.Join(dir, "again.csv")
+	stdout, stderr, err := runCmd(t, "-json", "-workers", "3", "-flows", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^Key: random, drawn for this run: .*change from run to run\.\n  To repeat this run: -key ([0-9a-f]+); .*-key microsoft\.$`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no line on the random key:\n%s", stderr)
+	}
+	var r capture.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Config.KeyRandom || r.Config.KeyHex != m[1] {
+		t.Errorf("JSON key_random %v, key_hex %q; the text printed %q", r.Config.KeyRandom, r.Config.KeyHex, m[1])
+	}
+	out, _, err := runCmd(t, "-key", m[1], "-workers", "3", "-flows", again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "Key: random") {
+		t.Errorf("a key given in hex is called random:\n%s", out)
+	}
+	rows := func(path string) []string { // the workers write their rows in turns: compare them sorted
+		var s []string
+		for _, r := range readCSV(t, path) {
+			s = append(s, r.ident()+" "+r["flowid"]+" "+r["first"])
+		}
+		slices.Sort(s)
+		return s
+	}
+	if ra, rb := rows(first), rows(again); len(ra) == 0 || !slices.Equal(ra, rb) {
+		t.Error("-key with the printed key does not repeat the run's flowids and workers")
+	}
+	stdout, _, err = runCmd(t, "-json", "-key", "microsoft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = capture.Report{}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.Config.KeyRandom || r.Config.KeyHex != capture.KeyHex(hash.MicrosoftKey[:]) {
+		t.Errorf("-key microsoft: key_random %v, key_hex %q, %v", r.Config.KeyRandom, r.Config.KeyHex, err)
+	}
+}
+
 func TestParseCPUList(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

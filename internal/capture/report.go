@@ -95,8 +95,15 @@ type Config struct {
 	Dispatch steer.DispatchMode `json:"dispatch"`
 	Buckets  int                `json:"buckets"`
 	// Key is the Toeplitz key's fingerprint ("microsoft", "random
-	// 1a2b3c4d"), never the key.
+	// 1a2b3c4d"). KeyRandom says whether the key was drawn at random for
+	// the run (-key random, the default): the flowids, buckets and workers
+	// of another run then differ. KeyHex is the key itself in hex, as -key
+	// takes it back to repeat the run, from a command that replays a file
+	// (pcapsteer); omitted by a live capture, whose random key stays its
+	// own.
 	Key       string `json:"key"`
+	KeyRandom bool   `json:"key_random"`
+	KeyHex    string `json:"key_hex,omitempty"`
 	Symmetric bool   `json:"symmetric"`
 	// Hash is the hash function, "toeplitz" or "siphash".
 	Hash hash.Algorithm `json:"hash"`
