@@ -1365,6 +1365,26 @@ func TestJSON(t *testing.T) {
 	}
 }
 
+// TestJSONQueueLimits: the JSON report gives the queue limits in force,
+// the ones the text report shows, defaults and -qlimit alike.
+func TestJSONQueueLimits(t *testing.T) {
+	limits := regexp.MustCompile(`Queue limit \(drop/wait\) +(\d+)/(\d+) `)
+	for _, args := range [][]string{{"-c", "10"}, {"-c", "10", "-qlimit", "1000"}} {
+		stdout, stderr, err := runCmd(t, append(args, "-json")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := limits.FindStringSubmatch(stderr)
+		var r capture.Report
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil || m == nil {
+			t.Fatalf("%q: %v, or no queue limit in the text:\n%s", args, err, stderr)
+		}
+		if got := fmt.Sprintf("%d/%d", r.Config.QueueLimitDrop, r.Config.QueueLimitWait); got != m[1]+"/"+m[2] {
+			t.Errorf("%q: JSON queue limits %s, the text report %s/%s", args, got, m[1], m[2])
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	out, errOut, err := runCmd(t, "-version")
 	if err != nil || !strings.HasPrefix(out, "pcapsteer version ") || errOut != "" {

@@ -486,7 +486,7 @@ func TestDumpTick(t *testing.T) {
 // renaming one breaks scripts, so it breaks this test first.
 var reportKeys = []string{
 	"bucket_frames", "command", "config", "config.buckets", "config.cpus", "config.dispatch", "config.flow_limit", "config.fragments",
-	"config.hash", "config.hash_types", "config.key", "config.key_random", "config.overflow", "config.policy", "config.queue_limit",
+	"config.hash", "config.hash_types", "config.key", "config.key_random", "config.overflow", "config.policy", "config.queue_limit_drop", "config.queue_limit_wait",
 	"config.rebalance_seconds", "config.rfs", "config.symmetric", "config.tunnels", "config.udp_4tuple",
 	"config.verify_checksums", "config.vxlan_ports", "config.workers", "elapsed_seconds", "encapsulations", "encapsulations.decapsulated",
 	"encapsulations.kinds", "encapsulations.not_decapsulated", "encapsulations.not_decapsulated_kinds",

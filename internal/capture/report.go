@@ -12,7 +12,7 @@ import (
 // SchemaVersion names the layout of Report, its "schema" field. It changes
 // only when a field is renamed, changes meaning or goes away; fields may be
 // added without a change.
-const SchemaVersion = "rps-report/2"
+const SchemaVersion = "rps-report/3"
 
 // Report is the document -json prints on standard output: a run's final
 // steer.Stats with stable, snake_case field names, and the command's own
@@ -120,13 +120,17 @@ type Config struct {
 	// Fragments is "tuple" (every fragment hashed by its addresses) or
 	// "follow" (a datagram's fragments sent after its first).
 	Fragments steer.FragmentMode `json:"fragments"`
-	// QueueLimit is the per-worker queue limit in frames; zero means the
-	// library's defaults (steer.DefaultQLimit for a live source,
-	// steer.DefaultWaitQLimit for a file).
-	QueueLimit int            `json:"queue_limit"`
-	Overflow   steer.Overflow `json:"overflow"`
-	FlowLimit  bool           `json:"flow_limit"`
-	RFS        bool           `json:"rfs"`
+	// QueueLimitDrop and QueueLimitWait are each worker's queue limit in
+	// frames as in force, the text report's "Queue limit (drop/wait)":
+	// for an input that drops on a full queue (a live source under
+	// overflow auto, any under drop) and for one that waits (a file under
+	// auto, any under wait). A limit set (-qlimit) is both; unset, they
+	// are steer.DefaultQLimit and steer.DefaultWaitQLimit.
+	QueueLimitDrop int            `json:"queue_limit_drop"`
+	QueueLimitWait int            `json:"queue_limit_wait"`
+	Overflow       steer.Overflow `json:"overflow"`
+	FlowLimit      bool           `json:"flow_limit"`
+	RFS            bool           `json:"rfs"`
 	// VerifyChecksums says whether the workers verified checksums
 	// (steer.Config.VerifyChecksums).
 	VerifyChecksums bool `json:"verify_checksums"`
@@ -297,7 +301,8 @@ func NewReport(command string, st *steer.Stats) *Report {
 			Buckets: c.Buckets, Key: st.KeyFingerprint, Symmetric: c.Hash.Symmetric,
 			Hash: c.Hash.Algorithm, HashTypes: c.Hash.Types, UDP4Tuple: c.Hash.UDP4Tuple,
 			Tunnels: c.Hash.Tunnels, VXLANPorts: append([]uint16{}, c.Hash.VXLANPorts...), Fragments: c.Hash.Fragments,
-			QueueLimit: c.Queue.Limit, Overflow: c.Queue.Overflow, FlowLimit: c.Queue.FlowLimit,
+			QueueLimitDrop: queueLimit(c.Queue, steer.DefaultQLimit), QueueLimitWait: queueLimit(c.Queue, steer.DefaultWaitQLimit),
+			Overflow: c.Queue.Overflow, FlowLimit: c.Queue.FlowLimit,
 			RFS: c.RFS.Enabled, RebalanceSeconds: c.Rebalance.Interval.Seconds(), VerifyChecksums: c.VerifyChecksums,
 		},
 		Totals: Totals{
@@ -344,6 +349,15 @@ func NewReport(command string, st *steer.Stats) *Report {
 		r.TopFlows = append(r.TopFlows, Flow{FlowID: f.FlowID, Worker: f.Worker, Desired: f.Desired, Packets: f.Packets, Bytes: f.Bytes})
 	}
 	return r
+}
+
+// queueLimit is the queue limit in force under q for an input whose
+// default is def.
+func queueLimit(q steer.QueueConfig, def int) int {
+	if q.Limit > 0 {
+		return q.Limit
+	}
+	return def
 }
 
 // Write writes the report as one JSON document and a newline.
