@@ -550,7 +550,7 @@ loop:
 	s := d.Stats()
 	k := in.socks.totals()
 	if limit != nil {
-		k.afterCount = limit.Over()
+		k.afterCount, k.count = limit.Over(), o.count
 	}
 	writeReconcile(out, &s, k)
 	// As tcpdump prints its counts when it stops, meaning what it means.
@@ -638,6 +638,7 @@ type kernel struct {
 	received, dropped, delivered uint64
 	filtered                     uint64 // frames a user-space filter rejected (AF_XDP)
 	afterCount                   uint64 // frames read past -c, not steered
+	count                        int64  // -c N, 0 for none
 	err                          error
 }
 
@@ -664,12 +665,15 @@ func writeReconcile(out io.Writer, s *steer.Stats, k kernel) {
 	}
 	after := ""
 	if k.afterCount > 0 {
-		after = fmt.Sprintf(" + read after -c %d", k.afterCount)
+		after = fmt.Sprintf(" + past -c %d", k.afterCount)
 	}
 	if k.filtered > 0 {
 		after += fmt.Sprintf(" + filtered %d", k.filtered)
 	}
 	fmt.Fprintf(out, "Kernel received %d = steered %d + kernel dropped %d%s: %s\n", k.received, s.Frames, k.dropped, after, ok)
+	if k.afterCount > 0 {
+		fmt.Fprintf(out, "  (past -c: read from the rings once -c %d frames were steered, and not steered)\n", k.count)
+	}
 }
 
 // serveMetrics serves the dispatcher's metrics at addr until the returned

@@ -268,7 +268,7 @@ func runBackground(ctx context.Context, o options, out, errOut io.Writer) func(t
 	}
 }
 
-var reconcileLine = regexp.MustCompile(`Kernel received (\d+) = steered (\d+) \+ kernel dropped (\d+)(?: \+ read after -c (\d+))?(?: \+ filtered \d+)?: (\w+)`)
+var reconcileLine = regexp.MustCompile(`Kernel received (\d+) = steered (\d+) \+ kernel dropped (\d+)(?: \+ past -c (\d+))?(?: \+ filtered \d+)?: (\w+)`)
 
 // reconcile returns the final report's kernel received, steered, kernel
 // dropped and read after -c, and fails unless they add up.

@@ -137,7 +137,9 @@
 // a program as `tcpdump -dd` prints it (see package steer/filter). The
 // program runs in user space before the dispatcher: the frames it rejects
 // are counted as filtered, neither handled nor dropped, and -d prints the
-// program as tcpdump -d does instead of running. -c N stops after N frames have passed the filter. -w FILE writes
+// program as tcpdump -d does instead of running. -c N stops after N frames have passed the filter; the
+// file is read 64 frames at a time, and the rest of the read that reached
+// N is counted as past -c, read and not steered. -w FILE writes
 // the steered frames as pcap, in one file, or, with a %d in the name, one
 // file per worker, each written by its worker alone. -json prints the
 // report on standard output as one JSON document (field names in
@@ -611,7 +613,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		counts.filtered += s.Filtered
 	}
 	if limit != nil {
-		counts.afterCount = limit.Over()
+		counts.afterCount, counts.count = limit.Over(), o.count
 	}
 	if dump != nil {
 		counts.written, counts.writtenTo = tally.written(), o.write

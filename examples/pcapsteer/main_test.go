@@ -1204,7 +1204,7 @@ func TestFilterForms(t *testing.T) {
 // reading, and counts what it read past them.
 func TestCount(t *testing.T) {
 	total := uint64(len(readFrames(t, sample.Pcap)))
-	afterC := regexp.MustCompile(`(?m)^  frames after -c +(\d+) `)
+	afterC := regexp.MustCompile(`(?m)^  frames past -c +(\d+) +\(read, not steered: the file is read \d+ frames at a time, and the read that reached -c \d+ brought these too\)$`)
 	for _, tc := range []struct {
 		args []string
 		want uint64
@@ -1228,7 +1228,11 @@ func TestCount(t *testing.T) {
 			after, _ = strconv.ParseUint(m[1], 10, 64)
 		}
 		if tc.want < total && (after == 0 || after >= pcapfile.DefaultBatchSize) {
-			t.Errorf("%q: %d frames read past -c; want the rest of the last batch", tc.args, after)
+			t.Errorf("%q: %d frames read past -c; want the rest of the last batch, explained:\n%s", tc.args, after, out)
+		}
+		totals := regexp.MustCompile(fmt.Sprintf(`(?m)^Totals: read \d+ = (filtered \d+ \+ )?past -c %d \+ handled %d \+`, after, in))
+		if after > 0 && !totals.MatchString(out) {
+			t.Errorf("%q: no line %q:\n%s", tc.args, totals, out)
 		}
 		if !strings.Contains(out, ": yes\n") {
 			t.Errorf("%q: totals do not add up:\n%s", tc.args, out)

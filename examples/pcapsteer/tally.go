@@ -10,6 +10,7 @@ import (
 	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/steer"
+	"github.com/rpsgo/rps/steer/pcapfile"
 )
 
 // tally is what the handlers saw: one workerTally per worker, made by
@@ -103,10 +104,12 @@ func (t *tally) written() uint64 {
 }
 
 // tallyCounts are the reader's side of the totals: the records read, those
-// the capture filter rejected, those read past -c, and the frames -w wrote.
+// the capture filter rejected, those read past -c (the rest of the read
+// that reached it), and the frames -w wrote.
 type tallyCounts struct {
 	read, filtered, afterCount, written uint64
 	writtenTo                           string
+	count                               int64 // -c N, 0 for none
 }
 
 // endOpen ends the records still open when the capture ended, worker
@@ -167,7 +170,8 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 		fmt.Fprintf(tw, "  frames filtered\t%d\t(rejected by the capture filter: not steered)\n", c.filtered)
 	}
 	if c.afterCount > 0 {
-		fmt.Fprintf(tw, "  frames after -c\t%d\t(read past the -c count: not steered)\n", c.afterCount)
+		fmt.Fprintf(tw, "  frames past -c\t%d\t(read, not steered: the file is read %d frames at a time, and the read that reached -c %d brought these too)\n",
+			c.afterCount, pcapfile.DefaultBatchSize, c.count)
 	}
 	fmt.Fprintf(tw, "  frames handled\t%d\t%d bytes on the wire\n", total.frames, total.bytes)
 	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, flow limit, re-dispatch, close)\n", st.Dropped())
@@ -222,7 +226,7 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 		fmt.Fprintf(&b, "filtered %d + ", c.filtered)
 	}
 	if c.afterCount > 0 {
-		fmt.Fprintf(&b, "after -c %d + ", c.afterCount)
+		fmt.Fprintf(&b, "past -c %d + ", c.afterCount)
 	}
 	fmt.Fprintf(&b, "handled %d + dropped %d + panicked %d: %s\n", st.Handled(), st.Dropped(), st.Panicked(), ok)
 	_, err := io.WriteString(out, b.String())
