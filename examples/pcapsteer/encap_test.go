@@ -431,7 +431,7 @@ func TestEncapJSON(t *testing.T) {
 			t.Errorf("-tunnels inner: %+v", e)
 		}
 		if tunnels == "outer" && (e.Kinds[steer.EncapVXLAN] != 0 || e.NotDecapsulated != vx || e.NotDecapsulatedKinds[steer.EncapVXLAN] != vx ||
-			e.Plain != vxlanFrames || e.Stacks["plain"] != vxlanFrames) {
+			e.Plain != vxlanFrames-vx || e.Stacks["plain"] != vxlanFrames-vx || e.Stacks["vxlan"] != vx) { // tunnelled is not plain
 			t.Errorf("-tunnels outer: %+v", e)
 		}
 	}

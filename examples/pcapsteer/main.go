@@ -61,20 +61,29 @@
 // IP in IP and MPLS over UDP, up to steer.MaxTunnelDepth deep, and hashes
 // the innermost flow. MPLS label stacks (with pseudowires), PPPoE sessions
 // and Cisco MetaData are walked either way. The
-// summary counts frames per encapsulation, and a run with tunnels closed
-// that saw tunnelled frames says so in one line, with how many and the flag
-// that spreads them. The embedded sample -sample tunnels is a minute of TCP
+// summary counts frames per encapsulation, with tunnels closed too (a
+// tunnelled frame is then marked "not opened", never counted as plain),
+// and a run with tunnels closed that saw tunnelled frames says so in one
+// line, with how many and the flag that spreads them. The embedded sample -sample tunnels is a minute of TCP
 // connections between a few tunnel endpoints, most of them in VXLAN
 // (internal/sample); with tunnels closed one worker of four gets nearly
 // two thirds of the frames, with them opened each gets about a quarter:
 //
 //	$ go run ./examples/pcapsteer -sample tunnels -key microsoft -workers 4
 //	Frames by encapsulation (outermost first; -tunnels outer):
-//	  encapsulation  frames  bytes   share
-//	  plain          1053    248053  88.1%
-//	  pppoe          62      10266   5.2%
-//	  mpls           52      9575    4.4%
-//	  mpls+pw        28      5426    2.3%
+//	  encapsulation             frames  bytes   share
+//	  vxlan (not opened)        670     151516  56.1%
+//	  gre (not opened)          96      14994   8.0%
+//	  geneve (not opened)       80      25186   6.7%
+//	  gtpu (not opened)         77      21716   6.4%
+//	  pppoe                     62      10266   5.2%
+//	  mpls                      52      9575    4.4%
+//	  vxlan+gre (not opened)    34      12173   2.8%
+//	  vxlan+vlan (not opened)   32      7045    2.7%
+//	  gre+erspan2 (not opened)  28      7552    2.3%
+//	  ipip (not opened)         28      2627    2.3%
+//	  mpls+pw                   28      5426    2.3%
+//	  plain                     8       5244    0.7%
 //	Hint: 1041 of 1195 frames (87.1%) are tunnelled (vxlan 734, geneve 80, gre 124, gtpu 75, ipip 28) and were hashed by their outer headers: -tunnels inner would spread them by their inner flows.
 //	...
 //	Frames per worker:

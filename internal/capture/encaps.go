@@ -69,47 +69,62 @@ type EncapTally struct {
 }
 
 // Add counts one frame: its bytes (for the check with TunnelsOuter), its
-// key and its length on the wire.
+// key and its length on the wire. With TunnelsOuter a frame that carries a
+// tunnel is counted under the stack TunnelsInner would walk, marked as not
+// opened, never as plain.
 func (t *EncapTally) Add(data []byte, k *steer.FlowKey, length int) {
 	n := &t.counts
 	n.frames++
-	if k.NVLAN == 0 && k.NEncap == 0 {
-		n.plain.add(length)
-	} else {
-		var s encapStack
-		var seen [4]uint64 // the kinds counted for this frame, one bit each
-		i := 0
-		for range min(int(k.NVLAN), steer.MaxVLANDepth) {
-			s[i] = steer.EncapVLAN
-			i++
+	s, depth := stackOf(k)
+	var seen [4]uint64 // the kinds counted for this frame, one bit each
+	for _, kind := range s[:depth] {
+		if w, bit := kind>>6, uint64(1)<<(kind&63); seen[w]&bit == 0 {
+			seen[w] |= bit
+			n.kinds[kind]++
 		}
-		for _, e := range k.Encaps[:min(int(k.NEncap), steer.MaxEncaps)] {
-			s[i] = e.Kind
-			i++
-		}
-		for _, kind := range s[:i] {
-			if w, bit := kind>>6, uint64(1)<<(kind&63); seen[w]&bit == 0 {
-				seen[w] |= bit
-				n.kinds[kind]++
-			}
-		}
-		n.stack(s).add(length)
 	}
 	if k.Depth > 0 {
 		n.decapsulated++
 	}
 	if t.c.probe != nil && t.c.carrier(k) {
 		t.c.probe.Classify(data, &t.scratch)
-		if ik := &t.scratch.Key; ik.Depth > 0 {
-			n.closed++
-			for _, e := range ik.Encaps[:min(int(ik.NEncap), steer.MaxEncaps)] {
-				if e.Kind.Tunnel() {
-					n.closedKinds[e.Kind]++
-					break
-				}
+		ik := &t.scratch.Key
+		tunnel := steer.EncapNone
+		for _, e := range ik.Encaps[:min(int(ik.NEncap), steer.MaxEncaps)] {
+			if e.Kind.Tunnel() {
+				tunnel = e.Kind
+				break
 			}
 		}
+		if tunnel != steer.EncapNone {
+			if ik.Depth > 0 {
+				n.closed++
+				n.closedKinds[tunnel]++
+			}
+			is, _ := stackOf(ik)
+			n.stack(&n.notOpened, is).add(length)
+			return
+		}
 	}
+	if depth == 0 {
+		n.plain.add(length)
+	} else {
+		n.stack(&n.stacks, s).add(length)
+	}
+}
+
+// stackOf returns the kinds of k's encapsulations, outermost first, and
+// how many there are.
+func stackOf(k *steer.FlowKey) (s encapStack, n int) {
+	for range min(int(k.NVLAN), steer.MaxVLANDepth) {
+		s[n] = steer.EncapVLAN
+		n++
+	}
+	for _, e := range k.Encaps[:min(int(k.NEncap), steer.MaxEncaps)] {
+		s[n] = e.Kind
+		n++
+	}
+	return s, n
 }
 
 // carrier reports whether the key's tuple could carry a tunnel.
@@ -161,6 +176,7 @@ type EncapCounts struct {
 	plain        count
 	kinds        [256]uint64 // frames carrying each kind, by steer.EncapKind
 	stacks       map[encapStack]*count
+	notOpened    map[encapStack]*count // with TunnelsOuter, the tunnelled frames' stacks
 	decapsulated uint64
 	closed       uint64      // tunnelled frames hashed outside their tunnel
 	closedKinds  [256]uint64 // those by their outermost tunnel's kind
@@ -177,7 +193,12 @@ func (c *EncapCounts) Merge(o *EncapCounts) {
 		c.closedKinds[i] += o.closedKinds[i]
 	}
 	for s, n := range o.stacks {
-		m := c.stack(s)
+		m := c.stack(&c.stacks, s)
+		m.frames += n.frames
+		m.bytes += n.bytes
+	}
+	for s, n := range o.notOpened {
+		m := c.stack(&c.notOpened, s)
 		m.frames += n.frames
 		m.bytes += n.bytes
 	}
@@ -185,15 +206,16 @@ func (c *EncapCounts) Merge(o *EncapCounts) {
 	c.closed += o.closed
 }
 
-// stack returns the count of stack s, made on first use.
-func (c *EncapCounts) stack(s encapStack) *count {
-	if c.stacks == nil {
-		c.stacks = make(map[encapStack]*count)
+// stack returns the count of stack s in the map *m, both made on first
+// use.
+func (c *EncapCounts) stack(m *map[encapStack]*count, s encapStack) *count {
+	if *m == nil {
+		*m = make(map[encapStack]*count)
 	}
-	n := c.stacks[s]
+	n := (*m)[s]
 	if n == nil {
 		n = new(count)
-		c.stacks[s] = n
+		(*m)[s] = n
 	}
 	return n
 }
@@ -209,7 +231,8 @@ func knownKinds() []steer.EncapKind {
 
 // stackRow is one line of the encapsulation table.
 type stackRow struct {
-	name string
+	name      string
+	notOpened bool // tunnelled, hashed by the outer header (TunnelsOuter)
 	count
 }
 
@@ -217,10 +240,13 @@ type stackRow struct {
 func (c *EncapCounts) rows() []stackRow {
 	var rows []stackRow
 	if c.plain.frames > 0 {
-		rows = append(rows, stackRow{"plain", c.plain})
+		rows = append(rows, stackRow{"plain", false, c.plain})
 	}
 	for s, n := range c.stacks {
-		rows = append(rows, stackRow{s.String(), *n})
+		rows = append(rows, stackRow{s.String(), false, *n})
+	}
+	for s, n := range c.notOpened {
+		rows = append(rows, stackRow{s.String(), true, *n})
 	}
 	slices.SortFunc(rows, func(a, b stackRow) int {
 		return cmp.Or(cmp.Compare(b.frames, a.frames), strings.Compare(a.name, b.name))
@@ -246,15 +272,21 @@ func (c *EncapCounts) Hint() string {
 }
 
 // WriteText writes the "Frames by encapsulation" table: one row per stack
-// of encapsulations (outermost first; "plain" for none), then how many
-// frames were hashed inside a tunnel, or the Hint line.
+// of encapsulations (outermost first; "plain" for none; with
+// TunnelsOuter, a tunnelled frame's stack marked "(not opened)": its
+// tunnels were not opened, and it was hashed by its outer header),
+// then how many frames were hashed inside a tunnel, or the Hint line.
 func (c *EncapCounts) WriteText(out io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nFrames by encapsulation (outermost first; -tunnels %s):\n", c.tunnels)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  encapsulation\tframes\tbytes\tshare\n")
 	for _, r := range c.rows() {
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f%%\n", r.name, r.frames, r.bytes, pct(r.frames, c.frames))
+		name := r.name
+		if r.notOpened {
+			name += " (not opened)"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f%%\n", name, r.frames, r.bytes, pct(r.frames, c.frames))
 	}
 	tw.Flush()
 	if c.tunnels == steer.TunnelsInner {

@@ -2,7 +2,9 @@ package capture
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,26 +51,9 @@ func TestEncapCountsInner(t *testing.T) {
 	wantKinds := map[steer.EncapKind]uint64{}
 	var tunnels uint64
 	for _, tc := range synth.Cases {
-		var kinds []string
-		seen := map[string]bool{}
-		for _, e := range strings.Split(tc.Inner, "+") {
-			name, _, _ := strings.Cut(e, ":")
-			if name == "" {
-				continue
-			}
-			kinds = append(kinds, name)
-			if !seen[name] {
-				seen[name] = true
-				var k steer.EncapKind
-				if err := k.UnmarshalText([]byte(name)); err != nil {
-					t.Fatal(err)
-				}
-				wantKinds[k]++
-			}
-		}
-		stack := strings.Join(kinds, "+")
-		if stack == "" {
-			stack = "plain"
+		stack, kinds := innerStack(t, tc)
+		for _, k := range kinds {
+			wantKinds[k]++
 		}
 		wantStacks[stack]++
 		if tc.Tunnel {
@@ -103,6 +88,68 @@ func TestEncapCountsInner(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "Hint") {
 		t.Errorf("a hint with tunnels opened:\n%s", b.String())
+	}
+}
+
+// innerStack returns a case's stack of kinds as tunnels inner walks them
+// ("plain" for none), and its kinds, each once.
+func innerStack(t *testing.T, tc synth.Case) (string, []steer.EncapKind) {
+	t.Helper()
+	var names []string
+	var kinds []steer.EncapKind
+	for _, e := range strings.Split(tc.Inner, "+") {
+		name, _, _ := strings.Cut(e, ":")
+		if name == "" {
+			continue
+		}
+		names = append(names, name)
+		var k steer.EncapKind
+		if err := k.UnmarshalText([]byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(names) == 0 {
+		return "plain", nil
+	}
+	return strings.Join(names, "+"), kinds
+}
+
+// TestEncapCountsOuterStacks: with tunnels closed a tunnelled frame is
+// never counted as plain: its stack is the one tunnels inner walks, and
+// the table marks it as not opened.
+func TestEncapCountsOuterStacks(t *testing.T) {
+	n := countCases(t, steer.HashConfig{VXLANPorts: []uint16{4789, 8472}})
+	r := n.Report()
+	want := map[string]uint64{}
+	tunnelled := map[string]bool{}
+	for _, tc := range synth.Cases {
+		stack, kinds := innerStack(t, tc)
+		want[stack]++
+		tunnelled[stack] = slices.ContainsFunc(kinds, steer.EncapKind.Tunnel)
+	}
+	if !maps.Equal(r.Stacks, want) || r.Plain != want["plain"] {
+		t.Errorf("stacks %v, plain %d; want %v", r.Stacks, r.Plain, want)
+	}
+	var b strings.Builder
+	if err := n.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(b.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || want[f[0]] == 0 {
+			continue
+		}
+		rows++
+		if marked := strings.Contains(line, " (not opened) "); marked != tunnelled[f[0]] {
+			t.Errorf("row %q: marked not opened %v, want %v", line, marked, tunnelled[f[0]])
+		}
+	}
+	if rows != len(want) {
+		t.Errorf("%d rows, want %d:\n%s", rows, len(want), b.String())
 	}
 }
 

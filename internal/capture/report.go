@@ -232,7 +232,7 @@ type Flow struct {
 // "gre", "erspan1", "erspan2", "erspan3", "gtpu", "ipip".
 type Encapsulations struct {
 	// Plain is the frames with no encapsulation: no VLAN tag, shim or
-	// tunnel.
+	// tunnel, opened or not.
 	Plain uint64 `json:"plain"`
 	// Kinds counts, for every kind, the frames that carry it: a frame
 	// counts once under each kind it carries, however often, so the
@@ -242,7 +242,10 @@ type Encapsulations struct {
 	// Stacks counts the frames by their whole stack of kinds, outermost
 	// first, joined by "+" ("vlan+vxlan", "mpls", "gre+ipip"), and
 	// "plain" for none: the stacks seen, which add up to the handled
-	// frames.
+	// frames. With tunnels "outer" a frame that carries a tunnel is
+	// counted under the stack tunnels "inner" would walk, though its
+	// tunnels were not opened (the text report marks such a stack "not
+	// opened").
 	Stacks map[string]uint64 `json:"stacks"`
 	// Decapsulated is the frames hashed by a flow inside at least one
 	// tunnel (tunnels "inner").
