@@ -71,7 +71,7 @@
 //
 // It has tcpdump's habits where they fit:
 //
-//	sudo go run ./examples/livesteer -i eth0 -c 10000 -w 'flow-%d.pcap' tcp port 443
+//	sudo go run ./examples/livesteer -i eth0 -c 10000 -w 'worker-%d.pcap' tcp port 443
 //	sudo go run ./examples/livesteer -i eth0 -s 128 -p -json -duration 5s | jq .totals
 //
 // A capture filter follows the flags as tcpdump takes it, or comes with -f

@@ -7,7 +7,7 @@
 //	tcpdump -w - -c 1000 | go run ./examples/pcapsteer -r -
 //	go run ./examples/pcapsteer -key microsoft -trace 5  # every step for 5 frames
 //	go run ./examples/pcapsteer -r trace.pcap -c 1000 tcp port 80
-//	go run ./examples/pcapsteer -r trace.pcap -w 'flow-%d.pcap'  # split by worker, so by flow
+//	go run ./examples/pcapsteer -r trace.pcap -w 'worker-%d.pcap'  # a file per worker: a flow in one, many flows in each
 //	go run ./examples/pcapsteer -r trace.pcap -json | jq .totals
 //	go run ./examples/pcapsteer -sample tunnels -tunnels inner   # hash the flows inside the tunnels
 //	go run ./examples/pcapsteer -r mirror.pcap -tunnels inner -vxlan-ports 4789,8472

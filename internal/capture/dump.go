@@ -25,8 +25,10 @@ const dumpFlush = 64 << 10
 // classic pcap file (microsecond timestamps, link type Ethernet, what every
 // steer source delivers), either into one file or, when the name is a
 // pattern with one %d, into one file per worker, the worker's index in
-// place of the %d ("out-%d.pcap": out-0.pcap, out-1.pcap, ...), which is how
-// a capture is split by flow.
+// place of the %d ("out-%d.pcap": out-0.pcap, out-1.pcap, ...): each
+// flow's frames are then in one file (a flow is handled by one worker
+// while it does not move), and each file holds the many flows of its
+// worker.
 //
 // Each worker writes through a WorkerDump of its own, made in the worker
 // (steer.NewPerWorker's state) and used only there: with a pattern it owns
