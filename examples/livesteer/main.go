@@ -86,7 +86,10 @@
 // for a file, VLAN tags read in the frame's bytes: the sockets take every
 // frame, and the ones it rejects are counted as filtered (and are not
 // given to the kernel stack either). -c N stops after N frames; -w FILE writes what was steered as
-// pcap, into one file or, with a %d in the name, one file per worker;
+// pcap (link type Ethernet, the tag the kernel took out put back), into
+// one file or, with a %d in the name, one file per worker; one file grows
+// as the workers write, in chunks of each worker's frames, so its
+// timestamps are not sorted (mergecap can sort the per-worker files);
 // -s SNAPLEN truncates frames (in the kernel; in user space with -xdp,
 // whose sockets get whole frames); -p leaves the interface out of
 // promiscuous mode; -json prints the final report on standard output as
@@ -224,7 +227,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var ff capture.FilterFlags
 	ff.Register(fs)
 	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames, as tcpdump -c; 0: no limit")
-	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output); a name with %d, such as out-%d.pcap, writes one file per worker")
+	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap (link type Ethernet, snap length -s) to `file` (\"-\": standard output), as the workers write them: in chunks of each worker's frames, not sorted by time; a name with %d, such as worker-%d.pcap, writes one file per worker")
 	fs.IntVar(&o.snaplen, "s", 0, "keep at most `snaplen` bytes of each frame, as tcpdump -s (cut in the kernel; in user space with -xdp); 0: whole frames")
 	fs.BoolVar(&o.noPromisc, "p", false, "do not put the interface in promiscuous mode, as tcpdump -p (with AF_PACKET and with -xdp alike)")
 	fs.BoolVar(&o.json, "json", false, "print the final report on standard output as one JSON document (the text reports go to standard error)")
@@ -375,7 +378,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	var dump *capture.Dump
 	if o.write != "" {
 		var err error
-		if dump, err = capture.OpenDump(o.write, o.snaplen, stdout); err != nil {
+		if dump, err = capture.OpenDump(o.write, capture.DumpOptions{SnapLen: o.snaplen}, stdout); err != nil {
 			return err
 		}
 		defer dump.Close()

@@ -294,7 +294,7 @@ func checkFlowOrder(t *testing.T, recs []record) map[uint16]int {
 
 func TestDumpOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.pcap")
-	d, err := OpenDump(path, 0, nil)
+	d, err := OpenDump(path, DumpOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,9 +318,75 @@ func TestDumpOneFile(t *testing.T) {
 	}
 }
 
+// TestDumpTimeOrder: with TimeOrder, the one file holds the frames of
+// every worker in the order of their capture times, which is the input's
+// order here, with the snap length set after OpenDump in its header, and
+// no spool is left beside it; to standard output alike.
+func TestDumpTimeOrder(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ordered.pcap")
+	d, err := OpenDump(path, DumpOptions{TimeOrder: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetSnapLen(1500)
+	frames := flowFrames(16 * 200)
+	steerInto(t, d, 3, frames)
+	check := func(what string, recs []record) {
+		t.Helper()
+		if len(recs) != len(frames) {
+			t.Fatalf("%s: %d records, want %d", what, len(recs), len(frames))
+		}
+		for i, r := range recs {
+			if !r.ts.Equal(frames[i].Timestamp) || !bytes.Equal(r.data, frames[i].Data) {
+				t.Fatalf("%s: record %d is frame %v, not the input's %d (%v)", what, i, r.ts, i, frames[i].Timestamp)
+			}
+		}
+	}
+	check(path, readPcap(t, path))
+	hdr, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap := binary.LittleEndian.Uint32(hdr[16:]); snap != 1500 {
+		t.Errorf("snap length %d in the header, want 1500", snap)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files beside the dump, want it alone: %v", len(ents), ents)
+	}
+
+	var out bytes.Buffer
+	d, err = OpenDump("-", DumpOptions{TimeOrder: true}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steerInto(t, d, 2, frames)
+	std := filepath.Join(dir, "stdout.pcap")
+	if err := os.WriteFile(std, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("standard output", readPcap(t, std))
+}
+
+// TestDumpAbort: a dump aborted before anything was steered leaves no
+// file behind.
+func TestDumpAbort(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"one.pcap", "w-%d.pcap"} {
+		d, err := OpenDump(filepath.Join(dir, name), DumpOptions{TimeOrder: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Abort()
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files left: %v", ents)
+	}
+}
+
 func TestDumpPerWorker(t *testing.T) {
 	dir := t.TempDir()
-	d, err := OpenDump(filepath.Join(dir, "w-%02d.pcap"), 128, nil)
+	d, err := OpenDump(filepath.Join(dir, "w-%02d.pcap"), DumpOptions{SnapLen: 128}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +426,7 @@ func TestDumpPerWorker(t *testing.T) {
 // record's bytes, and a tag already in the bytes is left alone.
 func TestDumpVLAN(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vlan.pcap")
-	d, err := OpenDump(path, 0, nil)
+	d, err := OpenDump(path, DumpOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +456,7 @@ func TestDumpVLAN(t *testing.T) {
 // hold, is written at 1970 rather than failing the dump.
 func TestDumpSnapLenAndTimes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "snap.pcap")
-	d, err := OpenDump(path, 40, nil)
+	d, err := OpenDump(path, DumpOptions{SnapLen: 40}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +487,7 @@ func TestDumpSnapLenAndTimes(t *testing.T) {
 
 func TestDumpStdoutAndNames(t *testing.T) {
 	var out bytes.Buffer
-	d, err := OpenDump("-", 0, &out)
+	d, err := OpenDump("-", DumpOptions{}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,14 +500,14 @@ func TestDumpStdoutAndNames(t *testing.T) {
 		t.Errorf("standard output holds %d records", n)
 	}
 	for _, bad := range []string{"out-%s.pcap", "a-%d-%d.pcap", "x%"} {
-		if _, err := OpenDump(filepath.Join(t.TempDir(), bad), 0, nil); err == nil {
+		if _, err := OpenDump(filepath.Join(t.TempDir(), bad), DumpOptions{}, nil); err == nil {
 			t.Errorf("OpenDump(%q) succeeded", bad)
 		}
 	}
-	if _, err := OpenDump(filepath.Join(t.TempDir(), "no", "such", "dir-%d.pcap"), 0, nil); err == nil {
+	if _, err := OpenDump(filepath.Join(t.TempDir(), "no", "such", "dir-%d.pcap"), DumpOptions{}, nil); err == nil {
 		t.Error("a pattern in a missing directory opened")
 	}
-	d, err = OpenDump(filepath.Join(t.TempDir(), "100%%-%d.pcap"), 0, nil)
+	d, err = OpenDump(filepath.Join(t.TempDir(), "100%%-%d.pcap"), DumpOptions{}, nil)
 	if err != nil || !strings.HasSuffix(d.Name(1), "100%-1.pcap") {
 		t.Errorf("%%%% in a pattern: %v, %q", err, d.Name(1))
 	} else {
@@ -452,7 +518,7 @@ func TestDumpStdoutAndNames(t *testing.T) {
 // TestDumpTick: a tick writes what a worker holds.
 func TestDumpTick(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tick.pcap")
-	d, err := OpenDump(path, 0, nil)
+	d, err := OpenDump(path, DumpOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,14 @@
 package capture
 
 import (
+	"bufio"
+	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -23,46 +26,71 @@ const dumpFlush = 64 << 10
 
 // Dump is tcpdump's -w: it writes the frames the workers handle as a
 // classic pcap file (microsecond timestamps, link type Ethernet, what every
-// steer source delivers), either into one file or, when the name is a
-// pattern with one %d, into one file per worker, the worker's index in
-// place of the %d ("out-%d.pcap": out-0.pcap, out-1.pcap, ...): each
-// flow's frames are then in one file (a flow is handled by one worker
-// while it does not move), and each file holds the many flows of its
-// worker.
+// steer source delivers, whatever the input's link type), either into one
+// file or, when the name is a pattern with one %d, into one file per
+// worker, the worker's index in place of the %d ("out-%d.pcap": out-0.pcap,
+// out-1.pcap, ...): each flow's frames are then in one file (a flow is
+// handled by one worker while it does not move), and each file holds the
+// many flows of its worker.
 //
 // Each worker writes through a WorkerDump of its own, made in the worker
 // (steer.NewPerWorker's state) and used only there: with a pattern it owns
-// its file and nothing is shared; into one file, it buffers whole records
-// and appends them to the file under a lock, once per 64 KiB or per tick.
-// The frames of a flow are then in order in the file (a flow is handled by
-// one worker, in order, while it does not move); frames of different
-// workers are in chunks, so the file's timestamps are not sorted.
+// its file and nothing is shared. Into one file there are two ways:
+//
+//   - In time order (DumpOptions.TimeOrder, for a capture file): each
+//     worker writes a spool file of its own, and Close merges the spools
+//     by capture time into the file, as mergecap merges captures. For an
+//     input in time order that is the input's order (frames of one
+//     microsecond that different workers handled may swap). Nothing
+//     reaches the file before Close, and the frames are written twice.
+//   - As the workers write (for a live capture, whose file grows while it
+//     runs): each worker buffers whole records and appends them to the
+//     file under a lock, once per 64 KiB or per tick. The frames of a flow
+//     are then in order in the file; frames of different workers are in
+//     chunks, so the file's timestamps are not sorted.
+//
+// The files are created by OpenDump, so that a name that cannot be
+// written fails before anything is steered; their headers are written
+// when the workers take their writers, so that SetSnapLen may come
+// between.
 type Dump struct {
-	name    string
-	pattern bool
-	snaplen int
-	pw      *pcapfile.Writer // the one file's: workers build their records with it
+	name      string
+	pattern   bool
+	timeOrder bool
+	snaplen   int
+	pw        *pcapfile.Writer // the one file's: workers build their records with it
 
-	mu     sync.Mutex
-	out    io.Writer // the one file, or standard output
-	file   *os.File  // nil for standard output and patterns
-	err    error
-	first  *WorkerDump // worker 0's, opened early with a pattern
-	closed bool
+	mu      sync.Mutex
+	out     io.Writer // the one file, or standard output
+	file    *os.File  // nil for standard output and patterns
+	err     error
+	first   *os.File      // worker 0's file of a pattern, created early
+	spools  []*WorkerDump // with TimeOrder, the workers' spools
+	started bool          // a worker took its writer
+	closed  bool
+}
+
+// DumpOptions configures a Dump.
+type DumpOptions struct {
+	// SnapLen is recorded in the file headers (zero: DefaultSnapLen, which
+	// is also the largest: more is taken as it, as libpcap does), and
+	// frames longer are cut to it. A command that copies a capture passes
+	// the input's.
+	SnapLen int
+	// TimeOrder writes one file in capture time order, merging the
+	// workers' spools at Close (see Dump); without it the one file gets
+	// the workers' records as they write them. A pattern ignores it.
+	TimeOrder bool
 }
 
 // OpenDump opens the dump named name: "-" writes to stdout, a name with one
 // %d verb (such as "out-%d.pcap" or "flow%02d.pcap") opens one file per
-// worker, any other name one file. snaplen is recorded in the file headers
-// (zero: DefaultSnapLen, which is also the largest: more is taken as it,
-// as libpcap does) and frames longer are cut to it. The one file, or
-// worker 0's file of a pattern, is created at once, so that a name that
-// cannot be written fails here.
-func OpenDump(name string, snaplen int, stdout io.Writer) (*Dump, error) {
-	if snaplen <= 0 || snaplen > DefaultSnapLen {
-		snaplen = DefaultSnapLen
-	}
-	d := &Dump{name: name, snaplen: snaplen}
+// worker, any other name one file. The one file, or worker 0's file of a
+// pattern, is created at once, so that a name that cannot be written fails
+// here.
+func OpenDump(name string, opt DumpOptions, stdout io.Writer) (*Dump, error) {
+	d := &Dump{name: name, timeOrder: opt.TimeOrder}
+	d.SetSnapLen(opt.SnapLen)
 	pattern, err := isPattern(name)
 	if err != nil {
 		return nil, err
@@ -71,31 +99,54 @@ func OpenDump(name string, snaplen int, stdout io.Writer) (*Dump, error) {
 	case name == "-":
 		d.out = stdout
 	case pattern:
-		d.pattern = true
-		w, err := d.openWorker(0)
+		d.pattern, d.timeOrder = true, false
+		if d.first, err = createFile(d.Name(0)); err != nil {
+			return nil, err
+		}
+	default:
+		f, err := createFile(name)
 		if err != nil {
 			return nil, err
 		}
-		d.first = w
-		return d, nil
-	default:
-		f, err := os.Create(name)
-		if err != nil {
-			return nil, fmt.Errorf("capture: -w: %w", err)
-		}
 		d.out, d.file = f, f
 	}
-	if d.pw, err = d.newWriter(d.out); err != nil {
-		d.closeFile()
-		return nil, fmt.Errorf("capture: writing %s: %w", d.Name(0), err)
-	}
 	return d, nil
+}
+
+// SetSnapLen sets the snap length as DumpOptions.SnapLen does, for a
+// command that learns it after OpenDump (the input's, once the input is
+// open). Call it before the first Worker.
+func (d *Dump) SetSnapLen(n int) {
+	if n <= 0 || n > DefaultSnapLen {
+		n = DefaultSnapLen
+	}
+	d.snaplen = n
+}
+
+// createFile creates a -w file.
+func createFile(name string) (*os.File, error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("capture: -w: %w", err)
+	}
+	return f, nil
 }
 
 // newWriter writes a file header to out and returns the writer of its
 // records: link type Ethernet, what every steer source delivers.
 func (d *Dump) newWriter(out io.Writer) (*pcapfile.Writer, error) {
 	return pcapfile.NewWriter(out, pcapfile.LinkTypeEthernet, pcapfile.WriterOptions{SnapLen: d.snaplen})
+}
+
+// header writes the one file's header, once; d.mu is held.
+func (d *Dump) header() error {
+	if d.pw != nil || d.err != nil {
+		return d.err
+	}
+	if d.pw, d.err = d.newWriter(d.out); d.err != nil {
+		d.err = fmt.Errorf("capture: writing %s: %w", d.Name(0), d.err)
+	}
+	return d.err
 }
 
 // isPattern reports whether name has exactly one formatting verb, a %d
@@ -140,17 +191,45 @@ func (d *Dump) Name(worker int) string {
 // PerWorker reports whether each worker has a file of its own.
 func (d *Dump) PerWorker() bool { return d.pattern }
 
-func (d *Dump) openWorker(i int) (*WorkerDump, error) {
-	w := &WorkerDump{d: d, index: i}
+// openWorker returns worker i's writer into a file of its own: f, or a
+// new file of the pattern when f is nil.
+func (d *Dump) openWorker(i int, f *os.File) (*WorkerDump, error) {
 	name := d.Name(i)
-	f, err := os.Create(name)
-	if err != nil {
-		return nil, fmt.Errorf("capture: -w: %w", err)
+	if f == nil {
+		var err error
+		if f, err = createFile(name); err != nil {
+			return nil, err
+		}
 	}
-	w.file = f
+	w := &WorkerDump{d: d, index: i, file: f}
+	var err error
 	if w.pw, err = d.newWriter(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("capture: writing %s: %w", name, err)
+	}
+	return w, nil
+}
+
+// openSpool returns worker i's writer into a spool file, in the one file's
+// directory (the system's temporary directory for standard output),
+// removed at once where the system allows an open file to be, else at
+// Close.
+func (d *Dump) openSpool(i int) (*WorkerDump, error) {
+	dir, base := os.TempDir(), "stdout"
+	if d.name != "-" {
+		dir, base = filepath.Dir(d.name), filepath.Base(d.name)
+	}
+	f, err := os.CreateTemp(dir, "."+base+".worker*.spool")
+	if err != nil {
+		return nil, fmt.Errorf("capture: -w: a spool for worker %d: %w", i, err)
+	}
+	w := &WorkerDump{d: d, index: i, file: f, spool: true}
+	if os.Remove(f.Name()) != nil {
+		w.spoolName = f.Name()
+	}
+	if w.pw, err = d.newWriter(f); err != nil {
+		w.discard()
+		return nil, fmt.Errorf("capture: writing a spool for %s: %w", d.Name(0), err)
 	}
 	return w, nil
 }
@@ -159,43 +238,99 @@ func (d *Dump) openWorker(i int) (*WorkerDump, error) {
 // constructor. An error opening the worker's file is returned by the
 // writer's Close (and so by Dispatcher.Close) and the writer writes nothing.
 func (d *Dump) Worker(i int) *WorkerDump {
-	if !d.pattern {
-		return &WorkerDump{d: d, index: i, pw: d.pw}
-	}
 	d.mu.Lock()
-	first := d.first
+	d.started = true
+	var first *os.File
 	if i == 0 {
-		d.first = nil
+		first, d.first = d.first, nil
+	}
+	var err error
+	if !d.pattern && !d.timeOrder {
+		err = d.header()
 	}
 	d.mu.Unlock()
-	if i == 0 && first != nil {
-		return first
+	var w *WorkerDump
+	switch {
+	case err != nil:
+	case d.pattern:
+		w, err = d.openWorker(i, first)
+	case d.timeOrder:
+		if w, err = d.openSpool(i); err == nil {
+			d.mu.Lock()
+			d.spools = append(d.spools, w)
+			d.mu.Unlock()
+		}
+	default:
+		w = &WorkerDump{d: d, index: i, pw: d.pw}
 	}
-	w, err := d.openWorker(i)
 	if err != nil {
 		return &WorkerDump{d: d, index: i, err: err}
 	}
 	return w
 }
 
-// Close closes the one file (standard output stays open), or worker 0's
-// file of a pattern if no worker took it. Call it after the dispatcher is
-// closed, when every worker's writer has been closed.
+// Close finishes the dump; call it after the dispatcher is closed, when
+// every worker's writer has been closed. With TimeOrder it merges the
+// spools into the one file; it writes the header of a file no worker
+// wrote to, and closes the one file (standard output stays open).
 func (d *Dump) Close() error {
 	d.mu.Lock()
-	first := d.first
-	d.first, d.closed = nil, true
-	d.mu.Unlock()
-	if first != nil {
-		return first.Close()
-	}
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	err := d.err
+	if d.closed {
+		return d.err
+	}
+	d.closed = true
+	if d.pattern {
+		if d.first != nil { // no worker took it: a file with a header alone
+			w, err := d.openWorker(0, d.first)
+			d.first = nil
+			if err != nil {
+				return err
+			}
+			return w.Close()
+		}
+		return nil
+	}
+	err := d.header()
+	if err == nil && d.timeOrder {
+		err = d.merge()
+	}
+	for _, w := range d.spools {
+		w.discard()
+	}
+	d.spools = nil
 	if cerr := d.closeFile(); err == nil {
 		err = cerr
 	}
+	d.err = err
 	return err
+}
+
+// Abort closes the dump and removes the files it created, for a command
+// that fails before it steers anything: no empty capture is left behind.
+// A nil Dump does nothing.
+func (d *Dump) Abort() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.closed = true
+	for _, w := range d.spools {
+		w.discard()
+	}
+	if d.first != nil {
+		d.first.Close()
+		os.Remove(d.first.Name())
+	}
+	if d.file != nil {
+		d.file.Close()
+		os.Remove(d.name)
+		d.file = nil
+	}
 }
 
 func (d *Dump) closeFile() error {
@@ -226,18 +361,112 @@ func (d *Dump) appendShared(b []byte) error {
 	return d.err
 }
 
+// spoolReader reads back the records of one worker's spool, in the order
+// the worker wrote them.
+type spoolReader struct {
+	r      *bufio.Reader
+	worker int
+	rec    []byte // the current record, header included
+	ts     uint64 // its time: seconds << 32 | microseconds
+}
+
+// next reads the next record; it returns io.EOF after the last.
+func (s *spoolReader) next() error {
+	var hdr [16]byte
+	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return io.EOF
+		}
+		return fmt.Errorf("a truncated record: %w", err)
+	}
+	le := binary.LittleEndian
+	n := int(le.Uint32(hdr[8:]))
+	if cap(s.rec) < 16+n {
+		s.rec = make([]byte, 16+n)
+	}
+	s.rec = s.rec[:16+n]
+	copy(s.rec, hdr[:])
+	if _, err := io.ReadFull(s.r, s.rec[16:]); err != nil {
+		return fmt.Errorf("a truncated record: %w", err)
+	}
+	s.ts = uint64(le.Uint32(hdr[0:]))<<32 | uint64(le.Uint32(hdr[4:]))
+	return nil
+}
+
+// spoolHeap orders the spools' current records by time, then worker.
+type spoolHeap []*spoolReader
+
+func (h spoolHeap) Len() int { return len(h) }
+func (h spoolHeap) Less(i, j int) bool {
+	return h[i].ts < h[j].ts || h[i].ts == h[j].ts && h[i].worker < h[j].worker
+}
+func (h spoolHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *spoolHeap) Push(x any)   { *h = append(*h, x.(*spoolReader)) }
+func (h *spoolHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// merge writes the records of every spool into the one file, by capture
+// time; d.mu is held and the header written. The spools hold records in
+// the file's own format (the same writer options), so they are copied as
+// they are.
+func (d *Dump) merge() error {
+	var h spoolHeap
+	for _, w := range d.spools {
+		if w.err != nil {
+			return w.err
+		}
+		if _, err := w.file.Seek(24, io.SeekStart); err != nil { // past the spool's file header
+			return fmt.Errorf("capture: reading a spool of %s: %w", d.Name(0), err)
+		}
+		s := &spoolReader{r: bufio.NewReaderSize(w.file, dumpFlush), worker: w.index}
+		switch err := s.next(); err {
+		case nil:
+			h = append(h, s)
+		case io.EOF:
+		default:
+			return fmt.Errorf("capture: reading a spool of %s: %w", d.Name(0), err)
+		}
+	}
+	heap.Init(&h)
+	out := bufio.NewWriterSize(d.out, dumpFlush)
+	for len(h) > 0 {
+		s := h[0]
+		if _, err := out.Write(s.rec); err != nil {
+			return fmt.Errorf("capture: writing %s: %w", d.Name(0), err)
+		}
+		switch err := s.next(); err {
+		case nil:
+			heap.Fix(&h, 0)
+		case io.EOF:
+			heap.Pop(&h)
+		default:
+			return fmt.Errorf("capture: reading a spool of %s: %w", d.Name(0), err)
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return fmt.Errorf("capture: writing %s: %w", d.Name(0), err)
+	}
+	return nil
+}
+
 // WorkerDump is one worker's writer. Its methods are for that worker's
 // goroutine only. It implements steer.Ticker (a tick writes what it holds)
 // and io.Closer, so a per-worker state can embed it.
 type WorkerDump struct {
-	d      *Dump
-	index  int
-	file   *os.File         // its own file, with a pattern
-	pw     *pcapfile.Writer // its own file's, or the one file's
-	buf    []byte
-	tagged []byte // a frame with its VLAN tag put back
-	frames uint64
-	err    error
+	d         *Dump
+	index     int
+	file      *os.File         // its own file, with a pattern, or its spool
+	spool     bool             // file is a spool, which the Dump merges and closes
+	spoolName string           // a spool to remove at the end, when it could not be at once
+	pw        *pcapfile.Writer // its own file's, or the one file's
+	buf       []byte
+	tagged    []byte // a frame with its VLAN tag put back
+	frames    uint64
+	err       error
 }
 
 // Write appends p as one record. An 802.1Q tag the source delivered out of
@@ -307,15 +536,27 @@ func (w *WorkerDump) flush() {
 // file (or a pipe) within a tick.
 func (w *WorkerDump) Tick(time.Time) { w.flush() }
 
-// Close writes what is left and closes the worker's own file. It returns
-// the first error the writer met.
+// Close writes what is left and closes the worker's own file (a spool
+// stays open for the Dump's Close). It returns the first error the writer
+// met.
 func (w *WorkerDump) Close() error {
 	w.flush()
-	if w.file != nil {
+	if w.file != nil && !w.spool {
 		if err := w.file.Close(); err != nil && w.err == nil {
 			w.err = fmt.Errorf("capture: closing %s: %w", w.d.Name(w.index), err)
 		}
 		w.file = nil
 	}
 	return w.err
+}
+
+// discard closes and removes a spool.
+func (w *WorkerDump) discard() {
+	if w.file != nil {
+		w.file.Close()
+		w.file = nil
+	}
+	if w.spoolName != "" {
+		os.Remove(w.spoolName)
+	}
 }
