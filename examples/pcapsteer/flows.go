@@ -508,6 +508,22 @@ func (fw *flowWriter) write(rows []byte, n int) {
 	fw.rows += uint64(n)
 }
 
+// abort closes and removes the file, writing nothing more, for a run that
+// fails before it steers anything; nil-safe.
+func (fw *flowWriter) abort() {
+	if fw == nil {
+		return
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.w.Reset(io.Discard)
+	if fw.file != nil {
+		fw.file.Close()
+		os.Remove(fw.name)
+		fw.file = nil
+	}
+}
+
 // close flushes the rows and closes the file. Its error is the first one
 // writing met.
 func (fw *flowWriter) close() error {

@@ -149,8 +149,14 @@
 // program as tcpdump -d does instead of running. -c N stops after N frames have passed the filter; the
 // file is read 64 frames at a time, and the rest of the read that reached
 // N is counted as past -c, read and not steered. -w FILE writes
-// the steered frames as pcap, in one file, or, with a %d in the name, one
-// file per worker, each written by its worker alone. -json prints the
+// the steered frames as pcap, with the input's snap length and link type
+// Ethernet (every input is steered as Ethernet frames: a raw IP or cooked
+// capture gets an Ethernet header, and the snap length 14 bytes more),
+// in one file or, with a %d in the name, one file per worker, each
+// written by its worker alone. One file is in capture time order: each
+// worker writes a spool beside it, and the spools are merged by time at
+// the end (for an input in time order that is its order), so nothing
+// reaches the file, or standard output with -w -, before the run ends. -json prints the
 // report on standard output as one JSON document (field names in
 // internal/capture's Report), the text report then going to standard
 // error; so do -w - and -flows -. -version prints the version.
@@ -288,7 +294,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var ff capture.FilterFlags
 	ff.Register(fs)
 	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames have passed the filter, as tcpdump -c; 0: read everything")
-	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output); a name with %d, such as out-%d.pcap, writes one file per worker")
+	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output), in capture time order, with the input's snap length and link type Ethernet (the frames as steered); a name with %d, such as worker-%d.pcap, writes one file per worker")
 	fs.BoolVar(&o.json, "json", false, "print the report on standard output as one JSON document (the text report goes to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.showProgram, "d", false, "print the compiled capture filter, as tcpdump -d, and exit")
@@ -498,6 +504,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if o.flows == "-" || o.write == "-" || o.json {
 		report = stderr // standard output carries the CSV, the pcap or the JSON alone
 	}
+	// The outputs first, so that a path that cannot be written fails before
+	// the input is read (a pipe may deliver its header late, or never);
+	// they are removed again if the run fails before it steers.
+	var dump *capture.Dump
+	if o.write != "" {
+		if dump, err = capture.OpenDump(o.write, capture.DumpOptions{TimeOrder: true}, stdout); err != nil {
+			return err
+		}
+		defer dump.Close()
+	}
+	var flows *flowWriter
+	if o.flows != "" {
+		if flows, err = createFlows(o.flows, stdout); err != nil {
+			dump.Abort()
+			return err
+		}
+		defer flows.close()
+	}
+	steering := false
+	defer func() {
+		if !steering {
+			dump.Abort()
+			flows.abort()
+		}
+	}()
+
 	in, err := openInput(ctx, o.read, o.sample)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -525,19 +557,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		limit, _ = capture.NewLimit(o.count) // count checked
 		src = limit.Source(src, false)
 	}
-	var dump *capture.Dump
-	if o.write != "" {
-		if dump, err = capture.OpenDump(o.write, 0, stdout); err != nil {
-			return err
-		}
-		defer dump.Close()
-	}
-	var flows *flowWriter
-	if o.flows != "" {
-		if flows, err = createFlows(o.flows, stdout); err != nil {
-			return err
-		}
-		defer flows.close()
+	if dump != nil {
+		dump.SetSnapLen(outputSnapLen(in.reader))
 	}
 
 	// Each worker counts into a tally of its own, and writes its own
@@ -595,6 +616,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		bar = startProgress(stderr, in, 200*time.Millisecond, 500*time.Millisecond)
 	}
 	start := time.Now()
+	steering = true
 	runErr := d.Run(ctx, src)
 	// Close drains the queues: every frame read is handled (or dropped) once
 	// it returns, and the workers' tallies may be read. It closes the
@@ -668,6 +690,18 @@ func keyNote(random bool, key []byte) string {
 	}
 	return fmt.Sprintf("Key: random, drawn for this run: flowids, buckets and workers change from run to run.\n"+
 		"  To repeat this run: -key %s; for the flowids a NIC computes by default: -key microsoft.\n", capture.KeyHex(key))
+}
+
+// outputSnapLen is the snap length of the -w file for input r: the
+// input's, with room for the Ethernet header the reader puts in front of
+// a frame of another link type (a raw IP record grows by 14 bytes); zero,
+// the default, when the input does not say.
+func outputSnapLen(r *pcapfile.Reader) int {
+	n := r.SnapLen()
+	if n > 0 && r.LinkType() != pcapfile.LinkTypeEthernet {
+		n += 14
+	}
+	return n
 }
 
 // startCPUProfile starts the CPU profile of -cpuprofile, written to path,

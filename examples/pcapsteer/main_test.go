@@ -1325,6 +1325,129 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+// pcapRecords reads a pcap file's header snap length and its records'
+// times and bytes, in the file's order.
+func pcapRecords(t *testing.T, data []byte) (snap int, times []time.Time, frames [][]byte) {
+	t.Helper()
+	r, err := pcapfile.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b steer.Batch
+	for {
+		err := r.ReadBatch(context.Background(), &b)
+		for _, f := range b.Frames {
+			times, frames = append(times, f.Timestamp), append(frames, slices.Clone(f.Data))
+		}
+		if b.Release != nil {
+			b.Release()
+		}
+		if err == io.EOF {
+			return r.SnapLen(), times, frames
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWriteOrderAndSnapLen: -w into one file writes the frames of every
+// worker in capture order, to a file or to standard output, with the
+// input's snap length (14 bytes more for an input that is not Ethernet,
+// whose frames get an Ethernet header) and link type Ethernet.
+func TestWriteOrderAndSnapLen(t *testing.T) {
+	dir := t.TempDir()
+	_, wantTimes, wantFrames := pcapRecords(t, sample.Tunnels) // its times are distinct and sorted
+	one := filepath.Join(dir, "one.pcap")
+	if _, _, err := runCmd(t, "-sample", "tunnels", "-workers", "3", "-key", "microsoft", "-w", one); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := runCmd(t, "-sample", "tunnels", "-workers", "3", "-key", "microsoft", "-w", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, data := range map[string][]byte{one: data, "standard output": []byte(stdout)} {
+		snap, times, frames := pcapRecords(t, data)
+		if !slices.EqualFunc(times, wantTimes, time.Time.Equal) || !slices.EqualFunc(frames, wantFrames, bytes.Equal) {
+			t.Errorf("%s: %d records, not the input's %d in its order", what, len(frames), len(wantFrames))
+		}
+		if snap != 65535 {
+			t.Errorf("%s: snap length %d, want the input's 65535", what, snap)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left beside the -w file: %v", ents)
+	}
+
+	// Raw IP: the same packets, the snap length 14 bytes more.
+	var raw []frame
+	for _, f := range readFrames(t, sample.Pcap) {
+		if len(f.data) > 34 && binary.BigEndian.Uint16(f.data[12:]) == 0x0800 {
+			raw = append(raw, frame{data: f.data[14:], orig: f.orig - 14})
+		}
+	}
+	rawFile := writeFile(t, "raw.pcap", writePcap(101, raw))
+	out := filepath.Join(dir, "raw-out.pcap")
+	if _, _, err := runCmd(t, "-r", rawFile, "-workers", "2", "-w", out); err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, times, _ := pcapRecords(t, data); snap != 65535+14 || len(times) != len(raw) || binary.LittleEndian.Uint32(data[20:]) != 1 {
+		t.Errorf("raw IP input: snap length %d, %d records, link type %d; want %d, %d, 1 (Ethernet)",
+			snap, len(times), binary.LittleEndian.Uint32(data[20:]), 65535+14, len(raw))
+	}
+}
+
+// TestOutputsBeforeInput: an output path that cannot be written fails at
+// once, even while the input, a pipe, has not delivered its header; and a
+// run that fails before steering leaves no output file behind.
+func TestOutputsBeforeInput(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	old := os.Stdin
+	os.Stdin = r // delivers nothing
+	defer func() { os.Stdin = old }()
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	for _, args := range [][]string{
+		{"-flows", filepath.Join(missing, "x.csv")},
+		{"-w", filepath.Join(missing, "x.pcap")},
+		{"-w", filepath.Join(missing, "x-%d.pcap")},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, _, err := runCmd2(ctx, append([]string{"-r", "-"}, args...)...)
+		cancel()
+		if err == nil || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%q: %v, want at once an error naming %s", args, err, args[0])
+		}
+	}
+	dir := t.TempDir()
+	flows, dump := filepath.Join(dir, "f.csv"), filepath.Join(dir, "d.pcap")
+	if _, _, err := runCmd(t, "-r", filepath.Join(dir, "missing.pcap"), "-flows", flows, "-w", dump); err == nil {
+		t.Fatal("a missing input was read")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a failed run left %v", ents)
+	}
+}
+
+// runCmd2 is runCmd with a context.
+func runCmd2(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
 // TestJSON: -json prints one JSON document on standard output, with the
 // report's numbers, and the text report on standard error.
 func TestJSON(t *testing.T) {
