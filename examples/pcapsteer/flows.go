@@ -475,7 +475,7 @@ func createFlows(path string, stdout io.Writer) (*flowWriter, error) {
 	fw := &flowWriter{name: "standard output"}
 	out := stdout
 	if path != "-" {
-		f, err := os.Create(path)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666) // write-only, as capture's -w files
 		if err != nil {
 			return nil, fmt.Errorf("-flows: %w", err)
 		}

@@ -47,9 +47,7 @@ func TestMain(m *testing.M) {
 // runCmd runs the program in-process with args.
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err = run(context.Background(), args, &out, &errOut)
-	return out.String(), errOut.String(), err
+	return runCmd2(context.Background(), args...)
 }
 
 // frame is one record of a capture: its bytes and its length on the wire.
@@ -1441,7 +1439,7 @@ func TestOutputsBeforeInput(t *testing.T) {
 	}
 }
 
-// runCmd2 is runCmd with a context.
+// runCmd2 runs the program in-process with args, until ctx ends.
 func runCmd2(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	err = run(ctx, args, &out, &errOut)

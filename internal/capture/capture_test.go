@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -366,6 +367,44 @@ func TestDumpTimeOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("standard output", readPcap(t, std))
+}
+
+// TestDumpClosedPipe: a -w path that is a pipe whose reader has gone
+// (tcpdump -w /dev/stdout | head) fails the writes rather than blocking
+// them: the dump opens its file write-only, so it is no reader itself.
+func TestDumpClosedPipe(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("names the pipe through /proc/self/fd")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	d, err := OpenDump(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), DumpOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	done := make(chan error, 1)
+	go func() {
+		wd := d.Worker(0)
+		p := steer.Packet{Data: udpFrame(1, 0), Length: 60}
+		for range 4000 { // 300 KB, more than a pipe holds
+			wd.Write(&p)
+		}
+		err := wd.Close()
+		d.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("writing into a pipe with no reader succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writing into a pipe with no reader still blocks after 10 s")
+	}
 }
 
 // TestDumpAbort: a dump aborted before anything was steered leaves no

@@ -123,9 +123,11 @@ func (d *Dump) SetSnapLen(n int) {
 	d.snaplen = n
 }
 
-// createFile creates a -w file.
+// createFile creates a -w file, write-only, as tcpdump opens it: a pipe
+// such as /dev/stdout opened read-write would read itself, and a write to
+// it would wait forever once its reader is gone.
 func createFile(name string) (*os.File, error) {
-	f, err := os.Create(name)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("capture: -w: %w", err)
 	}
@@ -211,12 +213,12 @@ func (d *Dump) openWorker(i int, f *os.File) (*WorkerDump, error) {
 }
 
 // openSpool returns worker i's writer into a spool file, in the one file's
-// directory (the system's temporary directory for standard output),
-// removed at once where the system allows an open file to be, else at
-// Close.
+// directory (the system's temporary directory for standard output or
+// anything but a regular file, such as /dev/null or a FIFO), removed at
+// once where the system allows an open file to be, else at Close.
 func (d *Dump) openSpool(i int) (*WorkerDump, error) {
-	dir, base := os.TempDir(), "stdout"
-	if d.name != "-" {
+	dir, base := os.TempDir(), "pcap"
+	if fi, err := os.Stat(d.name); err == nil && fi.Mode().IsRegular() {
 		dir, base = filepath.Dir(d.name), filepath.Base(d.name)
 	}
 	f, err := os.CreateTemp(dir, "."+base+".worker*.spool")
