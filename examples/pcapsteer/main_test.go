@@ -1088,6 +1088,23 @@ func requireTcpdump(t *testing.T) {
 	}
 }
 
+// TestShowProgramMatchesTcpdump: -d prints the program as tcpdump -d
+// prints it for an Ethernet capture, line for line.
+func TestShowProgramMatchesTcpdump(t *testing.T) {
+	requireTcpdump(t)
+	for _, expr := range []string{"ip6", "tcp port 80", "udp and host 10.0.0.1", "vlan 100 and udp", "icmp[0] == 8",
+		"net 10.0.0.0/8 and portrange 1-100", "tcp[tcpflags] & tcp-syn != 0", "not ip and len <= 64"} {
+		want, err := exec.Command("tcpdump", append([]string{"-d", "-y", "EN10MB"}, strings.Fields(expr)...)...).Output()
+		if err != nil {
+			t.Fatalf("tcpdump -d %s: %v", expr, err)
+		}
+		out, _, err := runCmd(t, append([]string{"-d"}, strings.Fields(expr)...)...)
+		if err != nil || out != string(want) {
+			t.Errorf("-d %s: %v\n%s\ntcpdump -d prints:\n%s", expr, err, out, want)
+		}
+	}
+}
+
 // tcpdumpCount returns how many frames of file tcpdump prints for expr.
 func tcpdumpCount(t *testing.T, file, expr string) uint64 {
 	t.Helper()
