@@ -294,7 +294,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var ff capture.FilterFlags
 	ff.Register(fs)
 	fs.Int64Var(&o.count, "c", 0, "stop after `n` frames have passed the filter, as tcpdump -c; 0: read everything")
-	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output), in capture time order, with the input's snap length and link type Ethernet (the frames as steered); a name with %d, such as worker-%d.pcap, writes one file per worker")
+	fs.StringVar(&o.write, "w", "", "write the steered frames as pcap to `file` (\"-\": standard output), in capture time order (the workers' spools merged when the run ends), with the input's snap length and link type Ethernet (the frames as steered); a name with %d, such as worker-%d.pcap, writes one file per worker")
 	fs.BoolVar(&o.json, "json", false, "print the report on standard output as one JSON document (the text report goes to standard error)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.showProgram, "d", false, "print the compiled capture filter, as tcpdump -d, and exit")
