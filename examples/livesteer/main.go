@@ -375,6 +375,10 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	dropTo, drop, err := o.dropTarget()
+	if err != nil {
+		return err
+	}
 	var dump *capture.Dump
 	if o.write != "" {
 		var err error
@@ -383,6 +387,14 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		defer dump.Close()
 	}
+	// Until the capture runs, a failure leaves an existing -w file as it
+	// was: the dump writes under a temporary name until Commit.
+	capturing := false
+	defer func() {
+		if !capturing {
+			dump.Abort()
+		}
+	}()
 
 	// The handler counts worker changes and encapsulations and writes -w:
 	// a real program would parse, count or forward here. The counter of
@@ -447,9 +459,16 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		return err
 	}
 	defer in.close() // on an early return; closed before the final report
-	if err := o.dropPrivileges(d, dump, errOut); err != nil {
+	if err := dump.Commit(); err != nil {
 		d.Close(context.Background())
 		return err
+	}
+	capturing = true
+	if drop {
+		if err := o.dropPrivileges(dropTo, dump, errOut); err != nil {
+			d.Close(context.Background())
+			return err
+		}
 	}
 	srcs := in.srcs
 	for i := range srcs {
@@ -589,31 +608,29 @@ loop:
 // risk -Z is for, so it drops by default too.
 const defaultUser = "nobody"
 
-// dropPrivileges drops the process to -Z's user and every capability
-// (o.drop), once the sockets and programs are set up and before any frame
-// is handled, as tcpdump does; the -w files, already created, are given
-// to the user first. It does nothing with -Z root, when not run as root
-// without a -Z, or without o.drop.
-func (o options) dropPrivileges(d *steer.Dispatcher, dump *capture.Dump, errOut io.Writer) error {
+// dropTarget returns -Z's user, or false when the capture keeps its
+// privileges: with -Z root, when not run as root without a -Z, or without
+// o.drop. It runs before anything is opened, so that a user who does not
+// exist is a usage error that costs nothing.
+func (o options) dropTarget() (privdrop.Target, bool, error) {
 	if o.drop == nil || o.user == "root" || !o.userSet && os.Geteuid() != 0 {
-		return nil
+		return privdrop.Target{}, false, nil
 	}
 	t, err := privdrop.Lookup(o.user)
 	if err != nil {
-		return cli.UsageError(fmt.Errorf("-Z %s: %w (-Z root keeps root's privileges)", o.user, err))
+		return t, false, cli.UsageError(fmt.Errorf("-Z %s: %w (-Z root keeps root's privileges)", o.user, err))
 	}
+	return t, true, nil
+}
+
+// dropPrivileges drops the process to t and every capability (o.drop),
+// once the sockets and programs are set up and before any frame is
+// handled, as tcpdump does; the -w files, already created, are given to
+// the user first.
+func (o options) dropPrivileges(t privdrop.Target, dump *capture.Dump, errOut io.Writer) error {
 	if dump != nil && o.write != "-" {
-		names := []string{o.write}
-		if dump.PerWorker() {
-			names = names[:0]
-			for i := range d.Workers() {
-				names = append(names, dump.Name(i))
-			}
-		}
-		for _, n := range names {
-			if err := os.Chown(n, t.UID, t.GID); err != nil {
-				return fmt.Errorf("-Z %s: giving the -w file to the user: %w", o.user, err)
-			}
+		if err := dump.Chown(t.UID, t.GID); err != nil {
+			return fmt.Errorf("-Z %s: giving the -w file to the user: %w", o.user, err)
 		}
 	}
 	dropped, err := o.drop(t)

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/rpsgo/rps/flowtable"
 	"github.com/rpsgo/rps/hash"
+	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/steer"
 )
 
@@ -462,7 +462,7 @@ func appendRow(b []byte, k *steer.FlowKey, r *flowRecord, worker, buckets int, w
 type flowWriter struct {
 	mu   sync.Mutex
 	w    *bufio.Writer
-	file *os.File // nil for standard output
+	file *capture.OutFile // nil for standard output
 	name string
 	rows uint64
 	err  error // the first error writing met; nothing is written after it
@@ -475,9 +475,9 @@ func createFlows(path string, stdout io.Writer) (*flowWriter, error) {
 	fw := &flowWriter{name: "standard output"}
 	out := stdout
 	if path != "-" {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666) // write-only, as capture's -w files
+		f, err := capture.CreateOutFile(path, "-flows")
 		if err != nil {
-			return nil, fmt.Errorf("-flows: %w", err)
+			return nil, err
 		}
 		fw.file, fw.name, out = f, path, f
 	}
@@ -508,8 +508,9 @@ func (fw *flowWriter) write(rows []byte, n int) {
 	fw.rows += uint64(n)
 }
 
-// abort closes and removes the file, writing nothing more, for a run that
-// fails before it steers anything; nil-safe.
+// abort closes the file, writing nothing more, for a run that fails
+// before it steers anything: a file -flows created is removed, one that
+// existed is left as it was; nil-safe.
 func (fw *flowWriter) abort() {
 	if fw == nil {
 		return
@@ -518,8 +519,7 @@ func (fw *flowWriter) abort() {
 	defer fw.mu.Unlock()
 	fw.w.Reset(io.Discard)
 	if fw.file != nil {
-		fw.file.Close()
-		os.Remove(fw.name)
+		fw.file.Abort()
 		fw.file = nil
 	}
 }
@@ -535,6 +535,9 @@ func (fw *flowWriter) close() error {
 	}
 	if fw.file != nil {
 		if cerr := fw.file.Close(); err == nil {
+			err = cerr
+		}
+		if cerr := fw.file.Commit(); err == nil {
 			err = cerr
 		}
 		fw.file = nil

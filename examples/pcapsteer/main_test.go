@@ -1456,6 +1456,46 @@ func TestOutputsBeforeInput(t *testing.T) {
 	}
 }
 
+// TestFailedRunKeepsFiles: a run that fails before it steers (a missing
+// input, an input that is no capture, a value the dispatcher refuses)
+// leaves the -w and -flows files that existed as they were, and nothing
+// beside them. They were cut, and then removed.
+func TestFailedRunKeepsFiles(t *testing.T) {
+	dir := t.TempDir()
+	notPcap := filepath.Join(dir, "not.pcap")
+	if err := os.WriteFile(notPcap, []byte("not a capture at all, but long enough"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-r", filepath.Join(dir, "missing.pcap")},
+		{"-r", notPcap},
+		{"-buckets", "100"},
+	} {
+		files := map[string]string{"keep.pcap": "an earlier capture", "keep.csv": "earlier,flows\n"}
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(out, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args = append(args, "-w", filepath.Join(out, "keep.pcap"), "-flows", filepath.Join(out, "keep.csv"))
+		if _, _, err := runCmd(t, args...); err == nil {
+			t.Fatalf("%q: the run did not fail", args)
+		}
+		for name, body := range files {
+			if b, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(b) != body {
+				t.Errorf("%q: %s holds %q (%v), want %q as before", args, name, b, err, body)
+			}
+		}
+		if ents, _ := os.ReadDir(out); len(ents) != len(files) {
+			t.Errorf("%q: the run left %v", args, ents)
+		}
+	}
+}
+
 // runCmd2 runs the program in-process with args, until ctx ends.
 func runCmd2(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer

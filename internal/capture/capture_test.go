@@ -562,6 +562,9 @@ func TestDumpTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := d.Worker(0)
+	if err := d.Commit(); err != nil { // as a live capture does once it runs
+		t.Fatal(err)
+	}
 	disp, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.Direct}, func(p *steer.Packet) { w.Write(p) })
 	if err != nil {
 		t.Fatal(err)

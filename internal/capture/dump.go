@@ -62,12 +62,15 @@ type Dump struct {
 
 	mu      sync.Mutex
 	out     io.Writer // the one file, or standard output
-	file    *os.File  // nil for standard output and patterns
+	file    *OutFile  // nil for standard output and patterns
 	err     error
-	first   *os.File      // worker 0's file of a pattern, created early
+	first   *OutFile      // worker 0's file of a pattern, created early
 	spools  []*WorkerDump // with TimeOrder, the workers' spools
 	started bool          // a worker took its writer
 	closed  bool
+
+	outsMu sync.Mutex
+	outs   []*OutFile // every file opened, to Commit, Chown or Abort
 }
 
 // DumpOptions configures a Dump.
@@ -86,8 +89,9 @@ type DumpOptions struct {
 // OpenDump opens the dump named name: "-" writes to stdout, a name with one
 // %d verb (such as "out-%d.pcap" or "flow%02d.pcap") opens one file per
 // worker, any other name one file. The one file, or worker 0's file of a
-// pattern, is created at once, so that a name that cannot be written fails
-// here.
+// pattern, is opened at once, so that a name that cannot be written fails
+// here; a file that exists is cut only when the dump first writes to it
+// (see OutFile).
 func OpenDump(name string, opt DumpOptions, stdout io.Writer) (*Dump, error) {
 	d := &Dump{name: name, timeOrder: opt.TimeOrder}
 	d.SetSnapLen(opt.SnapLen)
@@ -100,15 +104,17 @@ func OpenDump(name string, opt DumpOptions, stdout io.Writer) (*Dump, error) {
 		d.out = stdout
 	case pattern:
 		d.pattern, d.timeOrder = true, false
-		if d.first, err = createFile(d.Name(0)); err != nil {
+		if d.first, err = CreateOutFile(d.Name(0), "-w"); err != nil {
 			return nil, err
 		}
+		d.keep(d.first)
 	default:
-		f, err := createFile(name)
+		f, err := CreateOutFile(name, "-w")
 		if err != nil {
 			return nil, err
 		}
 		d.out, d.file = f, f
+		d.keep(f)
 	}
 	return d, nil
 }
@@ -121,17 +127,6 @@ func (d *Dump) SetSnapLen(n int) {
 		n = DefaultSnapLen
 	}
 	d.snaplen = n
-}
-
-// createFile creates a -w file, write-only, as tcpdump opens it: a pipe
-// such as /dev/stdout opened read-write would read itself, and a write to
-// it would wait forever once its reader is gone.
-func createFile(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("capture: -w: %w", err)
-	}
-	return f, nil
 }
 
 // newWriter writes a file header to out and returns the writer of its
@@ -195,13 +190,14 @@ func (d *Dump) PerWorker() bool { return d.pattern }
 
 // openWorker returns worker i's writer into a file of its own: f, or a
 // new file of the pattern when f is nil.
-func (d *Dump) openWorker(i int, f *os.File) (*WorkerDump, error) {
+func (d *Dump) openWorker(i int, f *OutFile) (*WorkerDump, error) {
 	name := d.Name(i)
 	if f == nil {
 		var err error
-		if f, err = createFile(name); err != nil {
+		if f, err = CreateOutFile(name, "-w"); err != nil {
 			return nil, err
 		}
+		d.keep(f)
 	}
 	w := &WorkerDump{d: d, index: i, file: f}
 	var err error
@@ -225,7 +221,7 @@ func (d *Dump) openSpool(i int) (*WorkerDump, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capture: -w: a spool for worker %d: %w", i, err)
 	}
-	w := &WorkerDump{d: d, index: i, file: f, spool: true}
+	w := &WorkerDump{d: d, index: i, file: f, spoolFile: f, spool: true}
 	if os.Remove(f.Name()) != nil {
 		w.spoolName = f.Name()
 	}
@@ -242,7 +238,7 @@ func (d *Dump) openSpool(i int) (*WorkerDump, error) {
 func (d *Dump) Worker(i int) *WorkerDump {
 	d.mu.Lock()
 	d.started = true
-	var first *os.File
+	var first *OutFile
 	if i == 0 {
 		first, d.first = d.first, nil
 	}
@@ -274,7 +270,8 @@ func (d *Dump) Worker(i int) *WorkerDump {
 // Close finishes the dump; call it after the dispatcher is closed, when
 // every worker's writer has been closed. With TimeOrder it merges the
 // spools into the one file; it writes the header of a file no worker
-// wrote to, and closes the one file (standard output stays open).
+// wrote to, closes the one file (standard output stays open) and commits
+// the files.
 func (d *Dump) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -282,6 +279,17 @@ func (d *Dump) Close() error {
 		return d.err
 	}
 	d.closed = true
+	err := d.finish()
+	if cerr := d.Commit(); err == nil {
+		err = cerr
+	}
+	d.err = err
+	return err
+}
+
+// finish writes what Close writes and closes the files; the caller holds
+// mu.
+func (d *Dump) finish() error {
 	if d.pattern {
 		if d.first != nil { // no worker took it: a file with a header alone
 			w, err := d.openWorker(0, d.first)
@@ -304,12 +312,12 @@ func (d *Dump) Close() error {
 	if cerr := d.closeFile(); err == nil {
 		err = cerr
 	}
-	d.err = err
 	return err
 }
 
-// Abort closes the dump and removes the files it created, for a command
-// that fails before it steers anything: no empty capture is left behind.
+// Abort closes the dump, removes the files it created and leaves the ones
+// that existed as they were, for a command that fails before it steers
+// anything: no empty capture is left behind, and no capture is lost.
 // A nil Dump does nothing.
 func (d *Dump) Abort() {
 	if d == nil {
@@ -324,15 +332,49 @@ func (d *Dump) Abort() {
 	for _, w := range d.spools {
 		w.discard()
 	}
-	if d.first != nil {
-		d.first.Close()
-		os.Remove(d.first.Name())
+	d.outsMu.Lock()
+	for _, o := range d.outs {
+		o.Abort()
 	}
-	if d.file != nil {
-		d.file.Close()
-		os.Remove(d.name)
-		d.file = nil
+	d.outs = nil
+	d.outsMu.Unlock()
+	d.first, d.file = nil, nil
+}
+
+// keep notes a file the dump opened.
+func (d *Dump) keep(o *OutFile) {
+	d.outsMu.Lock()
+	d.outs = append(d.outs, o)
+	d.outsMu.Unlock()
+}
+
+// Commit gives the dump's files their names (see OutFile), replacing the
+// files that had them; a command that writes as it steers calls it once
+// the steering has begun. Close commits too. A nil Dump does nothing.
+func (d *Dump) Commit() error {
+	if d == nil {
+		return nil
 	}
+	d.outsMu.Lock()
+	defer d.outsMu.Unlock()
+	for _, o := range d.outs {
+		if err := o.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Chown gives the dump's files, those open now, to user uid and group gid.
+func (d *Dump) Chown(uid, gid int) error {
+	d.outsMu.Lock()
+	defer d.outsMu.Unlock()
+	for _, o := range d.outs {
+		if err := o.Chown(uid, gid); err != nil {
+			return fmt.Errorf("capture: %s: %w", o.Name(), err)
+		}
+	}
+	return nil
 }
 
 func (d *Dump) closeFile() error {
@@ -421,10 +463,10 @@ func (d *Dump) merge() error {
 		if w.err != nil {
 			return w.err
 		}
-		if _, err := w.file.Seek(24, io.SeekStart); err != nil { // past the spool's file header
+		if _, err := w.spoolFile.Seek(24, io.SeekStart); err != nil { // past the spool's file header
 			return fmt.Errorf("capture: reading a spool of %s: %w", d.Name(0), err)
 		}
-		s := &spoolReader{r: bufio.NewReaderSize(w.file, dumpFlush), worker: w.index}
+		s := &spoolReader{r: bufio.NewReaderSize(w.spoolFile, dumpFlush), worker: w.index}
 		switch err := s.next(); err {
 		case nil:
 			h = append(h, s)
@@ -461,7 +503,8 @@ func (d *Dump) merge() error {
 type WorkerDump struct {
 	d         *Dump
 	index     int
-	file      *os.File         // its own file, with a pattern, or its spool
+	file      io.WriteCloser   // its own file, with a pattern, or its spool
+	spoolFile *os.File         // the spool, which the Dump reads back
 	spool     bool             // file is a spool, which the Dump merges and closes
 	spoolName string           // a spool to remove at the end, when it could not be at once
 	pw        *pcapfile.Writer // its own file's, or the one file's
