@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/rpsgo/rps/internal/bpfsteer"
 	"github.com/rpsgo/rps/internal/capture"
 	"github.com/rpsgo/rps/internal/cli"
+	"github.com/rpsgo/rps/internal/privdrop"
 	"github.com/rpsgo/rps/steer"
 	"github.com/rpsgo/rps/steer/afpacket"
 )
@@ -147,5 +149,37 @@ func TestSteeringError(t *testing.T) {
 	}
 	if err := steeringError(afpacket.ErrNotSupported); errors.Is(err, cli.ErrUsage) {
 		t.Errorf("%v is a usage error", err)
+	}
+}
+
+// TestFailedStartKeepsFile: a capture that fails to start (no such
+// interface, no such -Z user) leaves an existing -w file as it was. It
+// was cut to a 24-byte header.
+func TestFailedStartKeepsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keep.pcap")
+	const body = "an earlier capture"
+	for _, args := range [][]string{
+		{"-i", "nosuchif0"},
+		{"-i", "lo", "-Z", "no-such-user-here"},
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o, err := parseFlags(append(args, "-q", "-w", path), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.drop = func(privdrop.Target) (privdrop.Dropped, error) {
+			return privdrop.Dropped{}, errors.New("the test drops nothing")
+		}
+		if err := run(context.Background(), o, io.Discard, io.Discard); err == nil {
+			t.Fatalf("%q: the capture started", args)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != body {
+			t.Errorf("%q: the -w file holds %q (%v), want it as before", args, b, err)
+		}
+		if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+			t.Errorf("%q: the run left %v", args, ents)
+		}
 	}
 }
