@@ -48,7 +48,7 @@ var liveLatencyRates = []int{100_000, 250_000}
 // searches, the capture comparison and the latency runs.
 func (s *suite) liveCases(ws []int) []Case {
 	nCPU := ws[len(ws)-1]
-	base := Case{Source: "afpacket", Size: 64, Flows: 1 << 24, Dispatch: steer.Deferred, Policy: steer.PolicyRSS}
+	base := Case{Source: "afpacket", Size: 64, Flows: 1 << 24, Dispatch: steer.DispatchDeferred, Policy: steer.PolicyRSS}
 	var cs []Case
 	for _, h := range []string{handlerNone, handlerSpin} {
 		c := base

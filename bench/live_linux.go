@@ -295,7 +295,7 @@ func startReceiver(ctx context.Context, e *liveEnv, c Case, wk *work) (*receiver
 		// the ring then fills and the kernel drops, counted beside the run.
 		scfg.Queue.Overflow = steer.OverflowWait
 		if c.Impl != "rps" {
-			scfg.Dispatch = steer.Direct
+			scfg.Dispatch = steer.DispatchDirect
 		}
 		d, err := wk.dispatcher(scfg)
 		if err != nil {

@@ -66,7 +66,7 @@ func (s *suite) cases() []Case {
 	ws := workerCounts()
 	nCPU := ws[len(ws)-1]
 	var cs []Case
-	base := Case{Source: "mem", Size: 64, Flows: 1024, Dispatch: steer.Deferred, Policy: steer.PolicyRSS,
+	base := Case{Source: "mem", Size: 64, Flows: 1024, Dispatch: steer.DispatchDeferred, Policy: steer.PolicyRSS,
 		Warm: s.o.warm, Dur: s.o.dur}
 	// pinned says which pinnings to run with w workers: unpinned, and
 	// pinned where each worker gets a CPU of its own.
@@ -118,7 +118,7 @@ func (s *suite) cases() []Case {
 		c.Experiment, c.Handler, c.Dur = "modes", handlerSpin, s.o.dur/2
 		c.Impl, c.Workers = "single", 1
 		cs = append(cs, c)
-		for _, m := range []steer.DispatchMode{steer.Direct, steer.Hybrid, steer.Deferred} {
+		for _, m := range []steer.DispatchMode{steer.DispatchDirect, steer.DispatchHybrid, steer.DispatchDeferred} {
 			for _, p := range []steer.Policy{steer.PolicyRSS, steer.PolicyFlow, steer.PolicySource} {
 				for _, pin := range pinned(nCPU) {
 					c.Impl, c.Workers, c.Dispatch, c.Policy, c.Pinned = "rps", nCPU, m, p, pin
@@ -202,7 +202,7 @@ func (s *suite) captureCases(workers int, have []Case) []Case {
 	var cs []Case
 	for _, rate := range liveRates {
 		c := Case{Experiment: expCapture, Handler: handlerNone, Size: 64, Flows: 1 << 24, Rate: rate,
-			Dispatch: steer.Deferred, Policy: steer.PolicyRSS, Frames: 1 << 20}
+			Dispatch: steer.DispatchDeferred, Policy: steer.PolicyRSS, Frames: 1 << 20}
 		if rate > 0 {
 			c.Frames = rate // a second
 		}

@@ -57,7 +57,7 @@ func TestStatsWhileBlocked(t *testing.T) {
 // TestRedispatchDepthCounted: frames dropped past MaxRedispatchDepth count in
 // Frames as they do in the drops, so the invariant holds after Close.
 func TestRedispatchDepthCounted(t *testing.T) {
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		var errs []error
 		var mu sync.Mutex
 		d, err := New(Config{Workers: 2, Dispatch: mode, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
@@ -194,7 +194,7 @@ func TestStockRetired(t *testing.T) {
 // TestKeyAfterDataMoved: a handler that moves Data on before asking for the
 // key gets the frame's key in every dispatch mode.
 func TestKeyAfterDataMoved(t *testing.T) {
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		var got FlowKey
 		d, err := New(Config{Workers: 2, Dispatch: mode, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 			p.Data = p.Data[14:] // past the Ethernet header it has parsed

@@ -149,7 +149,7 @@ func TestStatsNeverWaitsOnHandler(t *testing.T) {
 	release := make(chan struct{})
 	in := make(chan struct{})
 	var handled atomic.Uint64
-	d, err := New(Config{Workers: 2, Dispatch: Direct, Rebalance: RebalanceConfig{Interval: time.Millisecond}},
+	d, err := New(Config{Workers: 2, Dispatch: DispatchDirect, Rebalance: RebalanceConfig{Interval: time.Millisecond}},
 		func(p *Packet) {
 			if handled.Add(1) == 20 {
 				close(in)
@@ -196,7 +196,7 @@ func TestCloseTimeoutDirect(t *testing.T) {
 	release := make(chan struct{})
 	in := make(chan struct{})
 	var calls atomic.Uint64
-	d, err := New(Config{Workers: 2, Dispatch: Direct}, func(p *Packet) {
+	d, err := New(Config{Workers: 2, Dispatch: DispatchDirect}, func(p *Packet) {
 		if calls.Add(1) == 10 {
 			close(in)
 			<-release

@@ -55,7 +55,7 @@ func BenchmarkVerifyChecksumsDispatch(b *testing.B) {
 	}
 	noop := func(*Packet) {}
 	input := func(verify bool) *Input {
-		d, err := New(Config{Workers: 4, Dispatch: Direct, VerifyChecksums: verify, Queue: QueueConfig{Overflow: OverflowDrop}}, noop)
+		d, err := New(Config{Workers: 4, Dispatch: DispatchDirect, VerifyChecksums: verify, Queue: QueueConfig{Overflow: OverflowDrop}}, noop)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -196,7 +196,7 @@ func TestDispatcherVerifiesChecksums(t *testing.T) {
 		{Data: short},
 	}
 	for _, verify := range []bool{false, true} {
-		for _, mode := range []DispatchMode{Deferred, Direct} {
+		for _, mode := range []DispatchMode{DispatchDeferred, DispatchDirect} {
 			want := []Checksum{ChecksumUnknown, ChecksumUnknown, ChecksumGood, ChecksumPartial, ChecksumUnknown}
 			reasons := []Reason{ReasonOK, ReasonOK, ReasonOK, ReasonOK, ReasonShortTransport}
 			if verify {

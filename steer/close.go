@@ -28,7 +28,7 @@ import (
 // frames still held by handlers that have not returned, the workers that
 // have not exited and the inputs still inside Dispatch. Until those
 // handlers return, Frames == Handled() + Dropped() + Panicked() + the
-// frames they hold (a worker's are its WorkstreamStats.Len); once they
+// frames they hold (a worker's are its WorkstreamStats.QueueLen); once they
 // have returned, the counts add up again.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if !d.closed.Swap(true) && d.reb != nil {

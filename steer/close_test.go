@@ -32,7 +32,7 @@ func within(t *testing.T, d time.Duration, what string, f func() error) error {
 // once with ErrCloseInHandler; the workers drain and exit once it returns,
 // a Close from outside returns nil, and no goroutine is left.
 func TestCloseFromHandler(t *testing.T) {
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		for _, where := range []string{"handler", "redispatched", "tick"} {
 			t.Run(mode.String()+"/"+where, func(t *testing.T) {
 				defer goleak.VerifyNone(t)
@@ -115,7 +115,7 @@ func TestCloseFromHandler(t *testing.T) {
 				for _, w := range st.Workstreams {
 					inline += w.HybridDispatched
 				}
-				if mode == Hybrid && where == "redispatched" && inline == 0 {
+				if mode == DispatchHybrid && where == "redispatched" && inline == 0 {
 					t.Error("HYBRID handled no re-dispatch inline: the inline path went untested")
 				}
 			})
@@ -236,7 +236,7 @@ func TestRunContextRule(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			var handled atomic.Int64
-			d, err := New(Config{Workers: workers, Dispatch: Direct}, func(*Packet) { handled.Add(1) })
+			d, err := New(Config{Workers: workers, Dispatch: DispatchDirect}, func(*Packet) { handled.Add(1) })
 			if err != nil {
 				t.Fatal(err)
 			}

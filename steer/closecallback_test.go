@@ -32,7 +32,7 @@ func TestCloseFromCallbacks(t *testing.T) {
 		},
 	}
 	for name, mk := range cases {
-		for _, mode := range []DispatchMode{Deferred, Direct} {
+		for _, mode := range []DispatchMode{DispatchDeferred, DispatchDirect} {
 			t.Run(name+"/"+mode.String(), func(t *testing.T) {
 				var d *Dispatcher
 				got := make(chan error, 1)

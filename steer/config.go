@@ -54,7 +54,7 @@ var ErrConfig = errors.New("invalid configuration")
 // netisr thread per CPU), with deferred dispatch. A stock GENERIC kernel has
 // no options RSS and one netisr thread, and dispatches DIRECT, so the
 // receiving thread handles every packet: Config{Workers: 1, Policy:
-// PolicyFlow, Dispatch: Direct} runs as it does (docs/freebsd-linux.md).
+// PolicyFlow, Dispatch: DispatchDirect} runs as it does (docs/freebsd-linux.md).
 type Config struct {
 	// Workers is the number of worker goroutines (workstreams, FreeBSD's
 	// net.isr.maxthreads, whose default is 1). Zero means len(CPUs) when
@@ -75,7 +75,7 @@ type Config struct {
 	// PolicyRSS at least Workers unless RFS places the flows. Default 128,
 	// or Workers rounded up to a power of two when that is more.
 	Buckets int
-	// Dispatch is the dispatch mode. Default Deferred.
+	// Dispatch is the dispatch mode. Default DispatchDeferred.
 	Dispatch DispatchMode
 
 	// Hash configures the flowid.
@@ -185,7 +185,7 @@ type QueueConfig struct {
 	// yet full, the frames of flows holding more than half of its recent
 	// history (Linux's skb_flow_limit), so that an elephant's frames go
 	// before the small flows' are tail dropped. A frame that finds the
-	// queue full is left to Overflow's rule. Counted apart from QDrops.
+	// queue full is left to Overflow's rule. Counted apart from QueueDrops.
 	FlowLimit bool
 	// StallTimeout is how long a live source (LiveSource) is held back by
 	// a full queue that does not move, under OverflowAuto: past it the
@@ -312,7 +312,7 @@ func (c *Config) normalizeSteering() error {
 	if c.Policy == PolicyCPU && c.CPUFunc == nil {
 		return fmt.Errorf("steer: policy cpu needs a CPUFunc: %w", ErrConfig)
 	}
-	if c.Dispatch > Direct {
+	if c.Dispatch > DispatchDirect {
 		return fmt.Errorf("steer: unknown dispatch mode %d: %w", c.Dispatch, ErrConfig)
 	}
 	if c.Buckets == 0 {

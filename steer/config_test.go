@@ -137,7 +137,7 @@ func TestEnumsText(t *testing.T) {
 	for p := PolicyRSS; p <= PolicyCPU; p++ {
 		add(p, func() (decoder, func() enum) { var x Policy; return &x, func() enum { return x } })
 	}
-	for m := Deferred; m <= Direct; m++ {
+	for m := DispatchDeferred; m <= DispatchDirect; m++ {
 		add(m, func() (decoder, func() enum) { var x DispatchMode; return &x, func() enum { return x } })
 	}
 	for o := OverflowAuto; o <= OverflowDrop; o++ {
@@ -164,7 +164,7 @@ func TestEnumsText(t *testing.T) {
 		}
 	}
 
-	in := enums{PolicySource, Hybrid, OverflowDrop, ReasonBadIHL}
+	in := enums{PolicySource, DispatchHybrid, OverflowDrop, ReasonBadIHL}
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -180,26 +180,28 @@ func TestEnumsText(t *testing.T) {
 		t.Errorf("JSON with an unknown policy: %v, want ErrConfig", err)
 	}
 
-	if p, err := ParsePolicy("RSS"); err != nil || p != PolicyRSS {
-		t.Errorf(`ParsePolicy("RSS") = %v, %v`, p, err)
+	var p Policy
+	if err := p.UnmarshalText([]byte("RSS")); err != nil || p != PolicyRSS {
+		t.Errorf(`Policy.UnmarshalText("RSS") = %v, %v`, p, err)
 	}
-	if m, err := ParseDispatch("Direct"); err != nil || m != Direct {
-		t.Errorf(`ParseDispatch("Direct") = %v, %v`, m, err)
+	var m DispatchMode
+	if err := m.UnmarshalText([]byte("Direct")); err != nil || m != DispatchDirect {
+		t.Errorf(`DispatchMode.UnmarshalText("Direct") = %v, %v`, m, err)
 	}
-	if _, err := ParsePolicy("round-robin"); !errors.Is(err, ErrConfig) {
-		t.Errorf(`ParsePolicy("round-robin"): %v, want ErrConfig`, err)
+	if err := p.UnmarshalText([]byte("round-robin")); !errors.Is(err, ErrConfig) {
+		t.Errorf(`Policy.UnmarshalText("round-robin"): %v, want ErrConfig`, err)
 	}
 
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var cfg Config
 	fs.TextVar(&cfg.Policy, "policy", PolicyRSS, "")
-	fs.TextVar(&cfg.Dispatch, "dispatch", Deferred, "")
+	fs.TextVar(&cfg.Dispatch, "dispatch", DispatchDeferred, "")
 	fs.TextVar(&cfg.Queue.Overflow, "overflow", OverflowAuto, "")
 	if err := fs.Parse([]string{"-policy", "FLOW", "-dispatch=hybrid", "-overflow", "Wait"}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Policy != PolicyFlow || cfg.Dispatch != Hybrid || cfg.Queue.Overflow != OverflowWait {
+	if cfg.Policy != PolicyFlow || cfg.Dispatch != DispatchHybrid || cfg.Queue.Overflow != OverflowWait {
 		t.Errorf("flags gave %v %v %v, want flow hybrid wait", cfg.Policy, cfg.Dispatch, cfg.Queue.Overflow)
 	}
 	if err := fs.Parse([]string{"-overflow", "block"}); err == nil {
@@ -227,7 +229,7 @@ func TestStatsJSON(t *testing.T) {
 			Workers:  2,
 			Policy:   PolicyCPU,
 			CPUFunc:  func(flowid uint32, _ hash.HashType) (int, bool) { return int(flowid % 2), true },
-			Dispatch: Hybrid,
+			Dispatch: DispatchHybrid,
 			Hash:     HashConfig{Key: c.key},
 			Queue:    QueueConfig{Overflow: OverflowDrop},
 			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -260,7 +262,7 @@ func TestStatsJSON(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("Stats JSON does not decode back: %v", err)
 		}
-		if back.Frames != 100 || back.KeyFingerprint != st.KeyFingerprint || back.Config.Policy != PolicyCPU || back.Config.Dispatch != Hybrid ||
+		if back.Frames != 100 || back.KeyFingerprint != st.KeyFingerprint || back.Config.Policy != PolicyCPU || back.Config.Dispatch != DispatchHybrid ||
 			back.Config.Queue.Overflow != OverflowDrop || back.Config.Workers != 2 {
 			t.Errorf("Stats JSON decoded to %+v", back)
 		}

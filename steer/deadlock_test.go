@@ -27,7 +27,7 @@ func (s *moverState) MoveIn(Move, any) {}
 func TestDirectMoversNoDeadlock(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for round := 0; round < 3; round++ {
-		d, _, err := NewPerWorker(Config{Workers: 2, Dispatch: Direct, RFS: RFSConfig{Enabled: true},
+		d, _, err := NewPerWorker(Config{Workers: 2, Dispatch: DispatchDirect, RFS: RFSConfig{Enabled: true},
 			Hash: HashConfig{Key: hash.MicrosoftKey[:]}},
 			func(*Worker) *moverState { return &moverState{} },
 			func(s *moverState, p *Packet) {

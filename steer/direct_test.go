@@ -25,7 +25,7 @@ func (s *directState) Tick(time.Time) { s.ticks++ }
 // nothing deadlocks, and every frame is counted once.
 func TestDirectSharedState(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, states, err := NewPerWorker(Config{Workers: 3, Dispatch: Direct, TickInterval: 200 * time.Microsecond},
+	d, states, err := NewPerWorker(Config{Workers: 3, Dispatch: DispatchDirect, TickInterval: 200 * time.Microsecond},
 		func(*Worker) *directState { return &directState{} },
 		func(s *directState, p *Packet) {
 			s.frames++
@@ -106,7 +106,7 @@ func TestHybridRunReadsInWorker(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for _, movers := range []bool{false, true} {
 		oc := newOrderChecker()
-		cfg := Config{Workers: 3, Dispatch: Hybrid, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Limit: 64}}
+		cfg := Config{Workers: 3, Dispatch: DispatchHybrid, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Limit: 64}}
 		var d *Dispatcher
 		var err error
 		if movers {

@@ -23,7 +23,7 @@ var ErrClosed = errors.New("steer: dispatcher closed")
 var ErrCloseInHandler = errors.New("steer: Close called from inside a handler")
 
 // Handler processes one packet. It runs in the goroutine of the worker the
-// packet was steered to (or, with Direct dispatch, in the caller's).
+// packet was steered to (or, with DIRECT dispatch, in the caller's).
 type Handler func(p *Packet)
 
 // Dispatcher steers frames to per-worker goroutines: netisr for user space.
@@ -266,7 +266,7 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	if src == nil {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
 	}
-	if d.cfg.Dispatch == Hybrid && !d.hooks && d.hybridReader.CompareAndSwap(false, true) {
+	if d.cfg.Dispatch == DispatchHybrid && !d.hooks && d.hybridReader.CompareAndSwap(false, true) {
 		defer d.hybridReader.Store(false)
 		return d.runInWorker(ctx, src, d.workers[0])
 	}

@@ -95,11 +95,11 @@ func checkAccounting(t *testing.T, d *Dispatcher, in uint64) Stats {
 		t.Errorf("handled %d + dropped %d + panicked %d = %d, want Frames %d", st.Handled(), st.Dropped(), st.Panicked(), got, st.Frames)
 	}
 	for _, w := range st.Workstreams {
-		if w.Len != 0 {
-			t.Errorf("workstream %d: Len %d after Close", w.WSID, w.Len)
+		if w.QueueLen != 0 {
+			t.Errorf("workstream %d: Len %d after Close", w.Worker, w.QueueLen)
 		}
-		if w.Queued+w.Dispatched+w.HybridDispatched < w.Handled {
-			t.Errorf("workstream %d: handled %d more than queued %d + inline %d", w.WSID, w.Handled, w.Queued, w.Dispatched+w.HybridDispatched)
+		if w.Queued+w.DirectDispatched+w.HybridDispatched < w.Handled {
+			t.Errorf("workstream %d: handled %d more than queued %d + inline %d", w.Worker, w.Handled, w.Queued, w.DirectDispatched+w.HybridDispatched)
 		}
 	}
 	return st
@@ -107,7 +107,7 @@ func checkAccounting(t *testing.T, d *Dispatcher, in uint64) Stats {
 
 func TestFlowsStayOnOneWorkerInOrder(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		for _, pol := range []Policy{PolicyRSS, PolicyFlow, PolicySource} {
 			for _, workers := range []int{1, 3, 2 * runtime.NumCPU()} {
 				t.Run(fmt.Sprintf("%s/%s/%d", mode, pol, workers), func(t *testing.T) {
@@ -345,7 +345,7 @@ func TestHooksRunInWorker(t *testing.T) {
 
 func TestOverflowPanicsAndAccounting(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var panics, released, calls atomic.Int64
 			d, err := New(Config{
@@ -390,7 +390,7 @@ func TestOverflowPanicsAndAccounting(t *testing.T) {
 			if p == 0 || int64(p) != panics.Load() {
 				t.Errorf("panics counted %d, reported %d", p, panics.Load())
 			}
-			if mode == Deferred && st.Dropped() == 0 {
+			if mode == DispatchDeferred && st.Dropped() == 0 {
 				t.Errorf("qlimit 16 with a slow handler dropped nothing")
 			}
 			if err := in.Dispatch(frames[:1], nil); !errors.Is(err, ErrClosed) {
@@ -404,7 +404,7 @@ func TestRedispatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	// A frame whose payload holds another frame: the handler "decapsulates"
 	// by re-dispatching the inner bytes, which alias the outer buffer.
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var inner, outer, released atomic.Int64
 			var d *Dispatcher
@@ -605,11 +605,11 @@ func TestCloseTimeoutWithStalledHandler(t *testing.T) {
 	}
 	st := d.Stats()
 	w0 := st.Workstreams[0]
-	if w0.Len == 0 || uint64(w0.Len)+w0.CloseDrops != w0.Queued || w0.Handled != 0 {
+	if w0.QueueLen == 0 || uint64(w0.QueueLen)+w0.CloseDrops != w0.Queued || w0.Handled != 0 {
 		t.Errorf("worker 0 after the timed-out Close: Len %d, CloseDrops %d, Handled %d, Queued %d; want the batch in hand as Len, "+
-			"the rest of its queue as close drops, none handled", w0.Len, w0.CloseDrops, w0.Handled, w0.Queued)
+			"the rest of its queue as close drops, none handled", w0.QueueLen, w0.CloseDrops, w0.Handled, w0.Queued)
 	}
-	if sum := st.Handled() + st.Dropped() + st.Panicked() + uint64(w0.Len) + uint64(st.Workstreams[1].Len); sum != st.Frames {
+	if sum := st.Handled() + st.Dropped() + st.Panicked() + uint64(w0.QueueLen) + uint64(st.Workstreams[1].QueueLen); sum != st.Frames {
 		t.Errorf("handled %d + dropped %d + panicked %d + Len = %d, want Frames %d", st.Handled(), st.Dropped(), st.Panicked(), sum, st.Frames)
 	}
 	close(release)
@@ -674,7 +674,7 @@ func TestRunOnWorkersDirect(t *testing.T) {
 	var ticks atomic.Int64
 	d, err := newHooked(Config{
 		Workers:      workers,
-		Dispatch:     Direct,
+		Dispatch:     DispatchDirect,
 		TickInterval: time.Millisecond,
 		Queue:        QueueConfig{Overflow: OverflowDrop},
 	}, hookFuncs{tick: func(*Worker, time.Time) { ticks.Add(1) }}, func(p *Packet) {
@@ -700,8 +700,8 @@ func TestRunOnWorkersDirect(t *testing.T) {
 		}
 	}
 	st := checkAccounting(t, d, 3003)
-	if st.Workstreams[1].Dispatched != 1001 {
-		t.Errorf("Disp'd %d, want 1001", st.Workstreams[1].Dispatched)
+	if st.Workstreams[1].DirectDispatched != 1001 {
+		t.Errorf("Disp'd %d, want 1001", st.Workstreams[1].DirectDispatched)
 	}
 }
 
@@ -745,7 +745,7 @@ func TestRunOnWorkersWithoutTick(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const workers = 2
 	var handled atomic.Int64
-	d, err := New(Config{Workers: workers, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) { handled.Add(1) })
+	d, err := New(Config{Workers: workers, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) { handled.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -800,7 +800,7 @@ func busyReader(t *testing.T) (d *Dispatcher, block chan struct{}, first chan er
 	t.Helper()
 	block = make(chan struct{})
 	entered := make(chan struct{}, 1)
-	d, err := New(Config{Workers: 1, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
+	d, err := New(Config{Workers: 1, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop}}, func(p *Packet) {
 		select {
 		case entered <- struct{}{}:
 			<-block
@@ -924,7 +924,7 @@ func (s *gatedSource) Close() error { return nil }
 // worker, reading a source of its own, gets a batch: the worker must not
 // wait behind Close for the intake lock the input holds, or nothing moves.
 func TestCloseWhileWorkerReadsAndInputWaits(t *testing.T) {
-	for _, mode := range []DispatchMode{Deferred, Hybrid} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid} {
 		t.Run(mode.String(), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
 			d, err := New(Config{Workers: 1, Dispatch: mode, Queue: QueueConfig{Overflow: OverflowWait, Limit: 64}}, func(*Packet) {})
@@ -973,7 +973,7 @@ func TestCloseWhileWorkerReadsAndInputWaits(t *testing.T) {
 // TestRunOnWorkersKeepsNoSource checks that a dispatcher holds no
 // reference to a source once RunOnWorkers has returned.
 func TestRunOnWorkersKeepsNoSource(t *testing.T) {
-	d, err := New(Config{Workers: 1, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {})
+	d, err := New(Config{Workers: 1, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

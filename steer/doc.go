@@ -117,7 +117,7 @@
 // wait there, where the kernel counts what it cannot hold. Past that, or
 // once the worker's queue has not moved for Config.Queue.StallTimeout (a
 // stuck handler, which must not stop the other workers), it drops at the
-// tail as netisr does (QDrops; StallDrops for a stalled worker).
+// tail as netisr does (QueueDrops; StallDrops for a stalled worker).
 // [OverflowWait] and [OverflowDrop] choose one rule for all inputs.
 //
 // [New] takes a stateless [Handler]. [NewPerWorker] gives every worker a
@@ -158,8 +158,8 @@
 // handler. A source's buffer (a file arena, a ring block) is released once every frame
 // in it has been handled, dropped or panicked; a handler that keeps bytes
 // past its return calls [Packet.Retain]. [Dispatcher.Stats] reports each
-// workstream with netstat -Q's columns (Len, WMark, Disp'd, HDisp'd, QDrops,
-// Queued, Handled), and [Stats.WriteReport] prints them as netstat -Q does.
+// workstream (WorkstreamStats), and [Stats.WriteReport] prints them under
+// netstat -Q's column headings.
 //
 // [Dispatcher.Close] stops intake, lets every worker drain its queue and
 // waits for the workers to exit; when its ctx ends first, what is queued is

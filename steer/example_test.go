@@ -96,7 +96,7 @@ func ExampleDispatcher_Run() {
 	s := d.Stats()
 	fmt.Printf("frames %d, handled %d, dropped %d\n", s.Frames, s.Handled(), s.Dropped())
 	for _, w := range s.Workstreams {
-		fmt.Printf("worker %d: handled %d (handler saw %d)\n", w.WSID, w.Handled, perWorker[w.WSID].Load())
+		fmt.Printf("worker %d: handled %d (handler saw %d)\n", w.Worker, w.Handled, perWorker[w.Worker].Load())
 	}
 	for r, n := range s.Reasons {
 		if n > 0 {
@@ -327,7 +327,7 @@ func ExampleDispatcher_SetDesired() {
 func ExampleStats_WriteReport() {
 	d, err := steer.New(steer.Config{
 		Workers:  2,
-		Dispatch: steer.Direct,
+		Dispatch: steer.DispatchDirect,
 		Hash:     steer.HashConfig{Key: hash.MicrosoftKey[:]},
 	}, func(p *steer.Packet) {})
 	if err != nil {

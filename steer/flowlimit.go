@@ -8,14 +8,14 @@ import "sync"
 // to it is recorded in a ring of the last flowHistoryLen flow buckets
 // (FLOW_LIMIT_HISTORY, 128), and a frame whose flow bucket then holds more
 // than half of that ring is dropped: counted as a flow-limit drop
-// (WorkstreamStats.FlowLimitDrops), apart from QDrops. One elephant can so
+// (WorkstreamStats.FlowLimitDrops), apart from QueueDrops. One elephant can so
 // take at most about half of a backed-up worker, and the small flows that
 // share the worker keep finding room in its queue instead of being tail
 // dropped with the elephant.
 //
 // As in Linux's enqueue_to_backlog (every release; checked in 5.15 to
 // 6.18), the queue-full test comes first: a frame that finds the queue full
-// is never recorded in the history; it is tail dropped (QDrops) or, for an
+// is never recorded in the history; it is tail dropped (QueueDrops) or, for an
 // input that waits, waits for room. A frame the flow limit drops is
 // recorded. Below half full nothing is recorded. The queue length is the
 // frames queued to the worker plus those of this input's batch still

@@ -121,8 +121,8 @@ func TestFlowLimitFullQueueIsQDrop(t *testing.T) {
 	if ws.FlowLimitDrops != 0 {
 		t.Errorf("FlowLimitDrops %d: frames that found the queue full entered the flow-limit history", ws.FlowLimitDrops)
 	}
-	if ws.QDrops != n-limit || len(seqs) != limit {
-		t.Errorf("QDrops %d, handled %d: want %d tail drops and the %d frames that fit", ws.QDrops, len(seqs), n-limit, limit)
+	if ws.QueueDrops != n-limit || len(seqs) != limit {
+		t.Errorf("QDrops %d, handled %d: want %d tail drops and the %d frames that fit", ws.QueueDrops, len(seqs), n-limit, limit)
 	}
 }
 
@@ -136,9 +136,9 @@ func TestFlowLimitElephantAtHalfFull(t *testing.T) {
 	const queued = limit/2 + flowHistoryLen/2 // the 65th recorded frame is the first dropped
 	seqs, st := blockedRun(t, limit, n)
 	ws := st.Workstreams[0]
-	if len(seqs) != queued || ws.FlowLimitDrops != n-queued || ws.QDrops != 0 {
+	if len(seqs) != queued || ws.FlowLimitDrops != n-queued || ws.QueueDrops != 0 {
 		t.Errorf("handled %d, FlowLimitDrops %d, QDrops %d: want the first %d frames handled and the other %d flow-limited",
-			len(seqs), ws.FlowLimitDrops, ws.QDrops, queued, n-queued)
+			len(seqs), ws.FlowLimitDrops, ws.QueueDrops, queued, n-queued)
 	}
 	for i, s := range seqs {
 		if s != uint32(i) {
@@ -231,7 +231,7 @@ func TestFlowLimitProtectsSmallFlows(t *testing.T) {
 	ss, sl, es, el, st := elephantRun(t, true)
 	ws := st.Workstreams[0]
 	t.Logf("flow limit on:  small flows lost %d of %d, elephant lost %d of %d; FlowLimitDrops %d, QDrops %d",
-		sl, ss, el, es, ws.FlowLimitDrops, ws.QDrops)
+		sl, ss, el, es, ws.FlowLimitDrops, ws.QueueDrops)
 	if sl*100 > ss {
 		t.Errorf("with the flow limit the small flows lost %d of %d frames (more than 1%%)", sl, ss)
 	}
@@ -241,12 +241,12 @@ func TestFlowLimitProtectsSmallFlows(t *testing.T) {
 	ss0, sl0, es0, el0, st0 := elephantRun(t, false)
 	ws0 := st0.Workstreams[0]
 	t.Logf("flow limit off: small flows lost %d of %d, elephant lost %d of %d; FlowLimitDrops %d, QDrops %d",
-		sl0, ss0, el0, es0, ws0.FlowLimitDrops, ws0.QDrops)
+		sl0, ss0, el0, es0, ws0.FlowLimitDrops, ws0.QueueDrops)
 	if ws0.FlowLimitDrops != 0 {
 		t.Errorf("FlowLimitDrops %d with the flow limit off", ws0.FlowLimitDrops)
 	}
-	if sl0*10 < ss0 || ws0.QDrops == 0 {
+	if sl0*10 < ss0 || ws0.QueueDrops == 0 {
 		t.Errorf("without the flow limit the small flows lost only %d of %d (QDrops %d): the test does not overload the worker",
-			sl0, ss0, ws0.QDrops)
+			sl0, ss0, ws0.QueueDrops)
 	}
 }

@@ -43,7 +43,7 @@ func BenchmarkFragmentsFollowCost(b *testing.B) {
 			frames := bc.frames
 			noop := func(*Packet) {}
 			dispatcher := func(m FragmentMode) *Input {
-				d, err := New(Config{Workers: 4, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop},
+				d, err := New(Config{Workers: 4, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop},
 					Hash: HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: m}}, noop)
 				if err != nil {
 					b.Fatal(err)

@@ -217,7 +217,7 @@ func TestFollowFragmentsInDispatcher(t *testing.T) {
 				{Data: later(2)}, {Data: first(2, 2000)}, // the later one first: an orphan
 				{Data: first(3, 3000), Timestamp: t0}, {Data: later(3), Timestamp: t0.Add(FragmentTimeout6 + time.Second)}, // expired
 			}
-			got, d := handleAll(t, Config{Workers: 1, Dispatch: Direct, Hash: HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: FragmentsFollow}}, frames)
+			got, d := handleAll(t, Config{Workers: 1, Dispatch: DispatchDirect, Hash: HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: FragmentsFollow}}, frames)
 			tuple := tunnelClassifier(t, HashConfig{UDP4Tuple: true})
 			var c Classification
 			for i, sp := range map[int]uint16{0: 1000, 3: 2000, 4: 3000} { // first fragments
@@ -250,7 +250,7 @@ func TestFollowFragmentsInDispatcher(t *testing.T) {
 // of its own, through an input neither grows its table past
 // FragmentTableSize nor allocates, and a plain input makes no table.
 func TestFragmentFloodBounded(t *testing.T) {
-	d, err := New(Config{Workers: 2, Dispatch: Direct, Hash: HashConfig{UDP4Tuple: true, Fragments: FragmentsFollow}}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Dispatch: DispatchDirect, Hash: HashConfig{UDP4Tuple: true, Fragments: FragmentsFollow}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 func (p *producer) handOff(f *Frame, c *Classification, ref *batchRef, w int, ent *rfstable.Entry, depth uint8) {
 	d := p.d
 	mode := d.cfg.Dispatch
-	inline := mode == Direct || (mode == Hybrid && p.self != nil && p.self.index == w && p.idle(depth))
+	inline := mode == DispatchDirect || (mode == DispatchHybrid && p.self != nil && p.self.index == w && p.idle(depth))
 	if inline && p.stateHeld != nil && p.stateHeld != p.inlineWorker(w) {
 		// A handler holding its worker's state lock re-dispatched to
 		// another shared state: queue the frame, so that no goroutine
@@ -137,7 +137,7 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 	ok := ww.call(pkt)
 	p.unlockState(ww, took)
 	switch {
-	case mode == Direct:
+	case mode == DispatchDirect:
 		p.direct[ww.index]++
 		if !ok {
 			p.directPanics[ww.index]++

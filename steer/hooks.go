@@ -28,7 +28,7 @@ func (w *Worker) init() {
 		}
 	}()
 	w.handle, w.state = w.bind(w)
-	w.shared = w.state != nil && w.d.cfg.Dispatch == Direct
+	w.shared = w.state != nil && w.d.cfg.Dispatch == DispatchDirect
 }
 
 // lockState takes w's state lock for the goroutine of producer p when the

@@ -39,23 +39,23 @@ const (
 type DispatchMode uint8
 
 const (
-	// Deferred always queues the frame to the selected worker
+	// DispatchDeferred always queues the frame to the selected worker
 	// (NETISR_DISPATCH_DEFERRED). The default: FreeBSD's global default is
 	// DIRECT, which for one reader would steer nothing, and its IP
 	// handlers are HYBRID under options RSS.
-	Deferred DispatchMode = iota
-	// Hybrid runs the handler inline when the caller is itself the selected
+	DispatchDeferred DispatchMode = iota
+	// DispatchHybrid runs the handler inline when the caller is itself the selected
 	// worker and that worker is idle, and queues otherwise
 	// (NETISR_DISPATCH_HYBRID). The caller is a worker when it reads a
-	// source: Run reads in worker 0 under Hybrid (see Run for when it
+	// source: Run reads in worker 0 under DispatchHybrid (see Run for when it
 	// cannot), RunOnWorkers in every worker; or when a handler re-dispatches.
-	Hybrid
-	// Direct runs the handler in the caller's goroutine
+	DispatchHybrid
+	// DispatchDirect runs the handler in the caller's goroutine
 	// (NETISR_DISPATCH_DIRECT). The frame is still classified, and a worker
 	// selected by the policy: the handler gets that worker's state, and the
 	// frame is accounted to it. FreeBSD's DIRECT selects nothing and counts
 	// the packet on the current CPU's workstream.
-	Direct
+	DispatchDirect
 )
 
 // Overflow is what a full worker queue does to the input filling it.
@@ -72,14 +72,14 @@ const (
 	// live one too, however full its ring. A re-dispatch from a handler
 	// never waits.
 	OverflowWait
-	// OverflowDrop always drops at the tail and counts QDrops, as netisr
+	// OverflowDrop always drops at the tail and counts QueueDrops, as netisr
 	// does.
 	OverflowDrop
 )
 
 var (
 	policyNames   = []string{PolicyRSS: "rss", PolicyFlow: "flow", PolicySource: "source", PolicyCPU: "cpu"}
-	dispatchNames = []string{Deferred: "deferred", Hybrid: "hybrid", Direct: "direct"}
+	dispatchNames = []string{DispatchDeferred: "deferred", DispatchHybrid: "hybrid", DispatchDirect: "direct"}
 	overflowNames = []string{OverflowAuto: "auto", OverflowWait: "wait", OverflowDrop: "drop"}
 )
 
@@ -114,12 +114,6 @@ func (p *Policy) UnmarshalText(b []byte) error {
 	return err
 }
 
-// ParsePolicy parses a policy name, in any case.
-func ParsePolicy(s string) (Policy, error) {
-	var p Policy
-	return p, p.UnmarshalText([]byte(s))
-}
-
 // String returns "deferred", "hybrid" or "direct".
 func (m DispatchMode) String() string { return name(dispatchNames, "DispatchMode", uint8(m)) }
 
@@ -131,12 +125,6 @@ func (m *DispatchMode) UnmarshalText(b []byte) error {
 	v, err := parseName(dispatchNames, "dispatch mode", string(b))
 	*m = DispatchMode(v)
 	return err
-}
-
-// ParseDispatch parses a dispatch mode name, in any case.
-func ParseDispatch(s string) (DispatchMode, error) {
-	var m DispatchMode
-	return m, m.UnmarshalText([]byte(s))
 }
 
 // String returns "auto", "wait" or "drop".

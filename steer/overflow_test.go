@@ -46,7 +46,7 @@ func (g *stallGate) handle(*Packet) {
 func maxWMark(st Stats) int {
 	m := 0
 	for _, w := range st.Workstreams {
-		m = max(m, w.WMark)
+		m = max(m, w.QueuePeak)
 	}
 	return m
 }
@@ -85,7 +85,7 @@ func waitIdle(t *testing.T, d *Dispatcher) {
 		st := d.Stats()
 		idle := st.Handled()+st.Dropped()+st.Panicked() >= st.Frames
 		for _, w := range st.Workstreams {
-			idle = idle && w.Len == 0
+			idle = idle && w.QueueLen == 0
 		}
 		if idle {
 			return
@@ -203,7 +203,7 @@ func TestOverflow(t *testing.T) {
 			st := checkAccounting(t, d, uint64(len(frames)))
 			var qdrops uint64
 			for _, w := range st.Workstreams {
-				qdrops += w.QDrops
+				qdrops += w.QueueDrops
 			}
 			if c.drops && (qdrops == 0 || qdrops != st.Dropped()) {
 				t.Errorf("%d QDrops of %d drops; want tail drops only, and some", qdrops, st.Dropped())
@@ -268,8 +268,8 @@ func TestLiveStalledWorker(t *testing.T) {
 	if w1.Handled != want[1] || w1.Drops() != 0 {
 		t.Errorf("worker 1 handled %d of its %d frames, dropped %d: a stuck worker held it back", w1.Handled, want[1], w1.Drops())
 	}
-	if w0.StallDrops == 0 || w0.QDrops != 0 || w0.Handled+w0.StallDrops != want[0] {
+	if w0.StallDrops == 0 || w0.QueueDrops != 0 || w0.Handled+w0.StallDrops != want[0] {
 		t.Errorf("worker 0: %d handled, %d stall drops, %d queue drops, of %d; want the frames the stuck worker could not take as stall drops only",
-			w0.Handled, w0.StallDrops, w0.QDrops, want[0])
+			w0.Handled, w0.StallDrops, w0.QueueDrops, want[0])
 	}
 }

@@ -164,7 +164,7 @@ var ErrRedispatchDepth = errors.New("steer: re-dispatch nested too deep")
 // new frame is handled. The frame keeps p's capture time, interface and
 // input id. It never waits, whatever Config.Queue.Overflow says: the frame
 // is queued, handled inline (DIRECT; HYBRID when the selected worker is
-// this one and its queue is empty), or dropped: counted in QDrops when the
+// this one and its queue is empty), or dropped: counted in QueueDrops when the
 // queue is full, in RedispatchDrops when nested past MaxRedispatchDepth.
 // Call it only from the handler, before it returns.
 func (p *Packet) Redispatch(data []byte) error {

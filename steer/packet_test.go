@@ -87,7 +87,7 @@ func checkPacketKeys(t *testing.T, frames []steer.Frame, symmetric, udp4 bool) {
 			byData[&f.Data[0]] = i
 		}
 	}
-	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Hybrid, steer.Direct} {
+	for _, mode := range []steer.DispatchMode{steer.DispatchDeferred, steer.DispatchHybrid, steer.DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			seen, bad := 0, 0
@@ -157,7 +157,7 @@ func TestPacketKeyRecycled(t *testing.T) {
 		raw = append(raw, append(tagged, f[12:]...))
 	}
 	cls := msClassifier(t, false, false)
-	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Direct} {
+	for _, mode := range []steer.DispatchMode{steer.DispatchDeferred, steer.DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			var got []steer.FlowKey
@@ -212,7 +212,7 @@ func TestPacketKeyRecycled(t *testing.T) {
 func TestPacketKeyAcrossRedispatch(t *testing.T) {
 	const n = 200
 	cls := msClassifier(t, false, false)
-	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Hybrid, steer.Direct} {
+	for _, mode := range []steer.DispatchMode{steer.DispatchDeferred, steer.DispatchHybrid, steer.DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			raw := synth.Frames(synth.Spec{Flows: 50, Seed: 5}, n+7)
 			frames := make([]steer.Frame, n)
@@ -279,7 +279,7 @@ func TestPacketKeyAcrossRedispatch(t *testing.T) {
 				t.Errorf("%d of %d outer frames checked", checked, n)
 			}
 			// The case under test: inner frames handled inline.
-			if ws := d.Stats().Workstreams[0]; mode != steer.Deferred && ws.HybridDispatched+ws.Dispatched == 0 {
+			if ws := d.Stats().Workstreams[0]; mode != steer.DispatchDeferred && ws.HybridDispatched+ws.DirectDispatched == 0 {
 				t.Errorf("no frame was handled inline")
 			}
 		})

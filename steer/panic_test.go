@@ -24,7 +24,7 @@ import (
 // re-dispatch to the same worker) or handled by the caller (DIRECT).
 func TestPanickedFramesAccounted(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			// Frame i of the input: i%3 == 0 panics; i%3 == 1 re-dispatches
 			// its first 64 bytes, a frame of the same flow (so the same
@@ -86,7 +86,7 @@ func TestPanickedFramesAccounted(t *testing.T) {
 			for _, w := range st.Workstreams {
 				inline += w.HybridDispatched
 			}
-			if mode == Hybrid && inline == 0 {
+			if mode == DispatchHybrid && inline == 0 {
 				t.Error("HYBRID handled no re-dispatch inline: the inline path went untested")
 			}
 		})

@@ -332,5 +332,5 @@ func (p *producer) steer(f *Frame, ref *batchRef, depth uint8) {
 func (p *producer) plainPath() bool {
 	d := p.d
 	return p.flows == nil && p.tr == nil && !d.cfg.Queue.FlowLimit && d.cfg.Policy == PolicyRSS &&
-		(d.cfg.Dispatch == Deferred || (d.cfg.Dispatch == Hybrid && p.self == nil))
+		(d.cfg.Dispatch == DispatchDeferred || (d.cfg.Dispatch == DispatchHybrid && p.self == nil))
 }

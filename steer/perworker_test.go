@@ -140,7 +140,7 @@ type mvState struct {
 }
 
 func (s *mvState) MoveOut(m Move) any {
-	if s.mode != Direct {
+	if s.mode != DispatchDirect {
 		s.here("MoveOut", m.From)
 	} else if s.index != m.From {
 		s.wrongPlace = append(s.wrongPlace, fmt.Sprintf("MoveOut of %+v in worker %d's state", m, s.index))
@@ -150,7 +150,7 @@ func (s *mvState) MoveOut(m Move) any {
 }
 
 func (s *mvState) MoveIn(m Move, carried any) {
-	if s.mode != Direct {
+	if s.mode != DispatchDirect {
 		s.here("MoveIn", m.To)
 	} else if s.index != m.To {
 		s.wrongPlace = append(s.wrongPlace, fmt.Sprintf("MoveIn of %+v in worker %d's state", m, s.index))
@@ -165,13 +165,13 @@ func (s *mvState) MoveIn(m Move, carried any) {
 // returned, before its first.
 func TestNewPerWorkerMover(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, mode := range []DispatchMode{Deferred, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			d, states, err := NewPerWorker(Config{Workers: 2, Buckets: 2, Dispatch: mode, TickInterval: time.Hour,
 				Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowWait}},
 				func(w *Worker) *mvState { return &mvState{pwState: *newPWState(w), mode: mode} },
 				func(s *mvState, p *Packet) {
-					if mode != Direct {
+					if mode != DispatchDirect {
 						s.here("frame", p.Worker)
 					}
 					s.frames++

@@ -48,13 +48,13 @@ func TestQueueBoundsSmallBatches(t *testing.T) {
 			st := checkAccounting(t, d, uint64(len(frames)))
 			ws := st.Workstreams[0]
 			// The worker holds one batch while it runs the handler.
-			if ws.WMark > DefaultQLimit+1 {
-				t.Errorf("WMark %d frames of one-frame batches, want at most %d", ws.WMark, DefaultQLimit+1)
+			if ws.QueuePeak > DefaultQLimit+1 {
+				t.Errorf("WMark %d frames of one-frame batches, want at most %d", ws.QueuePeak, DefaultQLimit+1)
 			}
 			if over == OverflowWait && st.Dropped() != 0 {
 				t.Errorf("a waiting input lost %d frames", st.Dropped())
 			}
-			if over == OverflowDrop && ws.QDrops == 0 {
+			if over == OverflowDrop && ws.QueueDrops == 0 {
 				t.Error("no frame dropped past the batch bound")
 			}
 		})

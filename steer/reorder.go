@@ -109,7 +109,7 @@ func (p *producer) moveHooks(m Move) {
 	}
 	in := &control{m: m, ready: make(chan struct{})}
 	out := &control{m: m, out: true, peer: in}
-	if d.cfg.Dispatch == Direct && p.stateHeld == nil {
+	if d.cfg.Dispatch == DispatchDirect && p.stateHeld == nil {
 		// DIRECT runs handlers in this goroutine, not in the workers: run
 		// the hooks here too, before the moved flow's next frame, each
 		// under its state's lock. (A re-dispatch from a handler, which

@@ -47,8 +47,8 @@ func TestReportPinnedWSIDAndCPU(t *testing.T) {
 		if want := fmt.Sprint(i); r[0] != want || r[1] != fmt.Sprint(cpus[i]) {
 			t.Errorf("row %d: WSID %s CPU %s, want WSID %s (the index) and CPU %d", i, r[0], r[1], want, cpus[i])
 		}
-		if st.Workstreams[i].WSID != i || st.Workstreams[i].CPU != cpus[i] {
-			t.Errorf("Workstreams[%d]: WSID %d CPU %d, want %d and %d", i, st.Workstreams[i].WSID, st.Workstreams[i].CPU, i, cpus[i])
+		if st.Workstreams[i].Worker != i || st.Workstreams[i].CPU != cpus[i] {
+			t.Errorf("Workstreams[%d]: WSID %d CPU %d, want %d and %d", i, st.Workstreams[i].Worker, st.Workstreams[i].CPU, i, cpus[i])
 		}
 	}
 }
@@ -79,7 +79,7 @@ func reportRows(report, title string) [][]string {
 func TestStockKernelConfig(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	handled := 0 // the dispatching goroutine's alone, if DIRECT holds
-	d, err := New(Config{Workers: 1, Policy: PolicyFlow, Dispatch: Direct}, func(*Packet) { handled++ })
+	d, err := New(Config{Workers: 1, Policy: PolicyFlow, Dispatch: DispatchDirect}, func(*Packet) { handled++ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestStockKernelConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := checkAccounting(t, d, n).Workstreams
-	if len(ws) != 1 || ws[0].Dispatched != n || ws[0].Queued != 0 || ws[0].Handled != n {
+	if len(ws) != 1 || ws[0].DirectDispatched != n || ws[0].Queued != 0 || ws[0].Handled != n {
 		t.Errorf("workstreams %+v: want one, with Disp'd %d and nothing queued", ws, n)
 	}
 }

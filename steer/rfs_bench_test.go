@@ -84,12 +84,12 @@ func BenchmarkRFSAddedCost(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			frames := synthTraffic(77, bc.flows, bc.frames, 0)
 			noop := func(*Packet) {}
-			off, err := New(Config{Workers: 4, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}}, noop)
+			off, err := New(Config{Workers: 4, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop}}, noop)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer off.Close(context.Background())
-			on, err := New(Config{Workers: 4, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true, TableSize: bc.tableSize}}, noop)
+			on, err := New(Config{Workers: 4, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true, TableSize: bc.tableSize}}, noop)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -230,7 +230,7 @@ func (s *flowState) moveIn(w *Worker, m Move, state any) {
 // handling it, and the final counts equal the frames sent.
 func TestRFSStateFollowsFlow(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	for _, mode := range []DispatchMode{Deferred, Hybrid, Direct} {
+	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
 		t.Run(mode.String(), func(t *testing.T) {
 			const workers, flows = 4, 400
 			n := rfsScale(200000, 40000)
@@ -653,7 +653,7 @@ func TestRFSNeverReorders(t *testing.T) {
 // the flow table still counts every frame of a flow, so TopFlows is right.
 func TestRFSCountsInlineFrames(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d, err := New(Config{Workers: 2, Dispatch: Direct, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
+	d, err := New(Config{Workers: 2, Dispatch: DispatchDirect, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(*Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +681,7 @@ func TestRFSCountsInlineFrames(t *testing.T) {
 func TestRFSFollowsChangedDesired(t *testing.T) {
 	const workers, flows = 4, 256
 	last := make([]int, flows) // DIRECT: handlers run in the dispatching goroutine
-	d, err := New(Config{Workers: workers, Dispatch: Direct, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(p *Packet) {
+	d, err := New(Config{Workers: workers, Dispatch: DispatchDirect, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, Queue: QueueConfig{Overflow: OverflowDrop}, RFS: RFSConfig{Enabled: true}}, func(p *Packet) {
 		last[synthFlow(p)] = p.Worker
 	})
 	if err != nil {

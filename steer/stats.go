@@ -12,33 +12,30 @@ import (
 	"github.com/rpsgo/rps/internal/rfstable"
 )
 
-// WorkstreamStats is one worker's row of `netstat -Q`, plus the drops netisr
-// has no column for.
+// WorkstreamStats is one worker's row of `netstat -Q` (whose column headings
+// the report keeps: WSID, Len, WMark, Disp'd, QDrops), plus the drops netisr
+// has no column for. Worker is the worker's index, not its CPU as FreeBSD's
+// WSID is (docs/freebsd-linux.md).
 type WorkstreamStats struct {
-	// WSID is the workstream id: the worker's index, the number the
-	// indirection table, Packet.Worker and SetDesired name it by. FreeBSD's
-	// WSID is the CPU id (sysctl_netisr_workstream sets both from the CPU,
-	// exposing them apart in case they ever differ); here they differ, as
-	// workers may be unpinned or share a CPU, and CPU holds the CPU.
-	WSID  int
-	CPU   int // pinned CPU, -1 when unpinned
-	Len   int // frames queued now
-	WMark int // the most frames ever queued at once
-	// Disp'd: handled inline by DIRECT dispatch, HDisp'd: by HYBRID.
-	Dispatched, HybridDispatched uint64
-	QDrops                       uint64 // tail drops on a full queue
-	StallDrops                   uint64 // a live source's tail drops at the queue of a stalled worker (QueueConfig.StallTimeout)
-	Queued                       uint64 // frames put on the queue
-	Handled                      uint64 // frames the handler ran for (inline or queued)
-	FlowLimitDrops               uint64 // dropped by the flow limit
-	RedispatchDrops              uint64 // re-dispatches dropped (too deep)
-	CloseDrops                   uint64 // dropped when Close ran out of time
-	Panics                       uint64 // frames whose handler panicked (recovered; not in Handled)
+	Worker           int    // the worker's index, as the table, Packet.Worker and SetDesired name it
+	CPU              int    // pinned CPU, -1 when unpinned
+	QueueLen         int    // frames queued now
+	QueuePeak        int    // the most frames ever queued at once
+	DirectDispatched uint64 // handled inline by DIRECT dispatch
+	HybridDispatched uint64 // handled inline by HYBRID dispatch
+	QueueDrops       uint64 // tail drops on a full queue
+	StallDrops       uint64 // tail drops at a stalled worker (QueueConfig.StallTimeout)
+	Queued           uint64 // frames put on the queue
+	Handled          uint64 // frames the handler ran for (inline or queued)
+	FlowLimitDrops   uint64 // dropped by the flow limit
+	RedispatchDrops  uint64 // re-dispatches dropped (too deep)
+	CloseDrops       uint64 // dropped when Close ran out of time
+	Panics           uint64 // frames whose handler panicked (not in Handled)
 }
 
 // Drops is the sum of every kind of drop on the workstream.
 func (w WorkstreamStats) Drops() uint64 {
-	return w.QDrops + w.StallDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
+	return w.QueueDrops + w.StallDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
 }
 
 // SourceStats are a live source's own counters, shown beside the queue
@@ -200,9 +197,9 @@ func (d *Dispatcher) Stats() Stats {
 		ln, wm := w.qlen, w.wmark
 		w.mu.Unlock()
 		s.Workstreams = append(s.Workstreams, WorkstreamStats{
-			WSID: w.index, CPU: w.cpu, Len: ln, WMark: wm,
-			Dispatched: w.dispatched.Load(), HybridDispatched: w.hdispatched.Load(),
-			QDrops: w.qdrops.Load(), StallDrops: w.stallDrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
+			Worker: w.index, CPU: w.cpu, QueueLen: ln, QueuePeak: wm,
+			DirectDispatched: w.dispatched.Load(), HybridDispatched: w.hdispatched.Load(),
+			QueueDrops: w.qdrops.Load(), StallDrops: w.stallDrops.Load(), Queued: w.queued.Load(), Handled: w.handled.Load(),
 			FlowLimitDrops: w.flowDrops.Load(), RedispatchDrops: w.redispatchDrops.Load(),
 			CloseDrops: w.closeDrops.Load(), Panics: w.panics.Load(),
 		})
@@ -355,15 +352,15 @@ func (s *Stats) WriteReport(out io.Writer) error {
 		if w.CPU >= 0 {
 			cpu = fmt.Sprint(w.CPU)
 		}
-		fmt.Fprintf(tw, "%d\t %s\t %d\t %d\t %d\t %d\t %d\t %d\t %d\t\n", w.WSID, cpu, w.Len, w.WMark,
-			w.Dispatched, w.HybridDispatched, w.QDrops, w.Queued, w.Handled)
+		fmt.Fprintf(tw, "%d\t %s\t %d\t %d\t %d\t %d\t %d\t %d\t %d\t\n", w.Worker, cpu, w.QueueLen, w.QueuePeak,
+			w.DirectDispatched, w.HybridDispatched, w.QueueDrops, w.Queued, w.Handled)
 	}
 	tw.Flush()
 	fmt.Fprintln(&b, "\nOther drops and panics:")
 	tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "WSID\t Stalled\t FlowLimit\t Redisp\t Close\t Panicked\t\n")
 	for _, w := range s.Workstreams {
-		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t %d\t\n", w.WSID, w.StallDrops, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
+		fmt.Fprintf(tw, "%d\t %d\t %d\t %d\t %d\t %d\t\n", w.Worker, w.StallDrops, w.FlowLimitDrops, w.RedispatchDrops, w.CloseDrops, w.Panics)
 	}
 	tw.Flush()
 	if len(s.CallbackPanics) > 0 {

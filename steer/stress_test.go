@@ -140,14 +140,14 @@ func runStressRound(t *testing.T, seed uint64) (frames uint64) {
 		cfg.Buckets *= 2
 	}
 	cfg.Hash.Key = hash.MicrosoftKey[:]
-	cfg.Dispatch = []DispatchMode{Deferred, Deferred, Hybrid, Direct}[rng.IntN(4)]
+	cfg.Dispatch = []DispatchMode{DispatchDeferred, DispatchDeferred, DispatchHybrid, DispatchDirect}[rng.IntN(4)]
 	cfg.Policy = []Policy{PolicyRSS, PolicyRSS, PolicyRSS, PolicyFlow, PolicySource, PolicyCPU}[rng.IntN(6)]
 	cfg.Queue.Limit = []int{0, 4, 16, 64}[rng.IntN(4)]
 	cfg.Queue.Overflow = []Overflow{OverflowAuto, OverflowWait, OverflowDrop}[rng.IntN(3)]
 	cfg.Queue.FlowLimit = rng.IntN(3) == 0
 	cfg.RFS.Enabled = rng.IntN(3) == 0
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	sc.onWorkers = cfg.Dispatch == Direct && rng.IntN(2) == 0
+	sc.onWorkers = cfg.Dispatch == DispatchDirect && rng.IntN(2) == 0
 	sc.run = !sc.onWorkers && rng.IntN(2) == 0
 	sc.movers = rng.IntN(2) == 0
 	sc.redispatch = rng.IntN(2) == 0

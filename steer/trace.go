@@ -71,7 +71,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	// without calling netisr_select_cpuid; the library still selects a
 	// worker, whose state the handler gets and whose counters it updates.
 	sel := "netisr_select_cpuid"
-	if dc.Dispatch == Direct {
+	if dc.Dispatch == DispatchDirect {
 		sel += " (FreeBSD's DIRECT selects no CPU; here a worker is selected for its per-worker state and counters)"
 	}
 	switch {

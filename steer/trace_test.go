@@ -41,7 +41,7 @@ func traceOne(t *testing.T, cfg Config, frame []byte) (string, uint32) {
 // selects a worker anyway, and why.
 func TestTraceDirectSelects(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out, _ := traceOne(t, Config{Workers: 2, Dispatch: Direct}, dtFrame(1, 1))
+	out, _ := traceOne(t, Config{Workers: 2, Dispatch: DispatchDirect}, dtFrame(1, 1))
 	line := traceLine(out, "netisr_select_cpuid")
 	if !strings.Contains(line, "DIRECT selects no CPU") || !strings.Contains(line, "per-worker state") {
 		t.Errorf("DIRECT trace does not say on the selection line that FreeBSD selects nothing:\n%s", out)

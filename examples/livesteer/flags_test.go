@@ -88,7 +88,7 @@ func TestConfig(t *testing.T) {
 		{[]string{}, func(c steer.Config) bool {
 			h := c.Hash
 			return h.Tunnels == steer.TunnelsOuter && h.Types == hash.DefaultTypes && !h.UDP4Tuple && h.Algorithm == hash.AlgorithmToeplitz &&
-				h.VXLANPorts == nil && h.Key == nil && c.Dispatch == steer.Deferred
+				h.VXLANPorts == nil && h.Key == nil && c.Dispatch == steer.DispatchDeferred
 		}},
 		{[]string{"-udp4tuple", "-key", "microsoft"}, func(c steer.Config) bool {
 			return c.Hash.UDP4Tuple && string(c.Hash.Key) == string(hash.MicrosoftKey[:]) && !c.Hash.Symmetric
@@ -100,7 +100,7 @@ func TestConfig(t *testing.T) {
 			return len(c.Hash.Key) == hash.SipHashKeyLen && c.Hash.Algorithm == hash.AlgorithmSipHash
 		}},
 		{[]string{"-key", "symmetric", "-fanout", "ebpf"}, func(c steer.Config) bool {
-			return c.Hash.Symmetric && string(c.Hash.Key) == string(hash.SymmetricKey[:]) && c.Dispatch == steer.Direct
+			return c.Hash.Symmetric && string(c.Hash.Key) == string(hash.SymmetricKey[:]) && c.Dispatch == steer.DispatchDirect
 		}},
 		{[]string{"-tunnels", "inner", "-vxlan-ports", "8472,4789", "-hashtypes", "ipv4,ipv6", "-hash", "siphash"}, func(c steer.Config) bool {
 			h := c.Hash

@@ -282,11 +282,13 @@ func (o options) check() error {
 	case o.xdpAttach == afxdp.AttachNone:
 		return cli.Usagef("-xdp-attach none attaches no program, so the socket would receive nothing: want auto, native or generic")
 	}
-	if _, err := steer.ParsePolicy(o.policy); err != nil {
+	var p steer.Policy
+	if err := p.UnmarshalText([]byte(o.policy)); err != nil {
 		return cli.Usagef("-policy: %v", err)
 	}
 	if o.dispatch != "" {
-		if _, err := steer.ParseDispatch(o.dispatch); err != nil {
+		var m steer.DispatchMode
+		if err := m.UnmarshalText([]byte(o.dispatch)); err != nil {
 			return cli.Usagef("-dispatch: %v", err)
 		}
 	}
@@ -303,7 +305,7 @@ func (o options) check() error {
 // are usage errors.
 func (o options) config() (steer.Config, error) {
 	cfg := steer.Config{Workers: o.workers, Queue: steer.QueueConfig{Limit: o.qlimit}, VerifyChecksums: o.verify}
-	cfg.Policy, _ = steer.ParsePolicy(o.policy) // checked
+	_ = cfg.Policy.UnmarshalText([]byte(o.policy)) // checked
 	dispatch := o.dispatch
 	if dispatch == "" {
 		dispatch = "deferred"
@@ -311,7 +313,7 @@ func (o options) config() (steer.Config, error) {
 			dispatch = "direct"
 		}
 	}
-	cfg.Dispatch, _ = steer.ParseDispatch(dispatch) // checked
+	_ = cfg.Dispatch.UnmarshalText([]byte(dispatch)) // checked
 	key, err := capture.ParseKey(o.key, o.hash.Algorithm)
 	if err != nil {
 		return cfg, cli.Usagef("-key: %v", err)

@@ -332,11 +332,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	switch *policy {
 	case "rss", "flow", "source":
-		o.policy, _ = steer.ParsePolicy(*policy)
+		_ = o.policy.UnmarshalText([]byte(*policy)) // one of the names
 	default:
 		return nil, cli.Usagef("-policy %q: want rss, flow or source", *policy)
 	}
-	if o.dispatch, err = steer.ParseDispatch(*dispatch); err != nil {
+	if err = o.dispatch.UnmarshalText([]byte(*dispatch)); err != nil {
 		return nil, cli.Usagef("-dispatch: %v", err)
 	}
 	k, err := capture.ParseKey(*key, hf.Algorithm)

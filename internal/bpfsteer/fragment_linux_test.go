@@ -171,7 +171,7 @@ func fragmentAgreement(t *testing.T, hook Hook, hc steer.HashConfig, table []uin
 		}
 	}
 	var got []steer.Packet
-	d, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.Direct, Hash: hc}, func(pk *steer.Packet) { got = append(got, *pk) })
+	d, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.DispatchDirect, Hash: hc}, func(pk *steer.Packet) { got = append(got, *pk) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -565,7 +565,7 @@ func TestDumpTick(t *testing.T) {
 	if err := d.Commit(); err != nil { // as a live capture does once it runs
 		t.Fatal(err)
 	}
-	disp, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.Direct}, func(p *steer.Packet) { w.Write(p) })
+	disp, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.DispatchDirect}, func(p *steer.Packet) { w.Write(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +644,7 @@ func TestReportJSON(t *testing.T) {
 	shortIP := make([]byte, 15)
 	shortIP[12], shortIP[14] = 0x08, 0x45
 	frames = append(frames, steer.Frame{Data: []byte{1, 2, 3}}, steer.Frame{Data: shortIP})
-	d, err := steer.New(steer.Config{Workers: 2, Policy: steer.PolicyFlow, Dispatch: steer.Hybrid, RFS: steer.RFSConfig{Enabled: true},
+	d, err := steer.New(steer.Config{Workers: 2, Policy: steer.PolicyFlow, Dispatch: steer.DispatchHybrid, RFS: steer.RFSConfig{Enabled: true},
 		Queue: steer.QueueConfig{Overflow: steer.OverflowWait}}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)

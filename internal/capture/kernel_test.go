@@ -74,8 +74,8 @@ func TestReportKernelCounters(t *testing.T) {
 // the JSON report's totals agree.
 func TestSummary(t *testing.T) {
 	st := steer.Stats{Frames: 20006, Workstreams: []steer.WorkstreamStats{
-		{Handled: 4000, QDrops: 5000, Panics: 1},
-		{Handled: 5572, QDrops: 5421, StallDrops: 10, CloseDrops: 2},
+		{Handled: 4000, QueueDrops: 5000, Panics: 1},
+		{Handled: 5572, QueueDrops: 5421, StallDrops: 10, CloseDrops: 2},
 	}}
 	var b bytes.Buffer
 	if err := WriteSummary(&b, &st, LiveCounts{Received: 20106, Dropped: 90, Filtered: 10}); err != nil {

@@ -323,9 +323,9 @@ func NewReport(command string, st *steer.Stats) *Report {
 	}
 	for _, w := range st.Workstreams {
 		r.Workers = append(r.Workers, Worker{
-			ID: w.WSID, CPU: w.CPU, QueueLen: w.Len, Watermark: w.WMark,
-			Dispatched: w.Dispatched, HybridDispatched: w.HybridDispatched, Queued: w.Queued, Handled: w.Handled,
-			QueueDrops: w.QDrops, StallDrops: w.StallDrops, FlowLimitDrops: w.FlowLimitDrops, RedispatchDrops: w.RedispatchDrops,
+			ID: w.Worker, CPU: w.CPU, QueueLen: w.QueueLen, Watermark: w.QueuePeak,
+			Dispatched: w.DirectDispatched, HybridDispatched: w.HybridDispatched, Queued: w.Queued, Handled: w.Handled,
+			QueueDrops: w.QueueDrops, StallDrops: w.StallDrops, FlowLimitDrops: w.FlowLimitDrops, RedispatchDrops: w.RedispatchDrops,
 			CloseDrops: w.CloseDrops, Panics: w.Panics,
 		})
 	}

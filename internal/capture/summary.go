@@ -23,7 +23,7 @@ type Drops struct {
 func DropsOf(st *steer.Stats) Drops {
 	var d Drops
 	for _, w := range st.Workstreams {
-		d.Queue += w.QDrops
+		d.Queue += w.QueueDrops
 		d.Stall += w.StallDrops
 		d.FlowLimit += w.FlowLimitDrops
 		d.Redispatch += w.RedispatchDrops

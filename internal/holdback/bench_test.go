@@ -73,7 +73,7 @@ func (s *inlineSource) ReadBatch(ctx context.Context, b *steer.Batch) error {
 // (holdback), with the same checks inline (inline), and the ring's read
 // alone (bare).
 func BenchmarkReadBatch(b *testing.B) {
-	d, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		b.Fatal(err)
 	}

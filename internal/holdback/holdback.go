@@ -191,8 +191,8 @@ func (h *Holder) SetTable(ctx context.Context, table []int, k Kernel) error {
 		return errClosed
 	}
 	n := len(h.readers)
-	if d := h.d.Config().Dispatch; d != steer.Direct {
-		return fmt.Errorf("%w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v", ErrTable, d)
+	if d := h.d.Config().Dispatch; d != steer.DispatchDirect {
+		return fmt.Errorf("%w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.DispatchDirect), not %v", ErrTable, d)
 	}
 	if len(table) != int(h.mask)+1 {
 		return fmt.Errorf("%w: table of %d entries, want %d", ErrTable, len(table), h.mask+1)

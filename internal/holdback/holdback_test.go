@@ -71,7 +71,7 @@ type rig struct {
 
 func newRig(t *testing.T, opts Options) *rig {
 	t.Helper()
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := New(nil, Options{}); !errors.Is(err, ErrTable) {
 		t.Errorf("New(nil): %v", err)
 	}
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Deferred}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDeferred}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

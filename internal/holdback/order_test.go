@@ -70,7 +70,7 @@ type ringRun struct {
 // source, and after it hands the batch to handle.
 func startRingRun(t *testing.T, workers, room int, opts Options, pause func(r *Reader, rng *rand.Rand), handle func(fs []steer.Frame)) *ringRun {
 	t.Helper()
-	d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func TestFilterLive(t *testing.T) {
 	t.Run("ebpf", func(t *testing.T) {
 		var bad atomic.Int64
 		badFrame := check(&bad)
-		d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(pk *steer.Packet) {
+		d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(pk *steer.Packet) {
 			badFrame(&steer.Frame{Data: pk.Data})
 		})
 		if err != nil {
@@ -205,7 +205,7 @@ func TestFilterLive(t *testing.T) {
 		s = d.Stats()
 		for _, w := range s.Workstreams {
 			if w.Handled == 0 {
-				t.Errorf("worker %d handled nothing: the program did not spread the flows", w.WSID)
+				t.Errorf("worker %d handled nothing: the program did not spread the flows", w.Worker)
 			}
 		}
 		if bad.Load() != 0 || s.Frames != want {

@@ -142,9 +142,9 @@ func measureSteer(t *testing.T, p *netns.Pair, conf string, workers, rate, count
 	mode := FanoutHash
 	single := conf == "single+deferred"
 	if single {
-		cfg.Dispatch = steer.Deferred
+		cfg.Dispatch = steer.DispatchDeferred
 	} else {
-		cfg.Dispatch = steer.Direct
+		cfg.Dispatch = steer.DispatchDirect
 		if strings.HasPrefix(conf, "ebpf") {
 			mode = FanoutEBPF
 		}

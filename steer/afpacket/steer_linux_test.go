@@ -380,9 +380,9 @@ func TestSteerLive(t *testing.T) {
 		name string
 		o    liveOpts
 	}{
-		{"hash", liveOpts{mode: FanoutHash, dispatch: steer.Direct, workers: 3, udp4: true}},
-		{"single-deferred", liveOpts{single: true, dispatch: steer.Deferred, workers: 3, udp4: true}},
-		{"lb", liveOpts{mode: FanoutLB, dispatch: steer.Direct, workers: 2}},
+		{"hash", liveOpts{mode: FanoutHash, dispatch: steer.DispatchDirect, workers: 3, udp4: true}},
+		{"single-deferred", liveOpts{single: true, dispatch: steer.DispatchDeferred, workers: 3, udp4: true}},
+		{"lb", liveOpts{mode: FanoutLB, dispatch: steer.DispatchDirect, workers: 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -411,8 +411,8 @@ func TestSteerLive(t *testing.T) {
 			}
 			if !c.o.single {
 				for _, w := range s.Workstreams {
-					if w.Dispatched == 0 || w.Queued != 0 {
-						t.Errorf("workstream %d: Disp'd %d, Queued %d: want DIRECT dispatch in every worker", w.WSID, w.Dispatched, w.Queued)
+					if w.DirectDispatched == 0 || w.Queued != 0 {
+						t.Errorf("workstream %d: Disp'd %d, Queued %d: want DIRECT dispatch in every worker", w.Worker, w.DirectDispatched, w.Queued)
 					}
 				}
 			}
@@ -426,7 +426,7 @@ func TestSteerLive(t *testing.T) {
 func TestSteerOffloads(t *testing.T) {
 	netns.Require(t, "iperf3")
 	p := netns.New(t, netns.Options{KeepOffloads: true})
-	l := startLive(t, p, liveOpts{mode: FanoutHash, dispatch: steer.Direct, workers: 2,
+	l := startLive(t, p, liveOpts{mode: FanoutHash, dispatch: steer.DispatchDirect, workers: 2,
 		cfg: Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}})
 	retr := iperfRetr(t, p, "-P", "4", "-t", "1", "-b", "100M")
 	l.finish()
@@ -440,7 +440,7 @@ func TestSteerModes(t *testing.T) {
 	p := netns.New(t, netns.Options{})
 	for _, m := range []FanoutMode{FanoutCPU, FanoutQM, FanoutRollover, FanoutRandom} {
 		t.Run(m.String(), func(t *testing.T) {
-			l := startLive(t, p, liveOpts{mode: m, dispatch: steer.Direct, workers: 2, udp4: true,
+			l := startLive(t, p, liveOpts{mode: m, dispatch: steer.DispatchDirect, workers: 2, udp4: true,
 				cfg: Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			trafgenUDP(t, ctx, p, 5000)
@@ -463,7 +463,7 @@ func TestSteerTunnels(t *testing.T) {
 	netns.Require(t, "trafgen", "ethtool")
 	p := netns.New(t, netns.Options{})
 	const workers = 3
-	l := startLive(t, p, liveOpts{mode: FanoutEBPF, dispatch: steer.Direct, workers: workers,
+	l := startLive(t, p, liveOpts{mode: FanoutEBPF, dispatch: steer.DispatchDirect, workers: workers,
 		hash: &steer.HashConfig{Algorithm: hash.AlgorithmSipHash, Tunnels: steer.TunnelsInner, UDP4Tuple: true},
 		cfg:  Config{IgnoreOutgoing: true, BlockTimeout: 2 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -478,7 +478,7 @@ func TestSteerTunnels(t *testing.T) {
 	}
 	for _, w := range s.Workstreams {
 		if w.Handled < 6000/workers/2 {
-			t.Errorf("workstream %d handled %d of 6000 frames of one outer flow: the inner flows did not spread", w.WSID, w.Handled)
+			t.Errorf("workstream %d handled %d of 6000 frames of one outer flow: the inner flows did not spread", w.Worker, w.Handled)
 		}
 	}
 }
@@ -516,7 +516,7 @@ func trafgenVXLAN(t testing.TB, ctx context.Context, p *netns.Pair, count int) {
 func TestSteeringErrors(t *testing.T) {
 	netns.Require(t)
 	p := netns.New(t, netns.Options{KeepOffloads: true})
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

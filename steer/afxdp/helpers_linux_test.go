@@ -38,7 +38,7 @@ func openIn(t testing.TB, ns *netns.NS, cfg Config) *Source {
 // dispatcher, the Steering and the group are closed at cleanup.
 func openSteered(t testing.TB, ns *netns.NS, cfg Config) (*Group, *kgroup.Steering) {
 	t.Helper()
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // (steer/kgroup's tests check the Steering itself, over both families.)
 func TestSteeringNamespace(t *testing.T) {
 	p := netns.New(t, netns.Options{})
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestSourceThroughDispatcher(t *testing.T) {
 			index[&f.Data[0]] = i
 		}
 	}
-	d, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.Direct}, func(p *steer.Packet) {
+	d, err := steer.New(steer.Config{Workers: 1, Dispatch: steer.DispatchDirect}, func(p *steer.Packet) {
 		seen = append(seen, index[&p.Data[0]])
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func TestDispatcher(t *testing.T) {
 		d := numbered(i, size)
 		pkts = append(pkts, pkt{data: d, ci: ci(int64(i), size)})
 	}
-	for _, mode := range []steer.DispatchMode{steer.Deferred, steer.Direct, steer.Hybrid} {
+	for _, mode := range []steer.DispatchMode{steer.DispatchDeferred, steer.DispatchDirect, steer.DispatchHybrid} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var seen [n]atomic.Int32
 			var bad atomic.Int64

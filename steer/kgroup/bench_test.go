@@ -30,7 +30,7 @@ func (s *ringSocket) Read(ctx context.Context, b *steer.Batch, limit time.Durati
 // difference is what the group costs a batch of 64 frames.
 func BenchmarkReadBatch(b *testing.B) {
 	var handled []steer.Frame
-	d := newDispatcher(b, 1, steer.Direct, &handled)
+	d := newDispatcher(b, 1, steer.DispatchDirect, &handled)
 	k := newFakeKernel(b, 0)
 	ring := &ringSocket{frames: make([]steer.Frame, 64)}
 	socks := []kgroup.Socket{ring}

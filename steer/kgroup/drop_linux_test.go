@@ -46,7 +46,7 @@ func droppedChild(name, link string) int {
 		fmt.Println("child: no family", name)
 		return 1
 	}
-	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	if err != nil {
 		fmt.Println("child:", err)
 		return 1

@@ -35,7 +35,7 @@ type liveCapture struct {
 func startCapture(t testing.TB, f family, p *netns.Pair, asGroup, copying bool, cfg steer.Config, h func(*steer.Packet)) *liveCapture {
 	t.Helper()
 	if asGroup {
-		cfg.Dispatch = steer.Direct
+		cfg.Dispatch = steer.DispatchDirect
 	}
 	d, err := steer.New(cfg, h)
 	if err != nil {
@@ -387,7 +387,7 @@ func liveStall(t *testing.T, f family, p *netns.Pair, copying, bounded bool) {
 	ds := c.d.Stats()
 	w0, w1 := ds.Workstreams[0], ds.Workstreams[1]
 	t.Logf("sent %d, rx %d: handled %d, dropped %d, kernel %d; worker 0 stall drops %d, queue drops %d; worker 1 drops %d; the longest wait of worker 1 while worker 0 was stuck %v",
-		sent, rx, handled, dropped, kernel, w0.StallDrops-ds0.Workstreams[0].StallDrops, w0.QDrops-ds0.Workstreams[0].QDrops, w1.Drops()-ds0.Workstreams[1].Drops(), gap)
+		sent, rx, handled, dropped, kernel, w0.StallDrops-ds0.Workstreams[0].StallDrops, w0.QueueDrops-ds0.Workstreams[0].QueueDrops, w1.Drops()-ds0.Workstreams[1].Drops(), gap)
 	if !stuckFor.Load() {
 		t.Fatal("worker 0 never got a frame: the test did not stall it")
 	}

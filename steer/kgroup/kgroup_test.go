@@ -197,7 +197,7 @@ func newDispatcher(t testing.TB, n int, dispatch steer.DispatchMode, handled *[]
 // Attach error comes back as it is.
 func TestNew(t *testing.T) {
 	var handled []steer.Frame
-	d := newDispatcher(t, 2, steer.Direct, &handled)
+	d := newDispatcher(t, 2, steer.DispatchDirect, &handled)
 	for _, c := range []struct {
 		name string
 		d    *steer.Dispatcher
@@ -228,7 +228,7 @@ func TestNew(t *testing.T) {
 // copies this package replaced.)
 func TestClosed(t *testing.T) {
 	var handled []steer.Frame
-	d := newDispatcher(t, 2, steer.Direct, &handled)
+	d := newDispatcher(t, 2, steer.DispatchDirect, &handled)
 	k := newFakeKernel(t, 2)
 	st, err := kgroup.New(d, k, kgroup.Options{})
 	if err != nil {
@@ -267,7 +267,7 @@ func TestClosed(t *testing.T) {
 // is a configuration error with DIRECT dispatch and the dispatcher's own
 // SetTable otherwise; KernelTable is a configuration error.
 func TestByRule(t *testing.T) {
-	for _, dispatch := range []steer.DispatchMode{steer.Direct, steer.Deferred} {
+	for _, dispatch := range []steer.DispatchMode{steer.DispatchDirect, steer.DispatchDeferred} {
 		var handled []steer.Frame
 		d := newDispatcher(t, 2, dispatch, &handled)
 		k := newFakeKernel(t, 2)
@@ -280,15 +280,15 @@ func TestByRule(t *testing.T) {
 		table[0] = 1
 		err = st.SetTable(context.Background(), table)
 		switch {
-		case dispatch == steer.Direct && !errors.Is(err, steer.ErrConfig):
+		case dispatch == steer.DispatchDirect && !errors.Is(err, steer.ErrConfig):
 			t.Errorf("direct: SetTable %v, want steer.ErrConfig", err)
-		case dispatch != steer.Direct && (err != nil || d.Table()[0] != 1):
+		case dispatch != steer.DispatchDirect && (err != nil || d.Table()[0] != 1):
 			t.Errorf("deferred: SetTable %v, dispatcher's table %v", err, d.Table()[:4])
 		}
 		if _, err := st.KernelTable(); !errors.Is(err, steer.ErrConfig) {
 			t.Errorf("%v: KernelTable %v, want steer.ErrConfig", dispatch, err)
 		}
-		if dispatch != steer.Direct {
+		if dispatch != steer.DispatchDirect {
 			if err := st.SetTable(context.Background(), table); err != nil {
 				t.Errorf("deferred: %v", err)
 			}
@@ -296,7 +296,7 @@ func TestByRule(t *testing.T) {
 		st.Close()
 	}
 	var handled []steer.Frame
-	d := newDispatcher(t, 2, steer.Deferred, &handled)
+	d := newDispatcher(t, 2, steer.DispatchDeferred, &handled)
 	st, err := kgroup.New(d, newFakeKernel(t, 2), kgroup.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ type moveRig struct {
 func newMoveRig(t *testing.T, o kgroup.Options) *moveRig {
 	t.Helper()
 	r := &moveRig{t: t, handled: &[]steer.Frame{}}
-	r.d = newDispatcher(t, 2, steer.Direct, r.handled)
+	r.d = newDispatcher(t, 2, steer.DispatchDirect, r.handled)
 	r.k = newFakeKernel(t, 2)
 	st, err := kgroup.New(r.d, r.k, o)
 	if err != nil {

@@ -147,7 +147,7 @@ func startSteered(t *testing.T, f family, p *netns.Pair, workers int, o kgroup.O
 	t.Helper()
 	l := &steered{t: t, f: f, p: p, flows: map[uint32]*seqFlow{}, unhashed: map[int]int{}, arps: map[int]int{},
 		perWorker: map[int]int{}, runErr: make(chan error, 1)}
-	d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.Direct, Hash: steer.HashConfig{UDP4Tuple: true}}, l.handle)
+	d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.DispatchDirect, Hash: steer.HashConfig{UDP4Tuple: true}}, l.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestSteeringLive(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				p := netns.New(t, netns.Options{})
 				if c.o.PassUnhashed && f.tap {
-					d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.Direct}, func(*steer.Packet) {})
+					d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -566,7 +566,7 @@ func TestSteeringIdle(t *testing.T) {
 	forEach(t, func(t *testing.T, f family) {
 		t.Run("timeout", func(t *testing.T) {
 			const timeout = 250 * time.Millisecond // long enough for the readers under Run to lift the second change's holds
-			d, g := idle(t, f, steer.Direct, kgroup.Options{HoldTimeout: timeout})
+			d, g := idle(t, f, steer.DispatchDirect, kgroup.Options{HoldTimeout: timeout})
 			table := swapped(d.Table())
 			start := time.Now()
 			if err := waitErr(t, setTableAsync(g.st, table), 5*time.Second, "SetTable without Run"); err != nil {
@@ -603,7 +603,7 @@ func TestSteeringIdle(t *testing.T) {
 		})
 		t.Run("close", func(t *testing.T) {
 			leaks := goleak.IgnoreCurrent()
-			d, g := idle(t, f, steer.Direct, kgroup.Options{HoldTimeout: time.Minute})
+			d, g := idle(t, f, steer.DispatchDirect, kgroup.Options{HoldTimeout: time.Minute})
 			table := swapped(d.Table())
 			orig := d.Table()
 			first := setTableAsync(g.st, table)
@@ -647,10 +647,10 @@ func TestSteeringIdle(t *testing.T) {
 			goleak.VerifyNone(t, leaks)
 		})
 		t.Run("direct", func(t *testing.T) {
-			d, g := idle(t, f, steer.Deferred, kgroup.Options{})
+			d, g := idle(t, f, steer.DispatchDeferred, kgroup.Options{})
 			err := g.st.SetTable(context.Background(), d.Table())
-			if !errors.Is(err, steer.ErrConfig) || !strings.Contains(err.Error(), "steer.Config.Dispatch = steer.Direct") {
-				t.Errorf("SetTable with deferred dispatch: %v, want steer.ErrConfig naming steer.Config.Dispatch = steer.Direct", err)
+			if !errors.Is(err, steer.ErrConfig) || !strings.Contains(err.Error(), "steer.Config.Dispatch = steer.DispatchDirect") {
+				t.Errorf("SetTable with deferred dispatch: %v, want steer.ErrConfig naming steer.Config.Dispatch = steer.DispatchDirect", err)
 			}
 		})
 	})
@@ -677,7 +677,7 @@ func TestSteeringErrors(t *testing.T) {
 		for i := range ports {
 			ports[i] = uint16(5000 + i)
 		}
-		d2 := newD(steer.Config{Workers: 2, Dispatch: steer.Direct})
+		d2 := newD(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect})
 		for _, c := range []struct {
 			name string
 			d    *steer.Dispatcher
@@ -685,11 +685,11 @@ func TestSteeringErrors(t *testing.T) {
 			o    kgroup.Options
 			says string
 		}{
-			{"one socket per worker", newD(steer.Config{Workers: 3, Dispatch: steer.Direct}), 2, kgroup.Options{}, "one socket per worker"},
+			{"one socket per worker", newD(steer.Config{Workers: 3, Dispatch: steer.DispatchDirect}), 2, kgroup.Options{}, "one socket per worker"},
 			{"fallback out of range", d2, 2, kgroup.Options{Fallback: 2}, "fallback"},
 			{"negative fallback, passing", d2, 2, kgroup.Options{PassUnhashed: true, Fallback: -1}, "fallback"},
-			{"flow policy", newD(steer.Config{Workers: 2, Dispatch: steer.Direct, Policy: steer.PolicyFlow}), 2, kgroup.Options{}, "rss policy"},
-			{"17 VXLAN ports", newD(steer.Config{Workers: 2, Dispatch: steer.Direct,
+			{"flow policy", newD(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect, Policy: steer.PolicyFlow}), 2, kgroup.Options{}, "rss policy"},
+			{"17 VXLAN ports", newD(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect,
 				Hash: steer.HashConfig{Tunnels: steer.TunnelsInner, VXLANPorts: ports}}), 2, kgroup.Options{}, "VXLANPorts"},
 		} {
 			err := p.A.Do(func() error { _, err := f.group(p.A, c.d, c.n, c.o, groupOpts{small: true}); return err })
@@ -867,7 +867,7 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("without capabilities: %v, want EPERM naming CAP_NET_RAW", err)
 		}
 		t.Log(err)
-		d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.Direct}, func(*steer.Packet) {})
+		d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ type Steering struct {
 // errors wrap steer.ErrConfig for a group or options that cannot steer d.
 //
 // Any dispatch mode steers, but SetTable's ordered table changes need
-// DIRECT dispatch (steer.Config.Dispatch = steer.Direct): with HYBRID or
+// DIRECT dispatch (steer.Config.Dispatch = steer.DispatchDirect): with HYBRID or
 // DEFERRED dispatch every SetTable is then an error wrapping
 // steer.ErrConfig.
 func New(d *steer.Dispatcher, k Kernel, o Options) (*Steering, error) {
@@ -205,12 +205,12 @@ func (st *Steering) SetTable(ctx context.Context, table []int) error {
 	}
 	cfg := st.d.Config()
 	switch {
-	case st.prog == nil && cfg.Dispatch == steer.Direct:
+	case st.prog == nil && cfg.Dispatch == steer.DispatchDirect:
 		return fmt.Errorf("kgroup: set table: %w: with direct dispatch the kernel, not the table, picks the worker", steer.ErrConfig)
 	case st.prog == nil:
 		return st.d.SetTable(table)
-	case cfg.Dispatch != steer.Direct:
-		return fmt.Errorf("kgroup: set table: %w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.Direct), not %v",
+	case cfg.Dispatch != steer.DispatchDirect:
+		return fmt.Errorf("kgroup: set table: %w: ordered table changes need direct dispatch (set steer.Config.Dispatch = steer.DispatchDirect), not %v",
 			steer.ErrConfig, cfg.Dispatch)
 	}
 	err := st.hold.SetTable(ctx, table, (*tableKernel)(st))

@@ -191,19 +191,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.frames, st.Frames)
 	for _, w := range st.Workstreams {
-		id := strconv.Itoa(w.WSID)
+		id := strconv.Itoa(w.Worker)
 		counter(c.handled, w.Handled, id)
 		counter(c.queued, w.Queued, id)
-		counter(c.inline, w.Dispatched, id, steer.Direct.String())
-		counter(c.inline, w.HybridDispatched, id, steer.Hybrid.String())
-		counter(c.dropped, w.QDrops, id, dropQueue)
+		counter(c.inline, w.DirectDispatched, id, steer.DispatchDirect.String())
+		counter(c.inline, w.HybridDispatched, id, steer.DispatchHybrid.String())
+		counter(c.dropped, w.QueueDrops, id, dropQueue)
 		counter(c.dropped, w.StallDrops, id, dropStall)
 		counter(c.dropped, w.FlowLimitDrops, id, dropFlowLimit)
 		counter(c.dropped, w.RedispatchDrops, id, dropRedispatch)
 		counter(c.dropped, w.CloseDrops, id, dropClose)
 		counter(c.panicked, w.Panics, id)
-		gauge(c.qlen, float64(w.Len), id)
-		gauge(c.wmark, float64(w.WMark), id)
+		gauge(c.qlen, float64(w.QueueLen), id)
+		gauge(c.wmark, float64(w.QueuePeak), id)
 		cpu := ""
 		if w.CPU >= 0 {
 			cpu = strconv.Itoa(w.CPU)

@@ -29,8 +29,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 		cfg  steer.Config
 	}{
 		{"deferred", steer.Config{Workers: 3}},
-		{"direct", steer.Config{Workers: 2, Dispatch: steer.Direct}},
-		{"hybrid-rfs-flowlimit", steer.Config{Workers: 2, Dispatch: steer.Hybrid,
+		{"direct", steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}},
+		{"hybrid-rfs-flowlimit", steer.Config{Workers: 2, Dispatch: steer.DispatchHybrid,
 			RFS: steer.RFSConfig{Enabled: true}, Queue: steer.QueueConfig{FlowLimit: true}}},
 		{"pinned", steer.Config{Workers: 1, CPUs: []int{0}}},
 	} {
@@ -68,7 +68,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 				t.Error("no bucket moved")
 			case tc.cfg.RFS.Enabled && st.FlowMoves == 0:
 				t.Error("no flow moved")
-			case tc.cfg.Dispatch == steer.Direct && st.Workstreams[0].Dispatched == 0:
+			case tc.cfg.Dispatch == steer.DispatchDirect && st.Workstreams[0].DirectDispatched == 0:
 				t.Error("nothing dispatched inline")
 			}
 			got := series(gather(t, c), "rps_")

@@ -141,19 +141,19 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 	}
 	put("frames_total", float64(st.Frames))
 	for _, w := range st.Workstreams {
-		id := strconv.Itoa(w.WSID)
+		id := strconv.Itoa(w.Worker)
 		put("worker_handled_total", float64(w.Handled), "worker", id)
 		put("worker_queued_total", float64(w.Queued), "worker", id)
-		put("worker_inline_dispatched_total", float64(w.Dispatched), "worker", id, "mode", "direct")
+		put("worker_inline_dispatched_total", float64(w.DirectDispatched), "worker", id, "mode", "direct")
 		put("worker_inline_dispatched_total", float64(w.HybridDispatched), "worker", id, "mode", "hybrid")
-		put("worker_dropped_total", float64(w.QDrops), "worker", id, "reason", "queue")
+		put("worker_dropped_total", float64(w.QueueDrops), "worker", id, "reason", "queue")
 		put("worker_dropped_total", float64(w.StallDrops), "worker", id, "reason", "stall")
 		put("worker_dropped_total", float64(w.FlowLimitDrops), "worker", id, "reason", "flow_limit")
 		put("worker_dropped_total", float64(w.RedispatchDrops), "worker", id, "reason", "redispatch")
 		put("worker_dropped_total", float64(w.CloseDrops), "worker", id, "reason", "close")
 		put("worker_panicked_total", float64(w.Panics), "worker", id)
-		put("worker_queue_length", float64(w.Len), "worker", id)
-		put("worker_queue_watermark", float64(w.WMark), "worker", id)
+		put("worker_queue_length", float64(w.QueueLen), "worker", id)
+		put("worker_queue_watermark", float64(w.QueuePeak), "worker", id)
 		cpu := ""
 		if w.CPU >= 0 {
 			cpu = strconv.Itoa(w.CPU)

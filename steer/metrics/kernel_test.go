@@ -14,7 +14,7 @@ import (
 // summed, one series per counter under the kernel's name, and lint clean;
 // a source without them has none.
 func TestKernelCounters(t *testing.T) {
-	d := newDispatcher(t, steer.Config{Workers: 3, Dispatch: steer.Direct}, func(*steer.Packet) {})
+	d := newDispatcher(t, steer.Config{Workers: 3, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
 	stats := func(n uint64) steer.SourceStats {
 		return steer.SourceStats{Name: "afxdp:veth0", Received: 10 * n, Dropped: 2 * n,
 			Mode: "native, copy", Kernel: []steer.KernelCounter{{Name: "rx_dropped", Value: n}, {Name: "rx_invalid_descs", Value: 2 * n},
