@@ -193,7 +193,7 @@ func (p *producer) fillFrame(pkt *Packet, f *Frame, ref *batchRef, w int, depth 
 	// stack and copy it with a bulk write barrier, twice the cost.
 	pkt.Data, pkt.frame, pkt.frameLen = f.Data, unsafe.SliceData(f.Data), int32(min(len(f.Data), math.MaxInt32))
 	pkt.Timestamp = f.Timestamp
-	pkt.Length = f.WireLen()
+	pkt.WireLen = f.wireLen()
 	pkt.IfIndex = f.IfIndex
 	pkt.InputID = p.source
 	pkt.ref = ref

@@ -22,7 +22,7 @@ import (
 type Packet struct {
 	Data      []byte    // the frame from its Ethernet header
 	Timestamp time.Time // capture time, from the source
-	Length    int       // length on the wire (>= len(Data))
+	WireLen   int       // length on the wire (>= len(Data))
 	IfIndex   int       // ingress interface index
 	InputID   int       // the id of the input that dispatched it (Input.ID)
 
@@ -91,10 +91,10 @@ func (p *Packet) Key() FlowKey {
 func (p *Packet) String() string {
 	k := p.Key()
 	if !k.Src.IsValid() {
-		return fmt.Sprintf("len %d non-IP reason=%s", p.Length, p.Reason)
+		return fmt.Sprintf("len %d non-IP reason=%s", p.WireLen, p.Reason)
 	}
 	return fmt.Sprintf("%s:%d > %s:%d proto %d len %d flowid 0x%08x %s reason=%s",
-		k.Src, k.SrcPort, k.Dst, k.DstPort, k.Proto, p.Length, p.FlowID, p.HashType, p.Reason)
+		k.Src, k.SrcPort, k.Dst, k.DstPort, k.Proto, p.WireLen, p.FlowID, p.HashType, p.Reason)
 }
 
 // Ref keeps a frame's buffer alive after its handler returned. Release it

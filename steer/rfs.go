@@ -54,7 +54,7 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *rfstab
 	// Counted here, not at the hand-off, so that frames handled inline
 	// (DIRECT) and frames the flow limit drops count too.
 	e.Packets++
-	e.Bytes += uint64(f.WireLen())
+	e.Bytes += uint64(f.wireLen())
 	if inserted {
 		// The flow has no frame queued under an entry (an entry is never
 		// evicted while it has), but it may have frames queued through the

@@ -18,9 +18,9 @@ type Frame struct {
 	// time, the ring header's time). The dispatcher never reads the clock per
 	// frame.
 	Timestamp time.Time
-	// Length is the frame's length on the wire, which may exceed len(Data)
+	// WireLen is the frame's length on the wire, which may exceed len(Data)
 	// when the capture was truncated to a snap length. Zero means len(Data).
-	Length int
+	WireLen int
 	// IfIndex is the ingress interface index (FreeBSD's m->m_pkthdr.rcvif),
 	// used by the SOURCE policy. Zero when unknown.
 	IfIndex int
@@ -40,10 +40,10 @@ type Frame struct {
 	Checksum Checksum
 }
 
-// WireLen returns Length, or len(Data) when Length is zero.
-func (f *Frame) WireLen() int {
-	if f.Length != 0 {
-		return f.Length
+// wireLen returns WireLen, or len(Data) when WireLen is zero.
+func (f *Frame) wireLen() int {
+	if f.WireLen != 0 {
+		return f.WireLen
 	}
 	return len(f.Data)
 }

@@ -48,7 +48,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	var b strings.Builder
 	c := dc.Class
 	k := &c.Key
-	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.WireLen(), dc.InputID, dc.Frame.IfIndex)
+	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.wireLen(), dc.InputID, dc.Frame.IfIndex)
 	vl := "none"
 	if k.NVLAN > 0 {
 		vl = fmt.Sprint(k.VLANs[:k.NVLAN])

@@ -127,7 +127,7 @@ func (m *meter) count(p *steer.Packet) {
 		dir = 1
 	}
 	r.packets[dir]++
-	r.bytes += uint64(p.Length)
+	r.bytes += uint64(p.WireLen)
 	r.last = p.Timestamp
 }
 

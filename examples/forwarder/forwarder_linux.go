@@ -228,7 +228,7 @@ func (w *workerState) handle(p *steer.Packet) {
 	w.sink += f.sp.spin()
 	out := f.outByID[p.InputID]
 	port := f.ports[out]
-	if p.Length > len(p.Data) || len(p.Data) > port.mtu+14 || len(p.Data) < 14 {
+	if p.WireLen > len(p.Data) || len(p.Data) > port.mtu+14 || len(p.Data) < 14 {
 		w.oversize++
 		return
 	}

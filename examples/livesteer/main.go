@@ -416,7 +416,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	}, func(w *worker, p *steer.Packet) {
 		wc.Observe(p.FlowID, p.HashType.IsHash(), p.Worker)
 		k := p.Key()
-		w.encaps.Add(p.Data, &k, p.Length)
+		w.encaps.Add(p.Data, &k, p.WireLen)
 		if w.dump != nil {
 			w.dump.Write(p)
 		}

@@ -420,8 +420,8 @@ func TestWriteAndJSON(t *testing.T) {
 			err := f.ReadBatch(context.Background(), &b)
 			for _, fr := range b.Frames {
 				records++
-				if len(fr.Data) > 48 || fr.WireLen() != 64 {
-					t.Fatalf("worker %d: a record of %d bytes, wire %d; want at most 48 of 64", w, len(fr.Data), fr.WireLen())
+				if len(fr.Data) > 48 || fr.WireLen != 64 {
+					t.Fatalf("worker %d: a record of %d bytes, wire %d; want at most 48 of 64", w, len(fr.Data), fr.WireLen)
 				}
 				// The UDP source and destination ports name the flow.
 				key := string(fr.Data[26:38])

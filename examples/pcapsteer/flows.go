@@ -173,7 +173,7 @@ func (t *flowTable) count(k *steer.FlowKey, p *steer.Packet) {
 	if t.symmetric {
 		*k, e.reversed = k.Canonical()
 	}
-	e.hashType, e.flowid, e.length, e.ts = p.HashType, p.FlowID, p.Length, p.Timestamp
+	e.hashType, e.flowid, e.length, e.ts = p.HashType, p.FlowID, p.WireLen, p.Timestamp
 	if e.ts.After(t.clock) {
 		t.clock = e.ts
 	}

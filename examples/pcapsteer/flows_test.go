@@ -316,7 +316,7 @@ func TestDelayLine(t *testing.T) {
 	}
 	frame := func(f int, at float64) {
 		k := key(f)
-		ft.count(&k, &steer.Packet{FlowID: uint32(f), Length: 64, Timestamp: t0.Add(time.Duration(at * float64(time.Second)))})
+		ft.count(&k, &steer.Packet{FlowID: uint32(f), WireLen: 64, Timestamp: t0.Add(time.Duration(at * float64(time.Second)))})
 	}
 	records := func() map[uint32]uint64 {
 		m := map[uint32]uint64{}

@@ -74,7 +74,7 @@ func readFrames(t *testing.T, capture []byte) []frame {
 			t.Fatal(err)
 		}
 		for _, f := range b.Frames {
-			out = append(out, frame{data: slices.Clone(f.Data), orig: f.WireLen()})
+			out = append(out, frame{data: slices.Clone(f.Data), orig: f.WireLen})
 		}
 		b.Release()
 	}

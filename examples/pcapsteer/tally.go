@@ -57,11 +57,11 @@ func newWorkerTally(w *steer.Worker, cfg flowConfig, out *flowWriter, buckets *i
 // handle is the handler: it runs in the goroutine of the worker w belongs to,
 // for every frame steered there.
 func (w *workerTally) handle(p *steer.Packet) {
-	w.total.add(p.Length)
-	w.reasons[p.Reason].add(p.Length)
-	w.types[p.HashType].add(p.Length)
+	w.total.add(p.WireLen)
+	w.reasons[p.Reason].add(p.WireLen)
+	w.types[p.HashType].add(p.WireLen)
 	k := p.Key() // a flow is its whole key, encapsulations included
-	w.encaps.Add(p.Data, &k, p.Length)
+	w.encaps.Add(p.Data, &k, p.WireLen)
 	w.count(&k, p)
 	if w.dump != nil {
 		w.dump.Write(p)

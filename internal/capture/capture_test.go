@@ -250,7 +250,7 @@ func readPcap(t *testing.T, path string) []record {
 	for {
 		err := r.ReadBatch(context.Background(), &b)
 		for _, f := range b.Frames {
-			out = append(out, record{slices.Clone(f.Data), f.WireLen(), f.Timestamp})
+			out = append(out, record{slices.Clone(f.Data), f.WireLen, f.Timestamp})
 		}
 		if b.Release != nil {
 			b.Release()
@@ -270,7 +270,7 @@ func flowFrames(n int) []steer.Frame {
 	base := time.Unix(1740830400, 0)
 	frames := make([]steer.Frame, n)
 	for i := range frames {
-		frames[i] = steer.Frame{Data: udpFrame(uint16(1000+i%16), byte(i/16)), Length: 64, Timestamp: base.Add(time.Duration(i) * time.Microsecond)}
+		frames[i] = steer.Frame{Data: udpFrame(uint16(1000+i%16), byte(i/16)), WireLen: 64, Timestamp: base.Add(time.Duration(i) * time.Microsecond)}
 	}
 	return frames
 }
@@ -472,7 +472,7 @@ func TestDumpVLAN(t *testing.T) {
 	plain := udpFrame(1, 0)
 	inBand := append(append(append([]byte{}, plain[:12]...), 0x81, 0x00, 0x00, 0x07), plain[12:]...)
 	steerInto(t, d, 1, []steer.Frame{
-		{Data: plain, VLAN: 100, HasVLAN: true, Length: 64},
+		{Data: plain, VLAN: 100, HasVLAN: true, WireLen: 64},
 		{Data: inBand},
 		{Data: plain},
 	})
@@ -504,7 +504,7 @@ func TestDumpSnapLenAndTimes(t *testing.T) {
 	steerInto(t, d, 1, []steer.Frame{
 		{Data: plain, Timestamp: t0},
 		{Data: plain, VLAN: 100, HasVLAN: true, Timestamp: t0},
-		{Data: plain[:30], Length: 64},
+		{Data: plain[:30], WireLen: 64},
 		{Data: plain, Timestamp: time.Unix(1<<33, 0)},
 	})
 	recs := readPcap(t, path)

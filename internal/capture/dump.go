@@ -522,7 +522,7 @@ func (w *WorkerDump) Write(p *steer.Packet) {
 		return
 	}
 	data := p.Data
-	wire := p.Length
+	wire := p.WireLen
 	if k := p.Key(); k.NVLAN > 0 && int(k.NVLAN) > tagsIn(data) && len(data) >= 12 {
 		tag := []byte{0x81, 0x00, byte(k.VLANs[0] >> 8), byte(k.VLANs[0])}
 		w.tagged = append(append(append(w.tagged[:0], data[:12]...), tag...), data[12:]...)

@@ -50,7 +50,7 @@ func TestCountsMatchInterface(t *testing.T) {
 			var bad, flows int
 			seen := map[flow]bool{}
 			c := collect(src, func(f *steer.Frame) {
-				if f.IfIndex != src.Interface() || f.Timestamp.IsZero() || f.WireLen() < len(f.Data) || len(f.Data) == 0 {
+				if f.IfIndex != src.Interface() || f.Timestamp.IsZero() || f.WireLen < len(f.Data) || len(f.Data) == 0 {
 					bad++
 				}
 				if k, ok := parseFlow(f.Data); ok && !seen[k] {
@@ -86,13 +86,13 @@ func TestSuperFrames(t *testing.T) {
 	src := openIn(t, p.A, p.A.Link, Config{IgnoreOutgoing: true, SnapLen: snap})
 	var maxLen, super, truncBad int
 	c := collect(src, func(f *steer.Frame) {
-		if f.Length > maxLen {
-			maxLen = f.Length
+		if f.WireLen > maxLen {
+			maxLen = f.WireLen
 		}
-		if f.Length > 1514 {
+		if f.WireLen > 1514 {
 			super++
 		}
-		if len(f.Data) > snap || (f.Length > snap && len(f.Data) != snap) {
+		if len(f.Data) > snap || (f.WireLen > snap && len(f.Data) != snap) {
 			truncBad++
 		}
 	})
@@ -196,7 +196,7 @@ func (v *vlanCheck) frame(f *steer.Frame) {
 	if len(f.Data) >= 14 && binary.BigEndian.Uint16(f.Data[12:]) == 0x8100 {
 		v.tagInBytes++
 	}
-	if v.frameLen > 0 && (len(f.Data) != v.frameLen || f.Length != v.frameLen) {
+	if v.frameLen > 0 && (len(f.Data) != v.frameLen || f.WireLen != v.frameLen) {
 		v.wrongLen++
 	}
 	if k, ok := parseFlow(f.Data); ok && k.proto == 17 && k.dport == 9 {

@@ -74,7 +74,7 @@ type Config struct {
 	BatchSize int
 	// SnapLen, when positive, truncates every frame to SnapLen bytes; the
 	// kernel then copies only that much into the ring (it is the return
-	// value of the socket filter). Frame.Length still says the full length.
+	// value of the socket filter). Frame.WireLen still says the full length.
 	SnapLen int
 	// Promisc puts the interface in promiscuous mode while the socket is
 	// open (PACKET_MR_PROMISC membership, undone by the kernel on close).

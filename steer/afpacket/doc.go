@@ -37,7 +37,7 @@
 //
 // Frames larger than the snap length (including the 64 KiB GSO/GRO
 // super-frames that cross a veth with offloads on) are one frame each:
-// len(Data) is the snapped length, Frame.Length the real one. An 802.1Q tag
+// len(Data) is the snapped length, Frame.WireLen the real one. An 802.1Q tag
 // is not in Data: the kernel strips it before the packet taps run and the
 // source reports it as Frame.VLAN (the 12-bit id) with HasVLAN. What the
 // kernel knows of a frame's checksums is Frame.Checksum:

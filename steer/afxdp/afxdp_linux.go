@@ -444,7 +444,7 @@ func (s *Source) take(b *steer.Batch) int {
 			data = data[:s.cfg.SnapLen:s.cfg.SnapLen]
 		}
 		f := &frames[got]
-		f.Data, f.Timestamp, f.Length, f.IfIndex = data, now, int(ln), s.ifindex
+		f.Data, f.Timestamp, f.WireLen, f.IfIndex = data, now, int(ln), s.ifindex
 		f.VLAN, f.HasVLAN, f.FlowID, f.HashType = 0, false, 0, hash.None
 		got++
 		h.chunks = append(h.chunks, chunk)

@@ -50,7 +50,7 @@ func TestCounters(t *testing.T) {
 			var bad int
 			rd := livetest.Read(s, func(b *steer.Batch) {
 				for _, f := range b.Frames {
-					if len(f.Data) != 64 || f.Length != 64 || f.Data[12] != 0x08 || f.Data[23] != 17 {
+					if len(f.Data) != 64 || f.WireLen != 64 || f.Data[12] != 0x08 || f.Data[23] != 17 {
 						bad++
 					}
 				}
@@ -248,7 +248,7 @@ func TestFilter(t *testing.T) {
 			var bad int
 			rd := livetest.Read(s, func(b *steer.Batch) {
 				for _, f := range b.Frames {
-					if len(f.Data) != 42 || f.Length != 64 {
+					if len(f.Data) != 42 || f.WireLen != 64 {
 						bad++
 					}
 				}

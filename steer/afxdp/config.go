@@ -268,7 +268,7 @@ type Config struct {
 	// the UMEM.
 	Copy bool
 	// SnapLen, when positive, cuts every frame's Data to SnapLen bytes.
-	// Frame.Length still says the full length. (The kernel copies whole
+	// Frame.WireLen still says the full length. (The kernel copies whole
 	// frames into the UMEM either way.)
 	SnapLen int
 	// Filter is a capture filter run in user space on every frame

@@ -68,7 +68,7 @@ func frames(n int) []steer.Frame {
 	copy(ip[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
 	fs := make([]steer.Frame, n)
 	for i := range fs {
-		fs[i] = steer.Frame{Data: b, Length: len(b)}
+		fs[i] = steer.Frame{Data: b, WireLen: len(b)}
 	}
 	return fs
 }

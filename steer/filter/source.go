@@ -52,8 +52,8 @@ func (s *Source) ReadBatch(ctx context.Context, b *steer.Batch) error {
 			if !ok {
 				continue
 			}
-			if f.Length == 0 {
-				f.Length = len(f.Data) // the wire length, before the cut
+			if f.WireLen == 0 {
+				f.WireLen = len(f.Data) // the wire length, before the cut
 			}
 			f.Data = f.Data[:k:k]
 			keep = append(keep, f)

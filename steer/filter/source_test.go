@@ -187,7 +187,7 @@ func TestSourceSnapLen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &batchSource{frames: []steer.Frame{{Data: make([]byte, 100)}, {Data: make([]byte, 10)}, {Data: make([]byte, 60), Length: 1514}}, n: 8}
+	src := &batchSource{frames: []steer.Frame{{Data: make([]byte, 100)}, {Data: make([]byte, 10)}, {Data: make([]byte, 60), WireLen: 1514}}, n: 8}
 	fs, _ := NewSource(src, p)
 	var b steer.Batch
 	if err := fs.ReadBatch(context.Background(), &b); err != nil {
@@ -195,8 +195,8 @@ func TestSourceSnapLen(t *testing.T) {
 	}
 	for i, want := range [][2]int{{20, 100}, {10, 10}, {20, 1514}} {
 		f := b.Frames[i]
-		if len(f.Data) != want[0] || cap(f.Data) != want[0] || f.WireLen() != want[1] {
-			t.Errorf("frame %d: %d bytes (cap %d), wire %d; want %d, %d", i, len(f.Data), cap(f.Data), f.WireLen(), want[0], want[1])
+		if len(f.Data) != want[0] || cap(f.Data) != want[0] || f.WireLen != want[1] {
+			t.Errorf("frame %d: %d bytes (cap %d), wire %d; want %d, %d", i, len(f.Data), cap(f.Data), f.WireLen, want[0], want[1])
 		}
 	}
 }

@@ -55,9 +55,9 @@ func TestSameAsPcapfile(t *testing.T) {
 		for i := range got {
 			g, w := got[i], want[i]
 			if !bytes.Equal(g.Data, w.Data) || !g.Timestamp.Equal(w.Timestamp) || g.Timestamp.Location() != w.Timestamp.Location() ||
-				g.WireLen() != w.WireLen() || g.IfIndex != w.IfIndex || g.HasVLAN != w.HasVLAN {
+				g.WireLen != w.WireLen || g.IfIndex != w.IfIndex || g.HasVLAN != w.HasVLAN {
 				t.Fatalf("zero-copy %v: frame %d differs:\n got %d bytes %v len %d if %d\nwant %d bytes %v len %d if %d",
-					zeroCopy, i, len(g.Data), g.Timestamp, g.WireLen(), g.IfIndex, len(w.Data), w.Timestamp, w.WireLen(), w.IfIndex)
+					zeroCopy, i, len(g.Data), g.Timestamp, g.WireLen, g.IfIndex, len(w.Data), w.Timestamp, w.WireLen, w.IfIndex)
 			}
 		}
 	}

@@ -74,8 +74,8 @@
 //     which the dispatcher counts as too short rather than the adapter
 //     hiding it.
 //   - Timestamp: CaptureInfo.Timestamp, in UTC (the zero time stays zero).
-//   - Length: CaptureInfo.Length, the length on the wire, which exceeds
-//     len(Data) for a packet cut by the snap length; a Length of zero
+//   - WireLen: CaptureInfo.Length, the length on the wire, which exceeds
+//     len(Data) for a packet cut by the snap length; a length of zero
 //     (unknown) or below the captured length gives the captured length.
 //   - IfIndex: the value given with [WithIfIndex], else
 //     CaptureInfo.InterfaceIndex (zero, unknown, when negative). A pcapgo

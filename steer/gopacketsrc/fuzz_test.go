@@ -96,10 +96,10 @@ func FuzzReadBatch(f *testing.F) {
 				if string(f.Data) != string(w.data) {
 					t.Fatalf("frame %d: %d bytes differ from the %d of its packet", h.first+k, len(f.Data), len(w.data))
 				}
-				if f.Length != w.length || f.Timestamp.Unix() != int64(h.first+k) || f.HasVLAN != (w.vlan >= 0) ||
+				if f.WireLen != w.length || f.Timestamp.Unix() != int64(h.first+k) || f.HasVLAN != (w.vlan >= 0) ||
 					(f.HasVLAN && int(f.VLAN) != w.vlan) {
 					t.Fatalf("frame %d: length %d, time %v, vlan %v %d; want %d, %d, %d",
-						h.first+k, f.Length, f.Timestamp, f.HasVLAN, f.VLAN, w.length, h.first+k, w.vlan)
+						h.first+k, f.WireLen, f.Timestamp, f.HasVLAN, f.VLAN, w.length, h.first+k, w.vlan)
 				}
 			}
 			h.b.Release()

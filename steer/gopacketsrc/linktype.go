@@ -23,10 +23,10 @@ func (s *Source) toEthernet(f *steer.Frame, region []byte) {
 	frame, delta, ifIndex, runt := s.link.ToEthernet(region)
 	f.Data = frame
 	if runt {
-		s.stats.runts.Add(1) // Length stays the packet's: the dispatcher counts it too short
+		s.stats.runts.Add(1) // WireLen stays the packet's: the dispatcher counts it too short
 		return
 	}
-	f.Length = max(f.Length+delta, len(frame))
+	f.WireLen = max(f.WireLen+delta, len(frame))
 	if ifIndex > 0 && s.cfg.ifIndex == 0 {
 		f.IfIndex = ifIndex
 	}

@@ -92,8 +92,8 @@ func TestLinkTypesAsPcapfile(t *testing.T) {
 		}
 		for i := range got {
 			g, w := got[i], want[i]
-			if !bytes.Equal(g.Data, w.Data) || g.WireLen() != w.WireLen() || g.IfIndex != w.IfIndex || !g.Timestamp.Equal(w.Timestamp) {
-				t.Errorf("%s frame %d:\n got % x len %d if %d\nwant % x len %d if %d", lt, i, g.Data, g.WireLen(), g.IfIndex, w.Data, w.WireLen(), w.IfIndex)
+			if !bytes.Equal(g.Data, w.Data) || g.WireLen != w.WireLen || g.IfIndex != w.IfIndex || !g.Timestamp.Equal(w.Timestamp) {
+				t.Errorf("%s frame %d:\n got % x len %d if %d\nwant % x len %d if %d", lt, i, g.Data, g.WireLen, g.IfIndex, w.Data, w.WireLen, w.IfIndex)
 			}
 		}
 		if r, w := src.Stats().Runts, ref.Stats().Runts; r != w {

@@ -24,7 +24,7 @@ const (
 	MaxBatchSize = 1024
 	// MaxPacketLen is the most bytes of one packet the adapter keeps
 	// (tcpdump's largest snap length, as pcapfile's MaxRecordLen). A
-	// longer packet is cut to it, keeps its wire length in Frame.Length and
+	// longer packet is cut to it, keeps its wire length in Frame.WireLen and
 	// is counted in [Stats].Oversize.
 	MaxPacketLen = pcapfile.MaxRecordLen
 
@@ -382,9 +382,9 @@ func (s *Source) fill(f *steer.Frame, data []byte, ci *gopacket.CaptureInfo) {
 	if !f.Timestamp.IsZero() {
 		f.Timestamp = f.Timestamp.UTC()
 	}
-	// Length is the wire length; a source that does not know it (zero) or
+	// ci.Length is the wire length; a source that does not know it (zero) or
 	// says less than it captured gets the captured length.
-	f.Length = max(ci.Length, len(data))
+	f.WireLen = max(ci.Length, len(data))
 	f.IfIndex = max(ci.InterfaceIndex, 0)
 	if s.cfg.ifIndex > 0 {
 		f.IfIndex = s.cfg.ifIndex

@@ -72,33 +72,33 @@ func TestCaptureInfo(t *testing.T) {
 		bad  uint64      // BadVLAN count
 	}{
 		{name: "plain", ci: gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 60, Length: 60, InterfaceIndex: 3},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60, IfIndex: 3}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60, IfIndex: 3}},
 		{name: "snaplen-cut", ci: gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 60, Length: 1514},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 1514}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 1514}},
 		{name: "length-unknown", ci: gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 60},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60}},
 		{name: "length-below-captured", ci: gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 60, Length: 20},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60}},
 		{name: "no-time", ci: gopacket.CaptureInfo{CaptureLength: 60, Length: 60},
-			want: steer.Frame{Length: 60}},
+			want: steer.Frame{WireLen: 60}},
 		{name: "negative-ifindex", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, InterfaceIndex: -2},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60}},
 		{name: "WithIfIndex", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, InterfaceIndex: 3},
 			opt:  []gopacketsrc.Option{gopacketsrc.WithIfIndex(7)},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60, IfIndex: 7}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60, IfIndex: 7}},
 		{name: "vlan", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, AncillaryData: []any{afpacket.AncillaryVLAN{VLAN: 100}}},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60, VLAN: 100, HasVLAN: true}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60, VLAN: 100, HasVLAN: true}},
 		{name: "vlan-0", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, AncillaryData: []any{afpacket.AncillaryVLAN{VLAN: 0}}},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60, VLAN: 0, HasVLAN: true}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60, VLAN: 0, HasVLAN: true}},
 		{name: "vlan-4095", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, AncillaryData: []any{"other", 17, afpacket.AncillaryVLAN{VLAN: 4095}}},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60, VLAN: 4095, HasVLAN: true}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60, VLAN: 4095, HasVLAN: true}},
 		{name: "vlan-4096", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, AncillaryData: []any{afpacket.AncillaryVLAN{VLAN: 4096}}},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60}, bad: 1},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60}, bad: 1},
 		{name: "vlan-negative", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60, AncillaryData: []any{afpacket.AncillaryVLAN{VLAN: -1}}},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60}, bad: 1},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60}, bad: 1},
 		{name: "vlan-lookalike", ci: gopacket.CaptureInfo{Timestamp: ts, Length: 60,
 			AncillaryData: []any{struct{ VLAN int }{5}, &afpacket.AncillaryVLAN{VLAN: 6}}},
-			want: steer.Frame{Timestamp: ts.UTC(), Length: 60}},
+			want: steer.Frame{Timestamp: ts.UTC(), WireLen: 60}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,7 +117,7 @@ func TestCaptureInfo(t *testing.T) {
 				t.Errorf("Timestamp %v, want %v", f.Timestamp, tt.want.Timestamp)
 			}
 			f.Timestamp, tt.want.Timestamp = time.Time{}, time.Time{}
-			if f.Length != tt.want.Length || f.IfIndex != tt.want.IfIndex || f.VLAN != tt.want.VLAN ||
+			if f.WireLen != tt.want.WireLen || f.IfIndex != tt.want.IfIndex || f.VLAN != tt.want.VLAN ||
 				f.HasVLAN != tt.want.HasVLAN || f.FlowID != 0 || f.HashType != tt.want.HashType {
 				t.Errorf("frame %+v, want %+v", f, tt.want)
 			}
@@ -163,9 +163,9 @@ func TestOddPackets(t *testing.T) {
 			for i, f := range frames {
 				n := sizes[i]
 				want := min(n, gopacketsrc.MaxPacketLen)
-				if len(f.Data) != want || f.Length != n+4 || f.Timestamp.Unix() != int64(i) {
+				if len(f.Data) != want || f.WireLen != n+4 || f.Timestamp.Unix() != int64(i) {
 					t.Errorf("frame %d: %d bytes, length %d, time %d; want %d, %d, %d",
-						i, len(f.Data), f.Length, f.Timestamp.Unix(), want, n+4, i)
+						i, len(f.Data), f.WireLen, f.Timestamp.Unix(), want, n+4, i)
 				}
 				if n >= 8 {
 					if err := checkNumbered(f.Data, i); err != nil {

@@ -56,9 +56,9 @@ func diffFrames(got, want []steer.Frame) string {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if !bytes.Equal(g.Data, w.Data) || !g.Timestamp.Equal(w.Timestamp) || g.Length != w.Length || g.IfIndex != w.IfIndex {
+		if !bytes.Equal(g.Data, w.Data) || !g.Timestamp.Equal(w.Timestamp) || g.WireLen != w.WireLen || g.IfIndex != w.IfIndex {
 			return fmt.Sprintf("frame %d is %x %v len %d if %d, want %x %v len %d if %d",
-				i, g.Data, g.Timestamp, g.Length, g.IfIndex, w.Data, w.Timestamp, w.Length, w.IfIndex)
+				i, g.Data, g.Timestamp, g.WireLen, g.IfIndex, w.Data, w.Timestamp, w.WireLen, w.IfIndex)
 		}
 	}
 	return ""

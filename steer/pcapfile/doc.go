@@ -55,7 +55,7 @@
 //   - LINUX_SLL (113): the 16-byte cooked header becomes a 14-byte Ethernet
 //     header, the source MAC taken from the SLL address when it is 6 bytes
 //     long, the EtherType from the SLL protocol field (whatever it is: a
-//     non-IP protocol keeps its value). Frame.Length is the original length
+//     non-IP protocol keeps its value). Frame.WireLen is the original length
 //     minus 2.
 //   - LINUX_SLL2 (276): the same from the 20-byte header (Length minus 6).
 //     Its interface index becomes Frame.IfIndex (see below).
@@ -96,7 +96,7 @@
 //
 // Timestamp is the record's time, in UTC (pcapng's if_tsresol and
 // if_tsoffset are honoured; a pcapng simple packet block has no time and
-// gets the zero time). Length is the record's original length, adjusted
+// gets the zero time). WireLen is the record's original length, adjusted
 // by the link-layer rewrite above. IfIndex is, in order of preference, the
 // value given with [WithIfIndex]; the interface index in a LINUX_SLL2
 // header; for pcapng, the record's interface ID plus one (IDs count from

@@ -33,7 +33,7 @@ func Example() {
 		}
 		for _, f := range b.Frames {
 			frames++
-			bytes += f.WireLen()
+			bytes += f.WireLen
 		}
 		b.Release() // the batch's buffer goes back to the reader
 	}
@@ -61,8 +61,8 @@ func ExampleWriter() {
 	written := 0
 	for r.ReadBatch(context.Background(), &b) == nil {
 		for _, f := range b.Frames {
-			if f.WireLen() > 1000 {
-				if err := w.WritePacket(f.Timestamp, f.Data, f.Length); err != nil {
+			if f.WireLen > 1000 {
+				if err := w.WritePacket(f.Timestamp, f.Data, f.WireLen); err != nil {
 					log.Fatal(err)
 				}
 				written++

@@ -170,8 +170,8 @@ func fuzzRead(t *testing.T, data []byte, size int) ([]steer.Frame, error) {
 			if len(fr.Data) > MaxRecordLen+ethHeaderLen || cap(fr.Data) != len(fr.Data) {
 				t.Fatalf("frame of %d bytes, capacity %d", len(fr.Data), cap(fr.Data))
 			}
-			if fr.Length < len(fr.Data) {
-				t.Fatalf("Length %d below the %d captured bytes", fr.Length, len(fr.Data))
+			if fr.WireLen < len(fr.Data) {
+				t.Fatalf("Length %d below the %d captured bytes", fr.WireLen, len(fr.Data))
 			}
 			fr.Data = bytes.Clone(fr.Data)
 			out = append(out, fr)

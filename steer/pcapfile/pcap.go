@@ -141,15 +141,15 @@ func (r *Reader) pcapRecords(frames []steer.Frame, limit int, nbytes, runts uint
 		f.IfIndex = ifIndex
 		if link == LinkTypeEthernet {
 			f.Data = buf[start:pos:pos]
-			f.Length = max(origLen, capLen)
+			f.WireLen = max(origLen, capLen)
 			continue
 		}
 		data, delta, sllIf, runt := rewrite(link, buf[start-hr:pos:pos])
 		f.Data = data
-		f.Length = max(origLen+delta, len(data))
+		f.WireLen = max(origLen+delta, len(data))
 		switch {
 		case runt:
-			f.Length = origLen
+			f.WireLen = origLen
 			runts++
 		case ifIndex == 0 && sllIf > 0:
 			f.IfIndex = sllIf

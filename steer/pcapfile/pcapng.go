@@ -450,7 +450,7 @@ func (r *Reader) ngRecords(frames []steer.Frame, limit int, nbytes, runts uint64
 		f := &frames[n] // zero, as in pcapRecords
 		f.Data = data
 		f.Timestamp = time.Unix(sec, nsec).UTC()
-		f.Length = max(origLen+delta, len(data))
+		f.WireLen = max(origLen+delta, len(data))
 		f.IfIndex = int(id) + 1
 		switch {
 		case ifIndex > 0:
@@ -459,7 +459,7 @@ func (r *Reader) ngRecords(frames []steer.Frame, limit int, nbytes, runts uint64
 			f.IfIndex = sllIf
 		}
 		if runt {
-			f.Length = origLen
+			f.WireLen = origLen
 			runts++
 		}
 		n++

@@ -382,7 +382,7 @@ func (r *Reader) ReadBatch(ctx context.Context, b *steer.Batch) error {
 func (r *Reader) frame(f *steer.Frame, rec *record, region []byte) (runt bool) {
 	data, delta, sllIf, runt := rewrite(rec.link, region)
 	f.Data = data // f is zero, as in pcapRecords
-	f.Length = max(rec.origLen+delta, len(data))
+	f.WireLen = max(rec.origLen+delta, len(data))
 	f.IfIndex = rec.ifIndex
 	if !rec.noTime {
 		f.Timestamp = time.Unix(rec.sec, rec.nsec).UTC()
@@ -394,7 +394,7 @@ func (r *Reader) frame(f *steer.Frame, rec *record, region []byte) (runt bool) {
 		f.IfIndex = sllIf
 	}
 	if runt {
-		f.Length = rec.origLen
+		f.WireLen = rec.origLen
 	}
 	return runt
 }

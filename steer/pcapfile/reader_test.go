@@ -168,8 +168,8 @@ func TestLinkTypes(t *testing.T) {
 					if c.runt {
 						wantLen = orig
 					}
-					if f.Length != wantLen {
-						t.Errorf("frame %d: Length %d, want %d", i, f.Length, wantLen)
+					if f.WireLen != wantLen {
+						t.Errorf("frame %d: Length %d, want %d", i, f.WireLen, wantLen)
 					}
 					if f.IfIndex != wantIf {
 						t.Errorf("frame %d: IfIndex %d, want %d", i, f.IfIndex, wantIf)
@@ -359,9 +359,9 @@ func TestPcapNGMixed(t *testing.T) {
 	}
 	for i, w := range want {
 		f := fs[i]
-		if !bytes.Equal(f.Data, w.data) || !f.Timestamp.Equal(w.ts) || f.IfIndex != w.ifx || f.Length != w.len {
+		if !bytes.Equal(f.Data, w.data) || !f.Timestamp.Equal(w.ts) || f.IfIndex != w.ifx || f.WireLen != w.len {
 			t.Errorf("frame %d: data %x ts %v if %d len %d\nwant %x ts %v if %d len %d",
-				i, f.Data, f.Timestamp, f.IfIndex, f.Length, w.data, w.ts, w.ifx, w.len)
+				i, f.Data, f.Timestamp, f.IfIndex, f.WireLen, w.data, w.ts, w.ifx, w.len)
 		}
 	}
 	if st := r.Stats(); st.Batches != 3 || st.Records != 6 {

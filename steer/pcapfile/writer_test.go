@@ -90,8 +90,8 @@ func TestWriter(t *testing.T) {
 					if !nano {
 						ts = ts.Truncate(time.Microsecond)
 					}
-					if !bytes.Equal(f.Data, want[i].data) || !f.Timestamp.Equal(ts) || f.Length != want[i].orig {
-						t.Errorf("frame %d: %x %v len %d, want %x %v len %d", i, f.Data, f.Timestamp, f.Length,
+					if !bytes.Equal(f.Data, want[i].data) || !f.Timestamp.Equal(ts) || f.WireLen != want[i].orig {
+						t.Errorf("frame %d: %x %v len %d, want %x %v len %d", i, f.Data, f.Timestamp, f.WireLen,
 							want[i].data, ts, want[i].orig)
 					}
 				}
@@ -297,8 +297,8 @@ func TestWriterAsTcpdump(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range fs {
-		if f.WireLen() > 1000 {
-			if err := w.WritePacket(f.Timestamp, f.Data, f.Length); err != nil {
+		if f.WireLen > 1000 {
+			if err := w.WritePacket(f.Timestamp, f.Data, f.WireLen); err != nil {
 				t.Fatal(err)
 			}
 		}
