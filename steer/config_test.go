@@ -143,7 +143,7 @@ func TestEnumsText(t *testing.T) {
 	for o := OverflowAuto; o <= OverflowDrop; o++ {
 		add(o, func() (decoder, func() enum) { var x Overflow; return &x, func() enum { return x } })
 	}
-	for r := range Reason(NumReasons) {
+	for r := range numReasons {
 		add(r, func() (decoder, func() enum) { var x Reason; return &x, func() enum { return x } })
 	}
 	for _, e := range all {

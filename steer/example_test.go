@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -98,10 +100,8 @@ func ExampleDispatcher_Run() {
 	for _, w := range s.Workstreams {
 		fmt.Printf("worker %d: handled %d (handler saw %d)\n", w.Worker, w.Handled, perWorker[w.Worker].Load())
 	}
-	for r, n := range s.Reasons {
-		if n > 0 {
-			fmt.Printf("%s: %d\n", steer.Reason(r), n)
-		}
+	for _, r := range slices.Sorted(maps.Keys(s.Reasons)) {
+		fmt.Printf("%s: %d\n", r, s.Reasons[r])
 	}
 	// Output:
 	// frames 4623, handled 4623, dropped 0

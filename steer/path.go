@@ -89,7 +89,7 @@ type producer struct {
 // closed ones included.
 type counts struct {
 	frames       uint64
-	reasons      [NumReasons]uint64 // all but ReasonOK, which is frames less the rest
+	reasons      [numReasons]uint64 // all but ReasonOK, which is frames less the rest
 	bucketFrames []uint64           // hashed frames per bucket
 	bucketMoves  uint64
 	flowMoves    uint64

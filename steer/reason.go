@@ -51,9 +51,6 @@ const (
 	numReasons
 )
 
-// NumReasons is the number of Reason values, for arrays indexed by Reason.
-const NumReasons = int(numReasons)
-
 var reasonNames = [...]string{
 	ReasonOK:             "ok",
 	ReasonNonIP:          "non-ip",
@@ -83,7 +80,8 @@ var reasonNames = [...]string{
 	ReasonBadChecksum:    "bad-checksum",
 }
 
-// String returns the reason's short name, as the report prints it.
+// String returns the reason's short name, as the report prints it, or
+// "unknown" past the last reason.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]

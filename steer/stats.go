@@ -107,8 +107,9 @@ type Stats struct {
 	// Panicked().
 	Frames      uint64
 	Workstreams []WorkstreamStats
-	// Reasons counts frames by classification reason.
-	Reasons [NumReasons]uint64
+	// Reasons counts frames by classification reason; a reason no frame had
+	// is absent.
+	Reasons map[Reason]uint64
 	// BucketFrames counts hashed frames per indirection-table bucket.
 	BucketFrames []uint64
 	Table        []int  // the indirection table now
@@ -183,12 +184,17 @@ func (d *Dispatcher) Stats() Stats {
 	}
 	sum, top := d.sumCounts(true)
 	sum.reasons[ReasonBadChecksum] += badChecksums
-	s.Frames, s.Reasons, s.BucketFrames = sum.frames, sum.reasons, sum.bucketFrames
-	s.Reasons[ReasonOK] = sum.frames
+	s.Frames, s.BucketFrames = sum.frames, sum.bucketFrames
+	s.Reasons = map[Reason]uint64{}
+	ok := sum.frames
 	for i, n := range sum.reasons {
-		if Reason(i) != ReasonOK {
-			s.Reasons[ReasonOK] -= n
+		if n > 0 && Reason(i) != ReasonOK {
+			s.Reasons[Reason(i)] = n
+			ok -= n
 		}
+	}
+	if ok > 0 {
+		s.Reasons[ReasonOK] = ok
 	}
 	s.BucketMoves, s.FlowMoves = sum.bucketMoves, sum.flowMoves
 	s.TopFlows = bestFlows(top)
@@ -381,9 +387,9 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	fmt.Fprintf(&b, "\nFrames: %d in, %d handled, %d dropped, %d panicked; bucket moves %d, flow moves %d\n",
 		s.Frames, s.Handled(), s.Dropped(), s.Panicked(), s.BucketMoves, s.FlowMoves)
 	fmt.Fprintln(&b, "\nClassification:")
-	for r, n := range s.Reasons {
-		if n > 0 {
-			fmt.Fprintf(&b, "  %-16s %d\n", Reason(r).String(), n)
+	for r := range numReasons {
+		if n := s.Reasons[r]; n > 0 {
+			fmt.Fprintf(&b, "  %-16s %d\n", r.String(), n)
 		}
 	}
 	for _, src := range s.Sources {

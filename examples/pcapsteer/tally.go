@@ -32,7 +32,7 @@ type tally struct {
 // workers never write the same cache line.
 type workerTally struct {
 	index   int
-	reasons [steer.NumReasons]count
+	reasons [256]count // by steer.Reason
 	types   [256]count // by hash.HashType
 	total   count
 	encaps  *capture.EncapTally // frames by encapsulation
@@ -138,7 +138,7 @@ func (t *tally) ended() (by [numEndings]uint64, records uint64) {
 }
 
 // sum adds up the workers' counts.
-func (t *tally) sum() (total count, reasons [steer.NumReasons]count, types [256]count) {
+func (t *tally) sum() (total count, reasons [256]count, types [256]count) {
 	for _, w := range t.workers {
 		total.frames += w.total.frames
 		total.bytes += w.total.bytes

@@ -329,8 +329,8 @@ func NewReport(command string, st *steer.Stats) *Report {
 			CloseDrops: w.CloseDrops, Panics: w.Panics,
 		})
 	}
-	for i, n := range st.Reasons {
-		r.Reasons[steer.Reason(i)] = n
+	for reason := steer.Reason(0); reason.String() != "unknown"; reason++ { // every reason, 0 included
+		r.Reasons[reason] = st.Reasons[reason]
 	}
 	for _, s := range st.Sources {
 		src := Source{Name: s.Name, KernelReceived: s.Received, KernelDropped: s.Dropped, Filtered: s.Filtered,

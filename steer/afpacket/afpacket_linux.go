@@ -383,7 +383,7 @@ func (s *Source) fill(b *steer.Batch) {
 		}
 		f := steer.Frame{
 			Timestamp: time.Unix(int64(h.Sec), int64(h.Nsec)),
-			WireLen:    int(h.Len),
+			WireLen:   int(h.Len),
 			IfIndex:   s.ifindex,
 		}
 		if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {

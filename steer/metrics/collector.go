@@ -210,8 +210,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.info, 1, id, cpu)
 	}
-	for r, n := range st.Reasons {
-		counter(c.classified, n, steer.Reason(r).String())
+	for r := steer.Reason(0); r.String() != "unknown"; r++ { // every reason, 0 included
+		counter(c.classified, st.Reasons[r], r.String())
 	}
 	for name, n := range st.CallbackPanics {
 		counter(c.callbackPanics, n, name)

@@ -160,8 +160,8 @@ func expected(st steer.Stats, ns string, extra map[string]string) map[string]flo
 		}
 		put("worker_info", 1, "worker", id, "cpu", cpu)
 	}
-	for r, n := range st.Reasons {
-		put("classified_total", float64(n), "reason", steer.Reason(r).String())
+	for r := steer.Reason(0); r != steer.ReasonBadChecksum+1; r++ {
+		put("classified_total", float64(st.Reasons[r]), "reason", r.String())
 	}
 	for name, n := range st.CallbackPanics {
 		put("callback_panics_total", float64(n), "callback", name)
