@@ -79,7 +79,7 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *rfstab
 	want := int(e.Desired)
 	if want >= 0 {
 		if p.tr != nil {
-			p.tr.Desired = want
+			p.tr.desired = want
 		}
 	} else if w, current := p.rssView(bucket); current && d.cfg.Policy == PolicyRSS {
 		want = w

@@ -6,40 +6,39 @@ import (
 	"strings"
 )
 
-// Decision records every step of the steering decision for one frame, for
-// teaching and debugging (examples/pcapsteer -trace). Config.Trace receives
-// one per frame, in the dispatching goroutine, before the hand-off; the
-// pointers are valid only during the call.
+// Decision is a trace record: how one frame was steered (Config.Trace, for
+// teaching and debugging). It points at the frame and its classification
+// rather than copy them; the fields are what a program reads, and WriteTo
+// prints every step in FreeBSD's and Linux's terms. It is valid only during
+// the Trace call, made in the dispatching goroutine before the hand-off.
 type Decision struct {
-	Frame          *Frame
-	Class          *Classification
-	InputID        int    // the id of the input that dispatched it
-	KeyFingerprint string // the Toeplitz key's fingerprint (Stats.KeyFingerprint)
+	Frame   *Frame
+	Class   *Classification
+	Bucket  uint32 // flowid & (buckets-1)
+	Worker  int    // the worker chosen
+	Inline  bool   // handled in the dispatching goroutine (DIRECT, HYBRID)
+	Dropped bool   // dropped by the flow limit before the hand-off
+	Moved   bool   // the bucket or flow moved worker with this frame
 
-	Policy      Policy
-	Bucket      uint32 // flowid & (buckets-1)
-	Mask        uint32 // buckets-1
-	TableWorker int    // the indirection table's entry for Bucket (RSS)
-	Worker      int    // the worker chosen
-	CPU         int    // that worker's CPU, -1 when unpinned
-	Fallback    bool   // no hash: the SOURCE policy placed the frame
-	Inline      bool   // handled in the dispatching goroutine (DIRECT, HYBRID)
-	Dropped     bool   // dropped by the flow limit before the hand-off
-
-	Dispatch DispatchMode // the dispatch mode in force
-	Workers  int          // the number of workers
+	inputID        int          // the id of the input that dispatched it
+	keyFingerprint string       // Stats.KeyFingerprint
+	policy         Policy       // the policy in force
+	dispatch       DispatchMode // the dispatch mode in force
+	workers        int          // the number of workers
+	mask           uint32       // buckets-1
+	tableWorker    int          // the indirection table's entry for Bucket (RSS)
+	cpu            int          // the worker's CPU, -1 when unpinned
+	fallback       bool         // no hash: the SOURCE policy placed the frame
+	rfs            bool         // the flow has an RFS entry
+	desired        int          // the consumer's worker from SetDesired, -1 when none
 
 	// A move under the last_qtail rule, of the bucket (RSS) or of the flow
-	// (RFS): Moving says one was wanted, Moved that it happened now.
-	Moving, Moved bool
-	MoveFrom      int
-	MoveTo        int
-	// Head and LastTail explain the rule: the old worker's queue head and
-	// the position of this input's last frame of the bucket or flow there.
-	Head, LastTail uint64
-
-	RFS     bool // the flow has an RFS entry
-	Desired int  // the consumer's worker from SetDesired, -1 when none
+	// (RFS): moving says one was wanted, Moved that it happened now; head
+	// and lastTail are the old worker's queue head and the position of this
+	// input's last frame of the bucket or flow there.
+	moving           bool
+	moveFrom, moveTo int
+	head, lastTail   uint64
 }
 
 // WriteTo prints the decision as one block of lines in FreeBSD's and Linux's
@@ -48,7 +47,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	var b strings.Builder
 	c := dc.Class
 	k := &c.Key
-	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.wireLen(), dc.InputID, dc.Frame.IfIndex)
+	fmt.Fprintf(&b, "frame: %d bytes (wire %d), source %d, ifindex %d\n", len(dc.Frame.Data), dc.Frame.wireLen(), dc.inputID, dc.Frame.IfIndex)
 	vl := "none"
 	if k.NVLAN > 0 {
 		vl = fmt.Sprint(k.VLANs[:k.NVLAN])
@@ -62,7 +61,7 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 		fmt.Fprintf(&b, "  layers walked: %s; the tuple is %d tunnel(s) deep\n", k.Encapsulation(), k.Depth)
 	}
 	if t := c.Tuple(); len(t) > 0 {
-		fmt.Fprintf(&b, "  toeplitz input (%d bytes): %x\n  key: %s\n", len(t), t, dc.KeyFingerprint)
+		fmt.Fprintf(&b, "  toeplitz input (%d bytes): %x\n  key: %s\n", len(t), t, dc.keyFingerprint)
 	} else if c.HashType.IsHash() {
 		fmt.Fprintf(&b, "  hash supplied by the source\n")
 	}
@@ -71,39 +70,39 @@ func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	// without calling netisr_select_cpuid; the library still selects a
 	// worker, whose state the handler gets and whose counters it updates.
 	sel := "netisr_select_cpuid"
-	if dc.Dispatch == DispatchDirect {
+	if dc.dispatch == DispatchDirect {
 		sel += " (FreeBSD's DIRECT selects no CPU; here a worker is selected for its per-worker state and counters)"
 	}
 	switch {
-	case dc.Fallback:
+	case dc.fallback:
 		fmt.Fprintf(&b, "  %s: no hash, SOURCE policy (source %d + ifindex %d) %% %d workers = worker %d\n",
-			sel, dc.InputID, dc.Frame.IfIndex, dc.Workers, dc.Worker)
-	case dc.Policy == PolicyRSS:
+			sel, dc.inputID, dc.Frame.IfIndex, dc.workers, dc.Worker)
+	case dc.policy == PolicyRSS:
 		fmt.Fprintf(&b, "  %s: policy rss (%s, rss_hash2cpuid): bucket = 0x%08x & 0x%x = %d, table[%d] = worker %d\n",
-			sel, m2cpuid(k), c.FlowID, dc.Mask, dc.Bucket, dc.Bucket, dc.TableWorker)
-	case dc.Policy == PolicyFlow && dc.Workers > 0:
+			sel, m2cpuid(k), c.FlowID, dc.mask, dc.Bucket, dc.Bucket, dc.tableWorker)
+	case dc.policy == PolicyFlow && dc.workers > 0:
 		fmt.Fprintf(&b, "  %s: policy flow (netisr_default_flow2cpu): 0x%08x %% %d workers = worker %d\n",
-			sel, c.FlowID, dc.Workers, c.FlowID%uint32(dc.Workers))
+			sel, c.FlowID, dc.workers, c.FlowID%uint32(dc.workers))
 	default:
-		fmt.Fprintf(&b, "  %s: policy %s\n", sel, dc.Policy)
+		fmt.Fprintf(&b, "  %s: policy %s\n", sel, dc.policy)
 	}
-	if dc.RFS {
-		if dc.Desired >= 0 {
-			fmt.Fprintf(&b, "  rfs: desired worker %d (rps_sock_flow_table)\n", dc.Desired)
+	if dc.rfs {
+		if dc.desired >= 0 {
+			fmt.Fprintf(&b, "  rfs: desired worker %d (rps_sock_flow_table)\n", dc.desired)
 		} else {
 			fmt.Fprintf(&b, "  rfs: no desired worker recorded\n")
 		}
 	}
-	if dc.Moving {
+	if dc.moving {
 		if dc.Moved {
-			fmt.Fprintf(&b, "  move %d -> %d allowed: worker %d head %d >= last_qtail %d\n", dc.MoveFrom, dc.MoveTo, dc.MoveFrom, dc.Head, dc.LastTail)
+			fmt.Fprintf(&b, "  move %d -> %d allowed: worker %d head %d >= last_qtail %d\n", dc.moveFrom, dc.moveTo, dc.moveFrom, dc.head, dc.lastTail)
 		} else {
-			fmt.Fprintf(&b, "  move %d -> %d held: worker %d head %d < last_qtail %d, frames of this flow still queued there\n", dc.MoveFrom, dc.MoveTo, dc.MoveFrom, dc.Head, dc.LastTail)
+			fmt.Fprintf(&b, "  move %d -> %d held: worker %d head %d < last_qtail %d, frames of this flow still queued there\n", dc.moveFrom, dc.moveTo, dc.moveFrom, dc.head, dc.lastTail)
 		}
 	}
 	cpu := "unpinned"
-	if dc.CPU >= 0 {
-		cpu = fmt.Sprintf("CPU %d", dc.CPU)
+	if dc.cpu >= 0 {
+		cpu = fmt.Sprintf("CPU %d", dc.cpu)
 	}
 	switch {
 	case dc.Dropped:
@@ -140,19 +139,19 @@ func m2cpuid(k *FlowKey) string {
 // traceSelect starts the record of a frame at step 3.
 func (p *producer) traceSelect(f *Frame, c *Classification, bucket uint32) {
 	d := p.d
-	*p.tr = Decision{Frame: f, Class: c, InputID: p.source, KeyFingerprint: d.keyName, Policy: d.cfg.Policy,
-		Dispatch: d.cfg.Dispatch, Workers: len(d.workers), Bucket: bucket, Mask: d.table.mask, TableWorker: int(d.table.ents[bucket].Load()), Desired: -1,
-		Fallback: !c.HashType.IsHash()}
+	*p.tr = Decision{Frame: f, Class: c, inputID: p.source, keyFingerprint: d.keyName, policy: d.cfg.Policy,
+		dispatch: d.cfg.Dispatch, workers: len(d.workers), Bucket: bucket, mask: d.table.mask, tableWorker: int(d.table.ents[bucket].Load()), desired: -1,
+		fallback: !c.HashType.IsHash()}
 }
 
 // traceMove records a move under the no-reorder rule.
 func (p *producer) traceMove(from, to int, head, lastTail uint64, moved bool) {
-	p.tr.Moving, p.tr.MoveFrom, p.tr.MoveTo, p.tr.Head, p.tr.LastTail = true, from, to, head, lastTail
+	p.tr.moving, p.tr.moveFrom, p.tr.moveTo, p.tr.head, p.tr.lastTail = true, from, to, head, lastTail
 	p.tr.Moved = moved
 }
 
 // traceHandOff records step 4 and hands the decision over.
 func (p *producer) traceHandOff(w int, inline, dropped, rfs bool) {
-	p.tr.Worker, p.tr.CPU, p.tr.Inline, p.tr.Dropped, p.tr.RFS = w, p.d.workers[w].cpu, inline, dropped, rfs
+	p.tr.Worker, p.tr.cpu, p.tr.Inline, p.tr.Dropped, p.tr.rfs = w, p.d.workers[w].cpu, inline, dropped, rfs
 	p.d.guard(cbTrace, w, func() { p.d.cfg.Trace(p.tr) })
 }
