@@ -205,7 +205,7 @@ func TestKeyAfterDataMoved(t *testing.T) {
 		}
 		f := Frame{Data: dtFrame(7, 1)}
 		var want Classification
-		d.Classifier().Classify(f.Data, &want)
+		d.cls.Classify(f.Data, &want)
 		d.NewInput().Dispatch([]Frame{f}, nil)
 		if err := d.Close(context.Background()); err != nil {
 			t.Fatal(err)

@@ -142,7 +142,8 @@ type Classifier struct {
 
 // NewClassifier returns a classifier that hashes as a dispatcher with
 // Config.Hash set to cfg does: the same key rules (nil is a random key),
-// the same tuples. A dispatcher's own is [Dispatcher.Classifier].
+// the same tuples: with a dispatcher's Config().Hash, which holds the key
+// in use, it hashes as that dispatcher does.
 func NewClassifier(cfg HashConfig) (*Classifier, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err

@@ -34,9 +34,9 @@ const (
 	maxBuckets = 1 << 16
 	// BatchSize is the most frames handed to a worker at once.
 	BatchSize = 64
-	// MinKeyLen is the shortest Toeplitz key the dispatcher takes: the
+	// minKeyLen is the shortest Toeplitz key the dispatcher takes: the
 	// longest input it hashes (an IPv6 4-tuple, 36 bytes) plus 4.
-	MinKeyLen = 40
+	minKeyLen = 40
 )
 
 // ErrConfig is wrapped by every configuration error of [New].
@@ -120,10 +120,11 @@ type HashConfig struct {
 	// flowid a NIC's RSS and FreeBSD compute; hash.AlgorithmSipHash resists
 	// an attacker who can observe collisions (see package hash).
 	Algorithm hash.Algorithm
-	// Key is the hash key: for Toeplitz (rss_key) MinKeyLen to
-	// hash.MaxKeyLen bytes, for SipHash hash.SipHashKeyLen bytes. Nil means
-	// a fresh random key of the default length: a known key such as
-	// hash.MicrosoftKey lets anyone aim every flow at one worker.
+	// Key is the hash key: for Toeplitz (rss_key) 40 to hash.MaxKeyLen
+	// bytes, 4 more than the longest input hashed (a 36-byte IPv6 4-tuple);
+	// for SipHash hash.SipHashKeyLen bytes. Nil means a fresh random key:
+	// a known key such as hash.MicrosoftKey lets anyone aim every flow at
+	// one worker.
 	Key []byte `json:"-"`
 	// Symmetric puts the endpoints in canonical order before hashing, so
 	// that both directions of a connection get one flowid (for stream
@@ -404,12 +405,12 @@ func (h *HashConfig) normalizeKey() error {
 		h.Key = k
 		return nil
 	}
-	if len(h.Key) < MinKeyLen || len(h.Key) > hash.MaxKeyLen {
+	if len(h.Key) < minKeyLen || len(h.Key) > hash.MaxKeyLen {
 		// The error is also hash.ErrKeyLength, without its text, whose
 		// bounds are the hash package's, not the dispatcher's.
 		return &configError{
 			msg: fmt.Sprintf("steer: Toeplitz key of %d bytes: want %d to %d (a key must be 4 bytes longer than the longest input it hashes, a 36-byte IPv6 4-tuple), or nil for a random key: %v",
-				len(h.Key), MinKeyLen, hash.MaxKeyLen, ErrConfig),
+				len(h.Key), minKeyLen, hash.MaxKeyLen, ErrConfig),
 			errs: []error{hash.ErrKeyLength, ErrConfig},
 		}
 	}

@@ -35,7 +35,7 @@ func TestConfigErrorsSayWhatToChange(t *testing.T) {
 		{Config{Buckets: 1 << 17}, []string{"131072 buckets", "power of two from 1 to 65536"}},
 		{Config{Workers: 4, Buckets: 2}, []string{"2 buckets for 4 workers", "use at least 4 buckets"}},
 		{Config{Workers: 200, Buckets: 128}, []string{"128 buckets for 200 workers", "use at least 256 buckets"}},
-		{Config{Hash: HashConfig{Key: make([]byte, MinKeyLen-1)}}, []string{"key of 39 bytes", "want 40 to 64", "nil for a random key"}},
+		{Config{Hash: HashConfig{Key: make([]byte, minKeyLen-1)}}, []string{"key of 39 bytes", "want 40 to 64", "nil for a random key"}},
 		{Config{Hash: HashConfig{Key: make([]byte, hash.MaxKeyLen+1)}}, []string{"key of 65 bytes", "want 40 to 64"}},
 		{Config{Queue: QueueConfig{Limit: MaxQLimit + 1}}, []string{"queue limit 10241", "maxqlimit 10240"}},
 		{Config{Queue: QueueConfig{Limit: -5}}, []string{"queue limit -5", "negative"}},
@@ -82,8 +82,8 @@ func TestConfigAccepted(t *testing.T) {
 		{Config{Workers: 4, Buckets: 4}, 4},
 		{Config{Workers: 4, Buckets: 1, Policy: PolicyFlow}, 1},            // the table is not used
 		{Config{Workers: 4, Buckets: 1, RFS: RFSConfig{Enabled: true}}, 1}, // RFS places the flows
-		{Config{Workers: 2, Hash: HashConfig{Key: hash.MicrosoftKey[:MinKeyLen]}}, DefaultBuckets},
-		{Config{Workers: 2, Hash: HashConfig{Key: append(hash.MicrosoftKey[:], hash.MicrosoftKey[:hash.MaxKeyLen-MinKeyLen]...)}}, DefaultBuckets},
+		{Config{Workers: 2, Hash: HashConfig{Key: hash.MicrosoftKey[:minKeyLen]}}, DefaultBuckets},
+		{Config{Workers: 2, Hash: HashConfig{Key: append(hash.MicrosoftKey[:], hash.MicrosoftKey[:hash.MaxKeyLen-minKeyLen]...)}}, DefaultBuckets},
 	}
 	for _, c := range cases {
 		d, err := New(c.cfg, func(*Packet) {})
@@ -100,7 +100,7 @@ func TestConfigAccepted(t *testing.T) {
 			t.Errorf("%d workers, %d buckets asked: %d workers, %d buckets (table of %d); want %d workers, %d buckets",
 				c.cfg.Workers, c.cfg.Buckets, got.Workers, got.Buckets, len(d.Table()), c.cfg.Workers, c.wantBuckets)
 		}
-		if got.TickInterval != time.Second || got.Logger == nil || got.RFS.TableSize != 1<<16 || len(got.Hash.Key) < MinKeyLen {
+		if got.TickInterval != time.Second || got.Logger == nil || got.RFS.TableSize != 1<<16 || len(got.Hash.Key) < minKeyLen {
 			t.Errorf("%d workers: defaults not filled in: tick %v, logger %v, RFS table %d, key of %d bytes",
 				c.cfg.Workers, got.TickInterval, got.Logger, got.RFS.TableSize, len(got.Hash.Key))
 		}
@@ -214,7 +214,7 @@ func TestEnumsText(t *testing.T) {
 // names the key.
 func TestStatsJSON(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	custom := bytes.Repeat([]byte{0x5a, 0x17}, MinKeyLen/2)
+	custom := bytes.Repeat([]byte{0x5a, 0x17}, minKeyLen/2)
 	sum := sha256.Sum256(custom)
 	cases := []struct {
 		key  []byte

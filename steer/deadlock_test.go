@@ -50,7 +50,7 @@ func TestDirectMoversNoDeadlock(t *testing.T) {
 		}
 		for f := 0; f < 32; f++ {
 			var c Classification
-			d.Classifier().Classify(dtFrame(f, 1), &c)
+			d.cls.Classify(dtFrame(f, 1), &c)
 			ids = append(ids, c.FlowID)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -238,9 +238,6 @@ func (d *Dispatcher) Config() Config {
 	return c
 }
 
-// Classifier returns the classifier the dispatcher uses.
-func (d *Dispatcher) Classifier() *Classifier { return d.cls }
-
 // Workers returns the number of workers.
 func (d *Dispatcher) Workers() int { return len(d.workers) }
 

@@ -53,7 +53,7 @@
 //     fragments it has seen; non-IP frames NONE and no flowid. Config.Hash.Algorithm may replace Toeplitz with a keyed
 //     SipHash of the same tuple, which an attacker who sees collisions
 //     cannot extend. Config.Hash.Key is the
-//     Toeplitz key (nil: a fresh random key; at least [MinKeyLen] bytes, so
+//     Toeplitz key (nil: a fresh random key; at least [minKeyLen] bytes, so
 //     that an IPv6 4-tuple is hashed in full); Config.Hash.Symmetric gives
 //     both directions of a connection one flowid. FreeBSD hashes a
 //     reassembled datagram again (ip_reass: rss_mbuf_software_hash_v4, then

@@ -244,7 +244,7 @@ func TestLiveStalledWorker(t *testing.T) {
 	want := make([]uint64, 2)
 	var c Classification
 	for _, f := range frames {
-		d.Classifier().Classify(f.Data, &c)
+		d.cls.Classify(f.Data, &c)
 		want[c.FlowID&1]++
 	}
 	done := make(chan error, 1)

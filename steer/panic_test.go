@@ -301,6 +301,6 @@ func TestHookPanicsCounted(t *testing.T) {
 // flowBucket is the indirection-table bucket of dtFrame's flow f.
 func flowBucket(d *Dispatcher, f int) int {
 	var c Classification
-	d.Classifier().Classify(dtFrame(f, 1), &c)
+	d.cls.Classify(dtFrame(f, 1), &c)
 	return int(c.FlowID) & (d.Config().Buckets - 1)
 }

@@ -57,7 +57,7 @@ func synthFlowIDs(d *Dispatcher, flows int) []uint32 {
 	var c Classification
 	for f := range ids {
 		synth.Build(b, f, 1, false)
-		d.Classifier().Classify(b, &c)
+		d.cls.Classify(b, &c)
 		ids[f] = c.FlowID
 	}
 	return ids

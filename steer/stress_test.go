@@ -329,7 +329,7 @@ func runStressRound(t *testing.T, seed uint64) (frames uint64) {
 			}
 			if cfg.RFS.Enabled {
 				var c Classification
-				d.Classifier().Classify(dtFrame(mrng.IntN(64), 1), &c)
+				d.cls.Classify(dtFrame(mrng.IntN(64), 1), &c)
 				if err := d.SetDesired(c.FlowID, mrng.IntN(cfg.Workers)); err != nil && !errors.Is(err, ErrClosed) {
 					chk.errorf("SetDesired: %v", err)
 				}

@@ -844,8 +844,8 @@ func TestKeyFlag(t *testing.T) {
 	if !slices.EqualFunc(ra, rb, func(x, y csvRow) bool { return x.ident() == y.ident() && x["flowid"] == y["flowid"] }) {
 		t.Error("the Microsoft key in hex gives other flowids than -key microsoft")
 	}
-	// Another key of steer.MinKeyLen bytes is reported by its fingerprint.
-	out, _, err = runCmd(t, "-key", strings.Repeat("5a", steer.MinKeyLen))
+	// Another key of minKeyLen bytes is reported by its fingerprint.
+	out, _, err = runCmd(t, "-key", strings.Repeat("5a", capture.MinKeyLen))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,16 @@ import (
 	"strings"
 
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/steer"
 )
+
+// MinKeyLen is the shortest Toeplitz key the dispatcher takes: an IPv6
+// 4-tuple's 36 bytes and 4 more (HashConfig.Key).
+const MinKeyLen = hash.IPv6Tuple4Len + 4
 
 // KeyUsage is the help text of -key, alike in both commands.
 var KeyUsage = fmt.Sprintf("hash `key`: random (a new key each run, so flowids and workers change from run to run); "+
 	"for toeplitz also microsoft (the NIC default: reproducible flowids), symmetric, or %d to %d bytes in hex; "+
-	"for siphash %d bytes in hex", steer.MinKeyLen, hash.MaxKeyLen, hash.SipHashKeyLen)
+	"for siphash %d bytes in hex", MinKeyLen, hash.MaxKeyLen, hash.SipHashKeyLen)
 
 // ParseKey returns the key -key names for the hash function alg: nil for
 // "random" (the dispatcher draws one; the report names it by its
@@ -41,8 +44,8 @@ func ParseKey(s string, alg hash.Algorithm) ([]byte, error) {
 	switch {
 	case sip && len(key) != hash.SipHashKeyLen:
 		return nil, fmt.Errorf("a SipHash key of %d bytes: want %d", len(key), hash.SipHashKeyLen)
-	case !sip && (len(key) < steer.MinKeyLen || len(key) > hash.MaxKeyLen):
-		return nil, fmt.Errorf("a key of %d bytes: want %d to %d", len(key), steer.MinKeyLen, hash.MaxKeyLen)
+	case !sip && (len(key) < MinKeyLen || len(key) > hash.MaxKeyLen):
+		return nil, fmt.Errorf("a key of %d bytes: want %d to %d", len(key), MinKeyLen, hash.MaxKeyLen)
 	}
 	return key, nil
 }

@@ -91,6 +91,7 @@ type Kernel interface {
 // dispatch): worker i reads through Reader(i).
 type Holder struct {
 	d       *steer.Dispatcher
+	cls     *steer.Classifier // hashes as d does
 	mask    uint32
 	opts    Options
 	readers []*Reader
@@ -116,7 +117,12 @@ func New(d *steer.Dispatcher, opts Options) (*Holder, error) {
 	if opts.MaxHeld <= 0 {
 		opts.MaxHeld = DefaultMaxHeld
 	}
-	h := &Holder{d: d, mask: uint32(d.Config().Buckets - 1), opts: opts, turn: make(chan struct{}, 1), done: make(chan struct{})}
+	cfg := d.Config()
+	cls, err := steer.NewClassifier(cfg.Hash) // cfg.Hash.Key is the key d uses, a random one too
+	if err != nil {
+		return nil, fmt.Errorf("holdback: %w", err)
+	}
+	h := &Holder{d: d, cls: cls, mask: uint32(cfg.Buckets - 1), opts: opts, turn: make(chan struct{}, 1), done: make(chan struct{})}
 	for range d.Workers() {
 		h.readers = append(h.readers, &Reader{h: h})
 	}

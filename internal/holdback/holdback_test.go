@@ -110,7 +110,7 @@ func (r *rig) frame(f int, seq uint32, size int) []byte {
 
 func (r *rig) bucket(frame []byte) int {
 	var c steer.Classification
-	r.d.Classifier().Classify(frame, &c)
+	r.h.cls.Classify(frame, &c)
 	if !c.HashType.IsHash() {
 		r.t.Fatal("synthetic frame without a hash")
 	}

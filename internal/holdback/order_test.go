@@ -79,7 +79,7 @@ func startRingRun(t *testing.T, workers, room int, opts Options, pause func(r *R
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr := &ringRun{d: d, h: h, k: &ringKernel{cls: d.Classifier(), mask: h.mask, table: d.Table(), pos: make([]uint32, workers)}}
+	rr := &ringRun{d: d, h: h, k: &ringKernel{cls: h.cls, mask: h.mask, table: d.Table(), pos: make([]uint32, workers)}}
 	for range workers {
 		rr.k.rings = append(rr.k.rings, make(chan []byte, room))
 	}

@@ -156,7 +156,7 @@ func (r *Reader) filter(b *steer.Batch) {
 	if hs == nil {
 		return
 	}
-	cls := r.h.d.Classifier()
+	cls := r.h.cls
 	c := &r.cls
 	keep := b.Frames[:0]
 	for i := range b.Frames {

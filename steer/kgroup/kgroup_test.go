@@ -337,8 +337,12 @@ func newMoveRig(t *testing.T, o kgroup.Options) *moveRig {
 		synth.Build(b, 1, seq, false)
 		return b
 	}
+	cls, err := steer.NewClassifier(r.d.Config().Hash) // the key in use, a random one too
+	if err != nil {
+		t.Fatal(err)
+	}
 	var c steer.Classification
-	r.d.Classifier().Classify(r.frame(1), &c)
+	cls.Classify(r.frame(1), &c)
 	r.moved = r.d.Table()
 	r.moved[c.FlowID&uint32(len(r.moved)-1)] = 1
 	return r
