@@ -41,8 +41,7 @@ func (in *Input) ID() int { return in.p.id }
 // Each call costs a lock, a hand-off per worker and a wake-up, shared by
 // the frames it carries: call it with batches of BatchSize frames or more.
 // One frame per call costs about ten times as much per frame as 64-frame
-// batches (docs/performance.md has the figures), and a queue holds at most
-// 256 batches however small, so it also holds fewer frames.
+// batches (docs/performance.md has the figures).
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()

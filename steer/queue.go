@@ -127,12 +127,6 @@ func putBatch(b *pbatch) {
 	batchPool.Put(b)
 }
 
-// maxQueuedBatches bounds the batches a queue holds, whatever its limit in
-// frames: a batch has room for BatchSize packets, so a queue of batches of
-// one frame each (an input fed a frame per call, a re-dispatch) would
-// otherwise hold limit times a batch's memory.
-const maxQueuedBatches = DefaultQLimit
-
 // enqueueControl queues a move hook's control item, and reports false
 // when the worker has exited or Close has given up waiting, so that no item
 // waits where nothing will run it.
@@ -169,7 +163,7 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 	waited := false
 	drops := &w.qdrops // what a frame that finds no room counts as
 	var lw liveWait
-	for wait && (w.qlen+n > limit || w.rcount >= maxQueuedBatches) && w.qlen > 0 && !w.d.abort.Load() {
+	for wait && w.qlen+n > limit && w.qlen > 0 && !w.d.abort.Load() {
 		if waiter.live != nil {
 			if stalled, ok := lw.mayWait(w, waiter); !ok {
 				wait = false // drop at the tail, netisr's rule
@@ -214,9 +208,6 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 		if n > room {
 			n = max(room, 0)
 		}
-	}
-	if w.rcount >= maxQueuedBatches && !wait {
-		n = 0 // the queue's memory is full of small batches
 	}
 	if waiter != nil && waiter.live != nil {
 		waiter.livePoll.Stop()
@@ -310,7 +301,24 @@ func (lw *liveWait) mayWait(w *Worker, p *producer) (stalled, ok bool) {
 // push puts b, with n frames from queue position base on, at the tail of
 // the queue, and reports whether the worker is idle and must be woken.
 // w.mu is held.
+//
+// A small batch whose frames fit in the room left in the batch at the
+// tail, which the worker has not taken yet, is copied into it, and b
+// recycled: so a new batch starts only where the last could not take the
+// frames, two batches in a row hold more than BatchSize frames, and a
+// queue's memory is bounded by its limit in frames, however small the
+// Dispatch calls (one frame each, re-dispatches). A 64-frame batch finds
+// no room and costs one comparison.
 func (w *Worker) push(b *pbatch, base uint64, n int) (wake bool) {
+	if n > 0 && w.rcount > 0 && b.ctl == nil {
+		if t := w.ring[(w.rhead+w.rcount-1)%len(w.ring)]; t.ctl == nil && t.n+n <= BatchSize {
+			w.merge(t, b, n)
+			w.tail.Store(base + uint64(n))
+			w.qlen += n
+			w.wmark = max(w.wmark, w.qlen)
+			return false // not idle: t is queued and not taken
+		}
+	}
 	if w.rcount == len(w.ring) {
 		w.grow()
 	}
@@ -374,6 +382,17 @@ func (w *Worker) pop() *pbatch {
 	w.rhead = (w.rhead + 1) % len(w.ring)
 	w.rcount--
 	return b
+}
+
+// merge appends the n frames of b to t, a frame batch at the tail of the
+// queue, and recycles b. w.mu is held.
+func (w *Worker) merge(t, b *pbatch, n int) {
+	copy(t.pkts[t.n:t.n+n], b.pkts[:n])
+	if b.mixed || b.ref != t.ref {
+		t.mixed = true
+	}
+	t.n += n
+	putBatch(b)
 }
 
 func (w *Worker) grow() {

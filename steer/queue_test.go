@@ -8,26 +8,29 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rpsgo/rps/hash"
 	"go.uber.org/goleak"
 )
 
-// TestQueueBoundsSmallBatches: an input fed one frame per call hands over
-// batches of one frame, each with room for BatchSize packets. The queue
-// holds at most maxQueuedBatches of them, whatever its limit in frames, so
-// that its memory stays bounded: a waiting input is held back, a dropping
-// one (a re-dispatch) drops.
-func TestQueueBoundsSmallBatches(t *testing.T) {
+// TestQueueLimitSmallBatches: an input fed one frame per call hands over
+// batches of one frame. The queue still holds its limit in frames, not
+// fewer (it once held at most 256 batches, so a limit of 1,000 held 256
+// one-frame batches and dropped the rest), and its memory stays bounded:
+// small batches are packed into the one at the tail, so the queue holds
+// at most 2*limit/BatchSize+1 batches.
+func TestQueueLimitSmallBatches(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	const limit = 1000
 	for _, over := range []Overflow{OverflowWait, OverflowDrop} {
 		t.Run(over.String(), func(t *testing.T) {
 			gate := make(chan struct{})
-			d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: 4096, Overflow: over}}, func(*Packet) { <-gate })
+			d, err := New(Config{Workers: 1, Queue: QueueConfig{Limit: limit, Overflow: over}}, func(*Packet) { <-gate })
 			if err != nil {
 				t.Fatal(err)
 			}
-			frames := dtTraffic(rand.New(rand.NewPCG(1, 2)), 10, 2000)
+			frames := dtTraffic(rand.New(rand.NewPCG(1, 2)), 10, 2*limit)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -39,6 +42,21 @@ func TestQueueBoundsSmallBatches(t *testing.T) {
 			}()
 			if over == OverflowDrop {
 				<-done // every frame handed in: what did not fit was dropped
+			} else {
+				deadline := time.Now().Add(10 * time.Second)
+				for d.Stats().Workstreams[0].QueueLen < limit && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			w := d.workers[0]
+			w.mu.Lock()
+			qlen, batches := w.qlen, w.rcount
+			w.mu.Unlock()
+			if qlen != limit {
+				t.Errorf("queue full at %d frames of one-frame batches, want the limit, %d", qlen, limit)
+			}
+			if bound := 2*limit/BatchSize + 1; batches > bound {
+				t.Errorf("%d batches queued for %d frames, want at most %d", batches, qlen, bound)
 			}
 			close(gate)
 			<-done
@@ -47,15 +65,14 @@ func TestQueueBoundsSmallBatches(t *testing.T) {
 			}
 			st := checkAccounting(t, d, uint64(len(frames)))
 			ws := st.Workstreams[0]
-			// The worker holds one batch while it runs the handler.
-			if ws.QueuePeak > DefaultQLimit+1 {
-				t.Errorf("WMark %d frames of one-frame batches, want at most %d", ws.QueuePeak, DefaultQLimit+1)
+			if ws.QueuePeak != limit {
+				t.Errorf("QueuePeak %d, want the limit, %d", ws.QueuePeak, limit)
 			}
-			if over == OverflowWait && st.Dropped() != 0 {
+			switch {
+			case over == OverflowWait && st.Dropped() != 0:
 				t.Errorf("a waiting input lost %d frames", st.Dropped())
-			}
-			if over == OverflowDrop && ws.QueueDrops == 0 {
-				t.Error("no frame dropped past the batch bound")
+			case over == OverflowDrop && ws.QueueDrops != uint64(len(frames)-limit):
+				t.Errorf("QueueDrops %d, want %d: the frames past the limit", ws.QueueDrops, len(frames)-limit)
 			}
 		})
 	}
