@@ -54,6 +54,41 @@ func TestStatsWhileBlocked(t *testing.T) {
 	checkAccounting(t, d, uint64(len(frames)))
 }
 
+// TestHandledWithinBatch: Stats counts the frames handled every
+// handledEvery frames, not once their whole batch is done, so that a slow
+// handler's progress shows (it once stayed at zero until the batch's last
+// frame).
+func TestHandledWithinBatch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	step := make(chan struct{})
+	d, err := New(Config{Workers: 1}, func(*Packet) { <-step })
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.NewInput()
+	const n = 3*handledEvery + 3
+	if err := in.Dispatch(dtTraffic(rand.New(rand.NewPCG(5, 5)), 4, n), nil); err != nil { // one batch
+		t.Fatal(err)
+	}
+	in.Close()
+	for range 2*handledEvery + 1 {
+		step <- struct{}{}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	handled := func() uint64 { st := d.Stats(); return st.Handled() }
+	for handled() < 2*handledEvery && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := handled(); got != 2*handledEvery {
+		t.Errorf("Handled %d with %d frames handled, want %d", got, 2*handledEvery+1, 2*handledEvery)
+	}
+	close(step)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, n)
+}
+
 // TestRedispatchDepthCounted: frames dropped past MaxRedispatchDepth count in
 // Frames as they do in the drops, so the invariant holds after Close.
 func TestRedispatchDepthCounted(t *testing.T) {
