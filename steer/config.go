@@ -14,26 +14,19 @@ import (
 	"github.com/rpsgo/rps/internal/rfstable"
 )
 
-// Limits of the configuration, as FreeBSD's net.isr.defaultqlimit and
-// net.isr.maxqlimit and RSS's table size.
+// Limits and defaults of the configuration.
 const (
-	// DefaultQLimit is the queue limit, in frames, for inputs that drop on
-	// a full queue (net.isr.defaultqlimit): a live source's latency bound.
+	// DefaultQLimit is the queue limit, in frames, of inputs that drop on a
+	// full queue (net.isr.defaultqlimit).
 	DefaultQLimit = 256
-	// DefaultWaitQLimit is the queue limit for inputs that wait on a full
-	// queue: twice netisr's, since a deeper queue costs a file or a slice no
-	// latency and keeps the workers busy while the input is held back. A
-	// held-back input is woken once the queue is down to half its limit.
+	// DefaultWaitQLimit is the queue limit of inputs that wait on a full
+	// queue: a deeper queue costs a file no latency.
 	DefaultWaitQLimit = 512
-	// MaxQLimit is the largest queue limit (net.isr.maxqlimit).
-	MaxQLimit = 10240
-	// DefaultBuckets is the indirection table's default size: a NIC's usual
-	// RETA size and FreeBSD's RSS_TABLE_MAXLEN.
-	DefaultBuckets = 128
+	MaxQLimit         = 10240 // the largest queue limit (net.isr.maxqlimit)
+	DefaultBuckets    = 128   // the indirection table's default size (RSS_TABLE_MAXLEN)
+	BatchSize         = 64    // the most frames handed to a worker at once
 	// maxBuckets is the largest indirection table.
 	maxBuckets = 1 << 16
-	// BatchSize is the most frames handed to a worker at once.
-	BatchSize = 64
 	// minKeyLen is the shortest Toeplitz key the dispatcher takes: the
 	// longest input it hashes (an IPv6 4-tuple, 36 bytes) plus 4.
 	minKeyLen = 40
@@ -42,83 +35,61 @@ const (
 // ErrConfig is wrapped by every configuration error of [New].
 var ErrConfig = errors.New("invalid configuration")
 
-// Config configures a [Dispatcher], grouped by concern. The zero value is
-// safe: one worker per CPU the process may use ([DefaultWorkers]), unpinned,
-// the RSS policy over 128 buckets, deferred dispatch, a random key, and
-// queues that hold back a source that can wait (nothing is dropped from a
-// file) and drop at the tail for a live one. A configuration that cannot
-// steer is an error from New that says what to change.
-//
-// These defaults mirror a tuned FreeBSD kernel: options RSS (the software
-// Toeplitz hash and its indirection table) and net.isr.maxthreads=-1 (one
-// netisr thread per CPU), with deferred dispatch. A stock GENERIC kernel has
-// no options RSS and one netisr thread, and dispatches DIRECT, so the
-// receiving thread handles every packet: Config{Workers: 1, Policy:
-// PolicyFlow, Dispatch: DispatchDirect} runs as it does (docs/freebsd-linux.md).
+// Config configures a [Dispatcher]. The zero value is safe: one worker per
+// CPU the process may use, unpinned, the RSS policy over 128 buckets,
+// deferred dispatch, a random key, and queues that hold back a source that
+// can wait and drop at the tail for a live one. It mirrors a FreeBSD
+// kernel with options RSS and a netisr thread per CPU; Config{Workers: 1,
+// Policy: PolicyFlow, Dispatch: DispatchDirect} runs as GENERIC does
+// (docs/freebsd-linux.md). New says what to change in a configuration
+// that cannot steer.
 type Config struct {
-	// Workers is the number of worker goroutines (workstreams, FreeBSD's
-	// net.isr.maxthreads, whose default is 1). Zero means len(CPUs) when
-	// CPUs is set, else DefaultWorkers(), as net.isr.maxthreads=-1 gives
-	// one thread per CPU. More or fewer workers than CPUs are both fine.
+	// Workers is the number of workers. Zero means len(CPUs) when CPUs is
+	// set, else DefaultWorkers().
 	Workers int
-	// CPUs pins the workers: worker i locks its goroutine to a thread bound
-	// to CPUs[i % len(CPUs)] (net.isr.bindthreads). Empty means unpinned.
-	// Linux only.
+	// CPUs pins worker i to CPUs[i % len(CPUs)] (Linux only). Empty means
+	// unpinned.
 	CPUs []int
 
-	// Policy selects the worker for each frame. Default PolicyRSS.
-	Policy Policy
-	// CPUFunc is the PolicyCPU function: it returns the worker for a
-	// classified frame, or ok=false to let SOURCE decide.
+	Policy Policy // default PolicyRSS
+	// CPUFunc is PolicyCPU's function: the worker for a classified frame,
+	// or ok=false to let PolicySource decide.
 	CPUFunc func(flowid uint32, ht hash.HashType) (worker int, ok bool) `json:"-"`
-	// Buckets is the indirection table's size, a power of two, and with
+	// Buckets is the indirection table's size, a power of two, with
 	// PolicyRSS at least Workers unless RFS places the flows. Default 128,
-	// or Workers rounded up to a power of two when that is more.
-	Buckets int
-	// Dispatch is the dispatch mode. Default DispatchDeferred.
-	Dispatch DispatchMode
+	// or Workers rounded up to a power of two.
+	Buckets  int
+	Dispatch DispatchMode // default DispatchDeferred
 
-	// Hash configures the flowid.
 	Hash HashConfig
-	// VerifyChecksums verifies in software, in the worker before the
-	// handler, the IPv4 header and TCP and UDP checksums of every frame
-	// whose source did not say what it knows of them (Frame.Checksum): as
-	// Suricata's checksum-validation mode does. The verdict is
-	// Packet.Checksum; a frame whose checksum fails is handled all the
-	// same, with ReasonBadChecksum unless it had a reason already. Off by
-	// default: the check reads every byte of the packet (see Checksum).
+	// VerifyChecksums verifies the IPv4, TCP and UDP checksums in software,
+	// in the worker before the handler, of frames whose source did not
+	// (Frame.Checksum); the verdict is Packet.Checksum, and a bad one gives
+	// ReasonBadChecksum. It reads every byte of the packet.
 	VerifyChecksums bool
-	// Queue configures the workers' queues.
-	Queue QueueConfig
-	// RFS configures receive flow steering.
-	RFS RFSConfig
-	// Rebalance, when its Interval is set, moves buckets from the busiest
-	// worker to the least busy one as load shifts.
-	Rebalance RebalanceConfig
+	Queue           QueueConfig
+	RFS             RFSConfig
+	Rebalance       RebalanceConfig
 
-	// TickInterval is how often a per-worker state that implements
-	// [Ticker] is ticked. Zero means one second; negative is an error.
+	// TickInterval is how often a per-worker state that implements Ticker
+	// is ticked. Zero means one second.
 	TickInterval time.Duration
-	// Logger receives handler panics (at most one record a second, with
-	// the count of those left out) and errors of per-worker states' Close.
-	// Nil means slog.Default().
+	// Logger receives recovered panics (at most one record a second) and
+	// the errors of per-worker states' Close. Nil means slog.Default().
 	Logger *slog.Logger `json:"-"`
-	// OnPanic, when set, receives every recovered panic instead of the
-	// Logger: a handler's, a hook's or a state's.
+	// OnPanic, when set, receives every recovered panic instead of Logger.
 	OnPanic func(PanicInfo) `json:"-"`
-	// Trace, when set, receives every steering decision (see Decision). It
-	// runs in the dispatching goroutine and slows dispatch; for teaching
-	// and debugging.
+	// Trace, when set, receives every frame's Decision, in the dispatching
+	// goroutine; it slows dispatch. Unset, it costs nothing.
 	Trace func(*Decision) `json:"-"`
 }
 
-// HashConfig configures the flowid: the hash function and its key, which
-// tuple is hashed (FreeBSD's rss_config.c), and whether tunnels are opened
-// to hash the flow inside them.
+// HashConfig configures the flowid: the hash and its key, the tuples
+// hashed (FreeBSD's rss_config.c), and whether tunnels are opened.
 type HashConfig struct {
-	// Algorithm is the hash function. Default hash.AlgorithmToeplitz, the
-	// flowid a NIC's RSS and FreeBSD compute; hash.AlgorithmSipHash resists
-	// an attacker who can observe collisions (see package hash).
+	// Algorithm is the hash. Default hash.AlgorithmToeplitz, the flowid a
+	// NIC and FreeBSD compute; hash.AlgorithmSipHash resists an attacker
+	// who can observe collisions.
 	Algorithm hash.Algorithm
 	// Key is the hash key: for Toeplitz (rss_key) 40 to hash.MaxKeyLen
 	// bytes, 4 more than the longest input hashed (a 36-byte IPv6 4-tuple);
@@ -126,90 +97,59 @@ type HashConfig struct {
 	// a known key such as hash.MicrosoftKey lets anyone aim every flow at
 	// one worker.
 	Key []byte `json:"-"`
-	// Symmetric puts the endpoints in canonical order before hashing, so
-	// that both directions of a connection get one flowid (for stream
-	// reassembly). FreeBSD has no counterpart. Linux's own flow hash is
-	// symmetric by construction (__flow_hash_consistentify in
-	// net/core/flow_dissector.c sorts the addresses, and apart from them the
-	// ports, before SipHash), except for IPv6 with a flow label.
+	// Symmetric gives both directions of a connection one flowid.
 	Symmetric bool
-	// Types is the set of RSS hash types in use (rss_gethashconfig): TCP
-	// and UDP get their 4-tuple when their type is in the set, their
-	// 2-tuple otherwise; SCTP follows UDP. Zero means hash.DefaultTypes
-	// (TCP 4-tuples, everything else 2-tuples, as FreeBSD). The set must
-	// hold hash.TypeIPv4 and hash.TypeIPv6: fragments and other protocols
-	// hash by their addresses. hash.TypeIPv4|hash.TypeIPv6 hashes by IP
-	// pair only.
+	// Types is the set of hash types in use (rss_gethashconfig): TCP and
+	// UDP get their 4-tuple when their type is in it, else the 2-tuple;
+	// SCTP follows UDP. It must hold hash.TypeIPv4 and hash.TypeIPv6. Zero
+	// means hash.DefaultTypes (TCP 4-tuples, the rest 2-tuples).
 	Types hash.Types
-	// UDP4Tuple is the one-flag way to add hash.TypeUDPIPv4 and
-	// hash.TypeUDPIPv6 to Types: UDP (and SCTP) hashed over addresses and
-	// ports. Off by default, as in FreeBSD: the fragments of a large
-	// datagram carry no ports and hash over addresses only, so with a
-	// 4-tuple they may reach another worker than the datagram's
-	// unfragmented siblings. Normalized, it says whether both UDP types
-	// are in Types.
+	// UDP4Tuple adds UDP's 4-tuple types to Types. Off by default, as in
+	// FreeBSD: a large datagram's fragments, which carry no ports, could
+	// reach another worker than its whole siblings.
 	UDP4Tuple bool
-	// Tunnels says whether tunnels are decapsulated. Default TunnelsOuter:
-	// a tunnelled frame is hashed by its outer header, as FreeBSD's RSS and
-	// a NIC do. TunnelsInner opens VXLAN, GENEVE, GRE (with ERSPAN,
-	// transparent Ethernet and Cisco MetaData), GTP-U, IP in IP and MPLS
-	// over UDP, up to MaxTunnelDepth deep,
-	// and hashes the innermost IP header, as a NIC that hashes inner
-	// headers does (FreeBSD's main branch flags such a hash
-	// M_HASHTYPE_INNER). MPLS and PPPoE are walked either way.
+	// Tunnels says whether tunnels are opened. Default TunnelsOuter.
 	Tunnels TunnelMode
-	// Fragments says how fragments are hashed. Default FragmentsTuple:
-	// every fragment by its addresses, as FreeBSD and Linux hash them, so
-	// that with a 4-tuple hash type a datagram's later fragments may
-	// reach another worker than its first and its flow's whole packets.
-	// FragmentsFollow keeps every fragment of a datagram with its flow
-	// (see FragmentMode).
+	// Fragments says how fragments are hashed. Default FragmentsTuple.
 	Fragments FragmentMode
-	// VXLANPorts are the UDP destination ports taken for VXLAN with
-	// TunnelsInner. Nil means VXLANPort (4789, IANA's); Linux's legacy
-	// default is 8472. GENEVEPort, GTPUPort and MPLSUDPPort are fixed and
-	// may not be listed.
+	// VXLANPorts are the UDP ports taken for VXLAN under TunnelsInner. Nil
+	// means VXLANPort (Linux's legacy port is 8472). The GENEVE, GTP-U and
+	// MPLS-over-UDP ports are fixed.
 	VXLANPorts []uint16
 }
 
-// QueueConfig configures the workers' queues (netisr's workstreams).
+// QueueConfig configures the workers' queues.
 type QueueConfig struct {
-	// Limit bounds each worker's queue, in frames (net.isr.defaultqlimit).
-	// Zero means DefaultQLimit for inputs that drop and DefaultWaitQLimit
-	// for inputs that wait; at most MaxQLimit.
+	// Limit bounds each worker's queue, in frames, whatever the size of
+	// the Dispatch calls. Zero means DefaultQLimit for inputs that drop
+	// and DefaultWaitQLimit for inputs that wait; at most MaxQLimit.
 	Limit int
-	// Overflow is what a full queue does to the input that fills it.
-	// Default OverflowAuto: wait for a source that can wait, drop for a
-	// live one.
+	// Overflow is what a full queue does to the input filling it. Default
+	// OverflowAuto.
 	Overflow Overflow
-	// FlowLimit drops, while a worker's queue is at least half full and not
-	// yet full, the frames of flows holding more than half of its recent
-	// history (Linux's skb_flow_limit), so that an elephant's frames go
-	// before the small flows' are tail dropped. A frame that finds the
-	// queue full is left to Overflow's rule. Counted apart from QueueDrops.
+	// FlowLimit drops, while a queue is at least half full, the frames of
+	// flows holding more than half of its recent history (Linux's
+	// skb_flow_limit), so that an elephant's frames go before the small
+	// flows' (FlowLimitDrops).
 	FlowLimit bool
-	// StallTimeout is how long a live source (LiveSource) is held back by
-	// a full queue that does not move, under OverflowAuto: past it the
-	// worker counts as stalled, and frames for it are dropped at once
-	// (StallDrops) until its queue moves again, so that one stuck handler
-	// stops the other workers for at most this long. Zero means
-	// DefaultStallTimeout; negative is an error.
+	// StallTimeout is how long a full queue that does not move holds a
+	// live source back under OverflowAuto; past it, frames for that worker
+	// are dropped (StallDrops) until it moves. Zero means
+	// DefaultStallTimeout.
 	StallTimeout time.Duration
 }
 
-// DefaultStallTimeout is QueueConfig.StallTimeout's default: long enough
-// for a garbage collection or a slow frame, short against the hundreds of
-// milliseconds a live ring holds at the rates a software dispatcher meets.
+// DefaultStallTimeout is QueueConfig.StallTimeout's default: longer than a
+// garbage collection, short against what a live ring holds.
 const DefaultStallTimeout = 50 * time.Millisecond
 
 // RFSConfig configures receive flow steering (Linux's RFS): a consumer
-// names the worker that should handle a flow ([Dispatcher.SetDesired]) and
-// the dispatcher moves the flow there without reordering it.
+// names a flow's worker ([Dispatcher.SetDesired]) and the flow moves there
+// without reordering.
 type RFSConfig struct {
-	// Enabled turns RFS on. Off, no flow table is touched.
 	Enabled bool
-	// TableSize is the capacity of each input's flow table and of the
-	// desired-worker table, a power of two from 16 to 2^26. Default 65536.
+	// TableSize is the capacity of the flow tables, a power of two from 16
+	// to 2^26. Default 65536.
 	TableSize int
 }
 
@@ -218,9 +158,8 @@ const defaultRFSTableSize = 1 << 16
 
 // PanicInfo describes a recovered panic of a user callback.
 type PanicInfo struct {
-	// Callback names the callback that panicked: "handler", "Tick",
-	// "MoveOut", "MoveIn", "Close" (a state's), "Trace", "CPUFunc",
-	// "release" (a batch's release callback) or "Backlog" (a live source's).
+	// Callback is "handler", "Tick", "MoveOut", "MoveIn", "Close" (a
+	// state's), "Trace", "CPUFunc", "release" (a batch's) or "Backlog".
 	Callback string
 	Worker   int // the worker it ran for, -1 when none
 	Value    any
@@ -228,9 +167,9 @@ type PanicInfo struct {
 	Stack    []byte
 }
 
-// DefaultWorkers is the default worker count, the one rule the library and
-// its examples use: the number of CPUs the process may run on (its affinity
-// mask), which may be fewer than runtime.NumCPU and differ from GOMAXPROCS.
+// DefaultWorkers is the default worker count: the number of CPUs the
+// process may run on (its affinity mask), which may be fewer than
+// runtime.NumCPU.
 func DefaultWorkers() int {
 	if cpus, err := affinity.Allowed(); err == nil && len(cpus) > 0 {
 		return len(cpus)

@@ -276,7 +276,7 @@ type liveWait struct {
 // mayWait decides whether a live producer may go on waiting for room in
 // w's queue (LiveSource): not once the worker has stalled (its head has not
 // moved for StallTimeout; then, and until it moves, stalled is also true),
-// nor once the source's ring is LiveRingHighWater full. w.mu is held.
+// nor once the source's ring is liveRingHighWater full. w.mu is held.
 func (lw *liveWait) mayWait(w *Worker, p *producer) (stalled, ok bool) {
 	head := w.head.Load()
 	if s := w.stalledAt.Load(); s != 0 && s == head+1 {
@@ -292,7 +292,7 @@ func (lw *liveWait) mayWait(w *Worker, p *producer) (stalled, ok bool) {
 	}
 	var used, size int
 	p.d.guard(cbBacklog, w.index, func() { used, size = p.live.Backlog() })
-	if size > 0 && float64(used) >= LiveRingHighWater*float64(size) {
+	if size > 0 && float64(used) >= liveRingHighWater*float64(size) {
 		return false, false
 	}
 	return false, true

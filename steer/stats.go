@@ -38,36 +38,22 @@ func (w WorkstreamStats) Drops() uint64 {
 	return w.QueueDrops + w.StallDrops + w.FlowLimitDrops + w.RedispatchDrops + w.CloseDrops
 }
 
-// SourceStats are a live source's own counters, shown beside the queue
-// drops so that every frame the kernel saw is accounted for. The fields
-// are what every source has; the rest of a source's kernel counters are
-// in Kernel, under the kernel's own names, so that a report or a metric
-// can show them without knowing the source.
+// SourceStats are a source's own counters, shown beside the queue drops so
+// that every frame the kernel saw is accounted for; a source's other kernel
+// counters are in Kernel, under the kernel's names.
 type SourceStats struct {
-	Name string
-	// Received is the frames the kernel passed to the source, drops
-	// included (for example AF_PACKET's tp_packets).
-	Received uint64
-	// Dropped is the frames the kernel lost for the source for lack of
-	// room (for example AF_PACKET's tp_drops).
-	Dropped uint64
-	// RingUsed is how much of the kernel's buffer behind a live source
-	// holds frames not yet given back (LiveSource.Backlog) now, RingPeak
-	// the most the source saw at a read, both out of RingSize, in the
-	// source's units; RingSize is 0 when the source cannot tell.
+	Name     string
+	Received uint64 // frames the kernel passed to the source, drops included (tp_packets)
+	Dropped  uint64 // frames the kernel lost for lack of room (tp_drops)
+	// RingUsed is how much of a live source's ring holds frames not yet
+	// given back (LiveSource.Backlog), RingPeak the most seen, both out of
+	// RingSize (0: unknown).
 	RingUsed, RingPeak, RingSize int
-	// Filtered counts the frames a capture filter run in user space
-	// rejected (package steer/filter): they never reach the dispatcher, so
-	// they are neither handled nor dropped. A filter run in the kernel is
-	// not counted: its frames never reach the source.
+	// Filtered counts the frames a capture filter in user space rejected
+	// (steer/filter): never dispatched, neither handled nor dropped.
 	Filtered uint64
-	// Mode is how the source receives, in its own words (for example
-	// "generic, copy"), empty when it has nothing to say.
-	Mode string `json:",omitempty"`
-	// Kernel are the source's other kernel counters, each under the name
-	// the kernel gives it (for example tp_freeze_q_cnt, rx_ring_full), in
-	// an order the source keeps. Some count events rather than frames.
-	Kernel []KernelCounter `json:",omitempty"`
+	Mode     string          `json:",omitempty"` // how the source receives, in its words ("generic, copy")
+	Kernel   []KernelCounter `json:",omitempty"` // other kernel counters (tp_freeze_q_cnt, rx_ring_full)
 }
 
 // KernelCounter is one counter a source reads from the kernel, named as
@@ -92,39 +78,29 @@ func (d *Dispatcher) addSource(s SourceStatser) {
 	d.mu.Unlock()
 }
 
-// Stats is a snapshot of a dispatcher.
+// Stats is a snapshot of a dispatcher. Once it is closed, Frames ==
+// Handled() + Dropped() + Panicked(). A worker counts the frames handled
+// every 8 frames and at the end of each batch, so a slow handler's
+// progress shows 8 frames at a time; an input inside Dispatch with DIRECT
+// dispatch is read as it was when it last let go of its counts.
 type Stats struct {
-	// Config is the dispatcher's configuration with defaults filled in.
-	// Its key and functions are left out of JSON.
-	Config Config
-	// KeyFingerprint names the Toeplitz key without showing it: "microsoft" for the
-	// public key, else 8 hex digits of its SHA-256, after "random " when
-	// the dispatcher made it.
-	KeyFingerprint string
+	Config         Config // with defaults filled in; key and functions not in JSON
+	KeyFingerprint string // "microsoft", or 8 hex digits of the key's SHA-256, after "random " for a made one
 
-	// Frames is every frame handed to the dispatcher (re-dispatches
-	// included). Once it is closed, Frames == Handled() + Dropped() +
-	// Panicked().
-	Frames      uint64
-	Workstreams []WorkstreamStats
-	// Reasons counts frames by classification reason; a reason no frame had
-	// is absent.
-	Reasons map[Reason]uint64
-	// BucketFrames counts hashed frames per indirection-table bucket.
-	BucketFrames []uint64
-	Table        []int  // the indirection table now
-	BucketMoves  uint64 // bucket moves made under the no-reorder rule
-	FlowMoves    uint64 // RFS flow moves
+	Frames       uint64 // every frame handed in, re-dispatches included
+	Workstreams  []WorkstreamStats
+	Reasons      map[Reason]uint64 // frames by classification reason; absent: none
+	BucketFrames []uint64          // hashed frames per bucket
+	Table        []int             // the indirection table now
+	BucketMoves  uint64            // bucket moves under the no-reorder rule
+	FlowMoves    uint64            // RFS flow moves
 	Sources      []SourceStats
-	// TopFlows are the flows with most packets (RFS on), largest first.
-	TopFlows []FlowStats
-	// CallbackPanics counts the recovered panics of user callbacks other
-	// than the handler (whose are WorkstreamStats.Panics), by the name
-	// PanicInfo.Callback gives; nil when there were none.
+	TopFlows     []FlowStats // the flows with most packets (RFS on), largest first
+	// CallbackPanics counts the recovered panics of callbacks other than
+	// the handler, by PanicInfo.Callback.
 	CallbackPanics map[string]uint64 `json:",omitempty"`
-	// CPUFuncRemapped counts the answers of Config.CPUFunc outside 0 to
-	// Workers-1, which are taken modulo Workers as FreeBSD's
-	// netisr_get_cpuid takes a CPU id modulo its thread count.
+	// CPUFuncRemapped counts CPUFunc answers outside 0 to Workers-1, taken
+	// modulo Workers.
 	CPUFuncRemapped uint64 `json:",omitempty"`
 }
 
@@ -163,13 +139,9 @@ func (s *Stats) Dropped() uint64 {
 	return n
 }
 
-// Stats returns a snapshot. It never waits for a handler: an input that is
-// inside Dispatch (running handlers inline with DIRECT dispatch, say) is
-// read as it was when it last let go of its counts, at most statsWait
-// earlier unless a handler holds it longer. Counters are read one by one
-// while traffic flows; after a Close that returned nil they are exact and
-// Frames == Handled() + Dropped() + Panicked(). (Close says what they
-// promise after it ran out of time.)
+// Stats returns a snapshot, without waiting for a handler. Counters are
+// read one by one while traffic flows; after a Close that returned nil
+// they are exact (Close says what they promise after it ran out of time).
 func (d *Dispatcher) Stats() Stats {
 	s := Stats{Config: d.Config(), KeyFingerprint: d.keyName, Table: d.table.snapshot()}
 	d.mu.Lock()
@@ -322,12 +294,10 @@ func onOff(b bool) string {
 	return "disabled"
 }
 
-// WriteReport writes the snapshot in the shape of FreeBSD's `netstat -Q`: a
-// configuration block, then one row per workstream, then the drops netisr
-// has no column for, the classification reasons and the source counters;
-// with the rebalancer on, the load picture it works from: each worker's
-// hashed frames against the mean, the busiest buckets, and the elephants (a
-// bucket or flow no table can balance) over its threshold.
+// WriteReport writes the snapshot in the shape of FreeBSD's `netstat -Q`:
+// the configuration, a row per workstream, the other drops, the reasons
+// and the source counters; with the rebalancer on, its load picture (each
+// worker against the mean, the busiest buckets, the elephants).
 func (s *Stats) WriteReport(out io.Writer) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
