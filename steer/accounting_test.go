@@ -89,7 +89,7 @@ func TestHandledWithinBatch(t *testing.T) {
 	checkAccounting(t, d, n)
 }
 
-// TestRedispatchDepthCounted: frames dropped past MaxRedispatchDepth count in
+// TestRedispatchDepthCounted: frames dropped past maxRedispatchDepth count in
 // Frames as they do in the drops, so the invariant holds after Close.
 func TestRedispatchDepthCounted(t *testing.T) {
 	for _, mode := range []DispatchMode{DispatchDeferred, DispatchHybrid, DispatchDirect} {
@@ -112,9 +112,9 @@ func TestRedispatchDepthCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := d.Stats()
-		if s.Frames != MaxRedispatchDepth+2 || s.Frames != s.Handled()+s.Dropped() || len(errs) != 1 || !errors.Is(errs[0], ErrRedispatchDepth) {
+		if s.Frames != maxRedispatchDepth+2 || s.Frames != s.Handled()+s.Dropped() || len(errs) != 1 || !errors.Is(errs[0], ErrRedispatchDepth) {
 			t.Errorf("%v: Frames %d, Handled %d, Dropped %d, errors %v; want %d frames, one dropped too deep",
-				mode, s.Frames, s.Handled(), s.Dropped(), errs, MaxRedispatchDepth+2)
+				mode, s.Frames, s.Handled(), s.Dropped(), errs, maxRedispatchDepth+2)
 		}
 	}
 }

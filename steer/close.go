@@ -9,27 +9,16 @@ import (
 	"time"
 )
 
-// Close stops intake, lets every worker drain its queue, closes each
-// per-worker state that implements io.Closer (in its worker), and waits for
-// the workers to exit. Close may be called more than once, and at any
-// moment; dispatch calls made after it return ErrClosed. Called from inside
-// a handler or a hook, which cannot wait for its own frame, Close stops
-// intake, lets the workers drain and exit once the handler returns, and
-// returns at once with an error wrapping ErrCloseInHandler; a later Close
-// from outside waits for the rest. Errors from the states' Close are joined
-// into the result.
+// Close stops intake, lets the workers drain their queues, closes the
+// states that implement io.Closer and waits for the workers to exit. It may
+// be called at any moment and more than once; dispatch calls after it
+// return ErrClosed. From inside a handler it cannot wait: it returns an
+// error wrapping ErrCloseInHandler, and a later Close waits for the rest.
 //
-// When ctx ends first, Close gives up waiting: the frames still queued are
-// dropped at once and counted as close drops, as is the rest of a batch a
-// worker is handling once its handler returns (and, with DIRECT dispatch,
-// the rest of a Dispatch call's frames), and nothing waits any more for
-// a worker (a producer held back by a full queue, a MoveIn waiting for its
-// MoveOut). Close then returns an error that says what is left: the
-// frames still held by handlers that have not returned, the workers that
-// have not exited and the inputs still inside Dispatch. Until those
-// handlers return, Frames == Handled() + Dropped() + Panicked() + the
-// frames they hold (a worker's are its WorkstreamStats.QueueLen); once they
-// have returned, the counts add up again.
+// When ctx ends first, what is queued, and the rest of the batches being
+// handled, is dropped (CloseDrops), nothing waits any more for a worker,
+// and the error says what is left: the frames handlers still hold, which
+// the counts add up with again once they return.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if !d.closed.Swap(true) && d.reb != nil {
 		d.reb.stop()

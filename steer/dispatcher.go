@@ -104,9 +104,8 @@ type Dispatcher struct {
 // MoveOut; a DIRECT caller for a state's lock; Close for the rest. Once
 // Close gives up waiting (Dispatcher.aborted), every one of them ends.
 
-// New starts a dispatcher with cfg's workers, which run h for every frame.
-// Configuration errors wrap ErrConfig and say what to change. For state
-// per worker, use [NewPerWorker].
+// New starts a dispatcher whose workers run h for every frame.
+// Configuration errors wrap ErrConfig and say what to change.
 func New(cfg Config, h Handler) (*Dispatcher, error) {
 	if h == nil {
 		return nil, fmt.Errorf("steer: nil handler: %w", ErrConfig)
@@ -114,19 +113,14 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 	return start(cfg, func(*Worker) (Handler, any) { return h, nil })
 }
 
-// NewPerWorker starts a dispatcher whose workers each have a state of
-// their own: newState runs in each worker's goroutine before its first
-// frame, and h receives that worker's state with every packet, so the
-// state needs no locks. S is a pointer, a map or another reference type: a
-// struct or array state, which each call would copy, is an error. The
-// returned slice holds the states, states[i]
-// being worker i's; read them from other goroutines only after Close. A
-// state may implement [Ticker], [Mover] and io.Closer (Close runs in the
-// worker before it exits; its errors are joined into Close's). With DIRECT
-// dispatch a handler runs in the goroutine that dispatched its frame, with
-// the selected worker's state: the dispatcher then serialises the uses of
-// each state (handlers, hooks) with a lock of its own, so the state still
-// needs none.
+// NewPerWorker starts a dispatcher whose workers each have a state: newState
+// runs in each worker's goroutine before its first frame, and h gets that
+// worker's state with every packet, so the state needs no locks (with
+// DIRECT dispatch the dispatcher serialises its uses). S must be a reference
+// type (a pointer, a map): a struct state is an error. states[i] is worker
+// i's; read it from elsewhere only after Close. A state may implement
+// [Ticker], [Mover] and io.Closer (closed in its worker; errors joined into
+// Close's).
 func NewPerWorker[S any](cfg Config, newState func(w *Worker) S, h func(state S, p *Packet)) (*Dispatcher, []S, error) {
 	if newState == nil || h == nil {
 		return nil, nil, fmt.Errorf("steer: NewPerWorker needs a state constructor and a handler: %w", ErrConfig)
@@ -228,8 +222,8 @@ func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error)
 	return d, nil
 }
 
-// Config returns a copy of the dispatcher's configuration with defaults
-// filled in; changing it changes nothing in the dispatcher.
+// Config returns a copy of the configuration with defaults filled in (the
+// key in use among them).
 func (d *Dispatcher) Config() Config {
 	c := d.cfg
 	c.CPUs = slices.Clone(c.CPUs)
@@ -241,24 +235,12 @@ func (d *Dispatcher) Config() Config {
 // Workers returns the number of workers.
 func (d *Dispatcher) Workers() int { return len(d.workers) }
 
-// Run reads src and dispatches every batch through a new Input. It returns
-// nil once src is exhausted (io.EOF), ctx.Err() when ctx ends first, and
-// ErrClosed when the dispatcher closes first: a caller that cancels ctx to
-// stop reading sees that the source was not read to its end. Under
-// OverflowAuto a full queue holds the source back; a [LiveSource] only while
-// its ring has room and the worker is not stalled (see LiveSource). Run
-// registers a source's own counters ([SourceStatser]) with the stats. It
-// does not close src.
-//
-// Under HYBRID dispatch, Run reads the source in worker 0, as netisr's
-// receiving thread runs on a CPU of its own: a frame selected for worker 0
-// is handled inline when that worker is idle (HDisp'd), and the others are
-// queued; frames already queued to worker 0 it handles first. This needs
-// the reading worker to wait for room in the others' queues, which is safe
-// only while no worker can wait for it in turn: so only one Run at a time
-// reads in a worker, and not when the states implement Mover (a MoveIn
-// waits for a MoveOut). Otherwise Run reads in its own goroutine, and
-// HYBRID then handles nothing inline, as DEFERRED.
+// Run reads src and dispatches every batch through a new Input, until
+// io.EOF (nil), ctx ends (ctx.Err()) or the dispatcher closes (ErrClosed).
+// It registers a [SourceStatser]'s counters and does not close src. Under
+// HYBRID dispatch Run reads in worker 0, which handles its own frames
+// inline when idle, unless another Run does or the states implement Mover:
+// then it reads in its own goroutine, and HYBRID acts as DEFERRED.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	if src == nil {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
@@ -300,13 +282,10 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	}
 }
 
-// SetDesired records that the consumer of flowid runs on worker (RFS, the
-// analogue of rps_record_sock_flow). The dispatcher moves the flow there as
-// soon as the old worker has handled every frame of it already queued; until
-// then frames keep going to the old worker. Any goroutine may call it,
-// handlers included. Without Config.RFS.Enabled it records nothing and
-// returns an error wrapping ErrConfig; after Close, ErrClosed, as SetTable
-// does.
+// SetDesired records that the consumer of flowid runs on worker (RFS,
+// rps_record_sock_flow): the flow moves there once its old worker has
+// handled its frames already queued. Any goroutine may call it. Without
+// Config.RFS.Enabled it returns an error wrapping ErrConfig.
 func (d *Dispatcher) SetDesired(flowid uint32, worker int) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -320,8 +299,8 @@ func (d *Dispatcher) SetDesired(flowid uint32, worker int) error {
 	return d.desired.Set(flowid, worker)
 }
 
-// ClearDesired forgets the desired worker of flowid; the flow then follows
-// the policy again (moving under the same rule).
+// ClearDesired forgets flowid's desired worker; the flow follows the policy
+// again.
 func (d *Dispatcher) ClearDesired(flowid uint32) {
 	if d.desired != nil {
 		d.desired.Clear(flowid)

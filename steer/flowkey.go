@@ -8,91 +8,54 @@ import (
 	"github.com/rpsgo/rps/hash"
 )
 
-// MaxVLANDepth is how many stacked 802.1Q/802.1ad tags the classifier walks
-// in one Ethernet header (QinQinQ exists in the wild). FreeBSD's
-// ether_input_internal untags one in-band 802.1Q tag and leaves the next to
-// the vlan(4) interface; Linux's flow dissector walks tags up to its limit
-// of 15 headers and records two (its VLAN and CVLAN keys, 6.18). A frame
-// with more gets [ReasonTooManyVLANs].
+// MaxVLANDepth is how many stacked 802.1Q/802.1ad tags the classifier
+// walks in one Ethernet header; a frame with more gets ReasonTooManyVLANs.
 const MaxVLANDepth = 4
 
-// MaxEncaps is how many shim and tunnel headers a flow key records
-// ([FlowKey.Encaps]): MPLS labels, PPPoE sessions, pseudowires, the VLAN
-// tags of inner Ethernet frames and tunnel headers, counted together. A
-// frame with more gets [ReasonTooDeep].
+// MaxEncaps is how many shim and tunnel headers a FlowKey records
+// (Encaps); a frame with more gets ReasonTooDeep.
 const MaxEncaps = 8
 
-// MaxTunnelDepth is how many tunnels the classifier decapsulates, one
-// inside another, when [HashConfig.Tunnels] is TunnelsInner. A tunnel
-// deeper than that is not opened: the frame is hashed by the deepest IP
-// header reached, with [ReasonTooDeep].
+// MaxTunnelDepth is how many nested tunnels TunnelsInner opens; a deeper
+// one is hashed by the deepest IP header reached, with ReasonTooDeep.
 const MaxTunnelDepth = 4
 
-// FlowKey is what the classifier extracts from a frame: the fields RSS hashes
-// and the context around them. It is a fixed-size comparable value, usable as
-// a map key; building it allocates nothing.
-//
-// What a map keyed by it costs: a FlowKey is 136 bytes with no padding
-// between or after its fields (the unexported ones fill it and are always
-// zero), so Go compares it, and a map hashes it, as plain memory: one pass
-// of the runtime's memory hash and one memory compare a lookup. A key with
-// padding is hashed field by field, some 20 hash calls a lookup; this one
-// takes a quarter to a third of that time in a map that fits in cache and
-// half of it in a map of a million flows (BenchmarkFlowKeyMap). A table
-// that has the flowid already, such as package flowtable's, hashes no key
-// and only compares it. [FlowKey.Canonical] gives both directions of a
-// connection one key.
-//
-// The tuple (addresses, ports, protocol) is the one that was hashed: the
-// innermost IP header's when the classifier decapsulated tunnels. The
-// context beside it, VLAN IDs, MPLS labels, PPPoE sessions and the tunnels'
-// identities (VNI, GRE key, ERSPAN session, TEID), is recorded and never
-// hashed, as RSS does with VLAN IDs: two copies of one flow that differ only
-// in their encapsulation hash alike but have different keys.
+// FlowKey is the key of a flow: the tuple that was hashed (the innermost
+// IP header's, when tunnels were opened) and the context around it (VLAN
+// IDs, labels, tunnel identities), recorded but never hashed. It is a
+// comparable 136-byte value without padding, which a map hashes as plain
+// memory (BenchmarkFlowKeyMap); building it allocates nothing.
 type FlowKey struct {
 	Src, Dst         netip.Addr // network addresses; invalid for non-IP frames
 	SrcPort, DstPort uint16     // transport ports; zero when not read
 	Proto            uint8      // IP protocol number (6 TCP, 17 UDP, ...)
 	Fragment         bool       // an IPv4 or IPv6 fragment (ports read only in a first fragment, with FragmentsFollow)
 	NVLAN            uint8      // number of VLAN tags recorded in VLANs
-	pad0             uint8      // always zero: no padding before VLANs (see above)
-	// VLANs are the VLAN IDs of the outermost Ethernet header (the link the
-	// frame arrived on), outermost first. The tags of an Ethernet frame
-	// inside a tunnel or a pseudowire are in Encaps.
-	VLANs [MaxVLANDepth]uint16
-	// Depth is how many tunnels the tuple is inside: the number of IP
-	// headers the classifier decapsulated to reach it.
-	Depth uint8
-	// NEncap is the number of headers recorded in Encaps.
-	NEncap uint8
+	pad0             uint8      // always zero: no padding before VLANs, so maps hash the key as memory
+	// VLANs are the outer Ethernet header's VLAN IDs, outermost first; an
+	// inner frame's tags are in Encaps.
+	VLANs  [MaxVLANDepth]uint16
+	Depth  uint8  // how many tunnels the tuple is inside
+	NEncap uint8  // the number of headers in Encaps
 	pad1   uint16 // always zero: no padding before Encaps
 	// Encaps are the shim and tunnel headers walked after the outer VLAN
-	// tags, outermost first, each read whole. When the classifier entered
-	// a tunnel but could not hash its inside (the Reason says why), the
-	// headers read in it are listed too, and the tuple is the IP header
-	// just outside it: Depth counts only the tunnels that enclose the
-	// tuple.
+	// tags, outermost first; a tunnel whose inside could not be hashed is
+	// listed too, and Depth counts only those around the tuple.
 	Encaps [MaxEncaps]Encap
 	pad2   uint32 // always zero: no padding at the end
 }
 
 // Flow returns the key without its outer VLAN IDs: the unit a flow meter
-// counts. The encapsulations are kept: a VNI or a label names the network
-// the flow belongs to.
+// counts.
 func (k FlowKey) Flow() FlowKey {
 	k.NVLAN = 0
 	k.VLANs = [MaxVLANDepth]uint16{}
 	return k
 }
 
-// Canonical returns the key with its two endpoints in a fixed order, the
-// one [hash.Canonical] gives (the lower address first, IPv4-mapped IPv6
-// addresses compared unmapped, then the lower port), and whether it
-// swapped them. Both directions of a connection so have one canonical key:
-// a flow meter that counts connections rather than directions keys its
-// records by it, with a symmetric hash ([HashConfig.Symmetric]) putting
-// both directions on one worker. The rest of the key (protocol, VLAN IDs,
-// encapsulations) is kept; a key without addresses is never swapped.
+// Canonical returns the key with its endpoints in hash.Canonical's order,
+// and whether it swapped them, so that both directions of a connection
+// have one key (with HashConfig.Symmetric, one worker too).
 func (k FlowKey) Canonical() (c FlowKey, swapped bool) {
 	if o := k.Src.Unmap().Compare(k.Dst.Unmap()); o > 0 || (o == 0 && k.SrcPort > k.DstPort) {
 		k.Src, k.Dst = k.Dst, k.Src
@@ -102,10 +65,8 @@ func (k FlowKey) Canonical() (c FlowKey, swapped bool) {
 	return k, false
 }
 
-// Encapsulation names the encapsulations walked, outermost first, joined
-// by "+": the outer VLAN tags, then each of Encaps (see [Encap.String]),
-// such as "vlan:7+vxlan:42", "mpls:1600" or "gre:key=9+ipip". It is empty
-// for a plain frame.
+// Encapsulation names the layers walked, outermost first, joined by "+"
+// ("vlan:7+vxlan:42"); empty for a plain frame.
 func (k *FlowKey) Encapsulation() string {
 	var b strings.Builder
 	for _, id := range k.VLANs[:min(k.NVLAN, MaxVLANDepth)] {
@@ -122,17 +83,10 @@ func (k *FlowKey) Encapsulation() string {
 
 // Encap is one shim or tunnel header the classifier walked.
 type Encap struct {
-	Kind EncapKind
-	// HasID says the header carries an identifier: every kind but
-	// EncapPseudowire, EncapIPIP, EncapERSPAN1 and EncapMPLSUDP, and
-	// EncapGRE when the key field is present.
-	HasID bool
+	Kind  EncapKind
+	HasID bool   // the header carries an identifier, ID
 	pad   uint16 // always zero, so that FlowKey has no padding
-	// ID is the header's identifier: the VLAN ID, the MPLS label, the
-	// PPPoE session ID, the VXLAN or GENEVE VNI, the GRE key, the ERSPAN
-	// session ID, the GTP-U TEID or the Cisco MetaData's security group
-	// tag.
-	ID uint32
+	ID    uint32 // VLAN ID, label, session ID, VNI, GRE key, TEID or security group tag
 }
 
 // String is the kind's name and, when the header has one, its identifier:

@@ -238,7 +238,7 @@ func (p *producer) flushAll() {
 // The new frame's packet carries source, the re-dispatching packet's source
 // id.
 func (p *producer) redispatch(f *Frame, ref *batchRef, depth uint8, from *Worker, source int) error {
-	if depth > MaxRedispatchDepth {
+	if depth > maxRedispatchDepth {
 		if ref != nil {
 			ref.done(1)
 		}

@@ -5,21 +5,17 @@ import (
 	"slices"
 )
 
-// Input is one feeder of a dispatcher with its own source id. One goroutine
-// uses an Input at a time; several Inputs may feed one dispatcher at once.
-// Order is kept per input and flow.
+// Input is one feeder of a dispatcher, with its own source id, used by one
+// goroutine at a time. Order is kept per input and flow.
 type Input struct {
 	p      *producer
 	closed bool
 }
 
-// NewInput returns an input with the next free source id. Its caller can
-// wait, so under OverflowAuto a full queue holds Dispatch back rather than
-// drop: a caller feeding frames it cannot hold back (a live capture) sets
-// Config.Queue.Overflow to OverflowDrop. A handler must not feed an input
-// of its own dispatcher that waits (it would wait for room its own worker
-// has to make): it re-dispatches with Packet.Redispatch, which never waits.
-// Feeding another dispatcher's input, a pipeline, is fine.
+// NewInput returns an input with the next free source id. Under
+// OverflowAuto a full queue holds its Dispatch back: a caller that cannot
+// wait sets OverflowDrop. A handler re-dispatches with Packet.Redispatch,
+// never through a waiting input of its own dispatcher.
 func (d *Dispatcher) NewInput() *Input { return d.newInput(true) }
 
 // newInput returns an input for a source that can (or cannot) wait.
@@ -34,14 +30,11 @@ func (d *Dispatcher) newInput(canWait bool) *Input {
 // ID returns the input's source id (used by the SOURCE policy).
 func (in *Input) ID() int { return in.p.id }
 
-// Dispatch classifies, hashes and steers frames. release, when not nil, is
-// called once every frame has been handled or dropped. The frames slice may
-// be reused once Dispatch returns; the bytes must live until release.
-//
-// Each call costs a lock, a hand-off per worker and a wake-up, shared by
-// the frames it carries: call it with batches of BatchSize frames or more.
-// One frame per call costs about ten times as much per frame as 64-frame
-// batches (docs/performance.md has the figures).
+// Dispatch classifies, hashes and steers frames; release, when not nil, is
+// called once every frame is done. The slice may be reused on return, the
+// bytes must live until release. A call's fixed cost is shared by its
+// frames: one frame per call costs about ten times as much per frame as
+// BatchSize (docs/performance.md).
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
 	d.intake.RLock()
@@ -83,12 +76,8 @@ func (d *Dispatcher) retire(p *producer) {
 	p.stock.retire()
 }
 
-// Close retires the input once its goroutine is done feeding it: its
-// counters stay in Stats, and its flow table and batches are let go, so a
-// program that makes an input per capture file does not keep them all.
-// Dispatch on a closed input returns ErrClosed. Call Close from the
-// goroutine that calls Dispatch, never during a Dispatch; a second Close
-// does nothing. Run closes the input it makes.
+// Close retires the input, from its goroutine, once done: its counters stay
+// in Stats, its tables are let go. Dispatch then returns ErrClosed.
 func (in *Input) Close() {
 	if in.closed {
 		return

@@ -6,75 +6,51 @@ import (
 )
 
 // Policy is how a frame's worker is chosen: netisr_select_cpuid's
-// NETISR_POLICY_*, with the RSS indirection table as the CPU policy that
-// FreeBSD's options RSS gives its IP handlers.
+// NETISR_POLICY_* (docs/freebsd-linux.md).
 type Policy uint8
 
+// The policies. Every policy places a frame without a hash (HashType NONE
+// or OPAQUE) as PolicySource does.
 const (
-	// PolicyRSS is NETISR_POLICY_CPU as FreeBSD's IP handlers have it under
-	// options RSS: ip_nh's rss_soft_m2cpuid_v4 (ip6_nh's _v6) hashes in
-	// software when the NIC's hash does not fit, then rss_hash2cpuid looks
-	// the hash up (ether_nh's rss_m2cpuid looks up the hash as given):
-	// bucket = flowid & (buckets-1), worker = table[bucket]. The default,
-	// because the indirection table can be reprogrammed and rebalanced.
-	// rss_hash2cpuid maps only the six RSS hash types and gives
-	// OPAQUE_HASH and the _EX types no CPU; here every hash goes through
-	// the table (docs/freebsd-linux.md says why).
-	PolicyRSS Policy = iota
-	// PolicyFlow is NETISR_POLICY_FLOW with netisr_default_flow2cpu:
-	// worker = flowid % workers.
-	PolicyFlow
-	// PolicySource is NETISR_POLICY_SOURCE: worker = (source id + ingress
-	// interface index) % workers. Every policy falls back to it for frames
-	// without a hash: HashType NONE, and OPAQUE (whose HASHPROP bit is
-	// clear), which FreeBSD's FLOW policy would take modulo its threads.
-	PolicySource
-	// PolicyCPU is NETISR_POLICY_CPU with a caller-supplied function
-	// (Config.CPUFunc); when it declines, SOURCE decides.
-	PolicyCPU
+	// PolicyRSS, the default, is FreeBSD's under options RSS: worker =
+	// table[flowid & (buckets-1)], over a table that can be reprogrammed.
+	PolicyRSS    Policy = iota
+	PolicyFlow          // NETISR_POLICY_FLOW: worker = flowid % workers
+	PolicySource        // NETISR_POLICY_SOURCE: worker = (input id + ifindex) % workers
+	PolicyCPU           // Config.CPUFunc's answer; when it declines, PolicySource
 )
 
 // DispatchMode is how a frame reaches its handler, netisr's
 // NETISR_DISPATCH_*.
 type DispatchMode uint8
 
+// The dispatch modes. Every mode accounts a frame to its selected worker,
+// whose state its handler gets.
 const (
-	// DispatchDeferred always queues the frame to the selected worker
-	// (NETISR_DISPATCH_DEFERRED). The default: FreeBSD's global default is
-	// DIRECT, which for one reader would steer nothing, and its IP
-	// handlers are HYBRID under options RSS.
+	// DispatchDeferred, the default, queues the frame to its worker.
 	DispatchDeferred DispatchMode = iota
-	// DispatchHybrid runs the handler inline when the caller is itself the selected
-	// worker and that worker is idle, and queues otherwise
-	// (NETISR_DISPATCH_HYBRID). The caller is a worker when it reads a
-	// source: Run reads in worker 0 under DispatchHybrid (see Run for when it
-	// cannot), RunOnWorkers in every worker; or when a handler re-dispatches.
+	// DispatchHybrid runs the handler inline when the caller is the
+	// selected worker and that worker is idle, and queues otherwise. The
+	// caller is a worker when it reads a source (Run, RunOnWorkers) or
+	// re-dispatches from a handler.
 	DispatchHybrid
-	// DispatchDirect runs the handler in the caller's goroutine
-	// (NETISR_DISPATCH_DIRECT). The frame is still classified, and a worker
-	// selected by the policy: the handler gets that worker's state, and the
-	// frame is accounted to it. FreeBSD's DIRECT selects nothing and counts
-	// the packet on the current CPU's workstream.
+	// DispatchDirect runs the handler in the caller's goroutine.
 	DispatchDirect
 )
 
 // Overflow is what a full worker queue does to the input filling it.
 type Overflow uint8
 
+// The overflow rules.
 const (
-	// OverflowAuto waits for a source that can wait (a file, a slice, an
-	// Input fed by the caller); a live one (a [LiveSource] such as a ring
-	// the kernel fills) it holds back only while its ring is under three
-	// quarters full and the worker is not stalled, and drops at the tail
-	// past either (see LiveSource). The default.
+	// OverflowAuto, the default, holds back a source that can wait, and a
+	// LiveSource while its ring has room and the worker is not stalled;
+	// past either it drops at the tail.
 	OverflowAuto Overflow = iota
-	// OverflowWait always holds the input back until there is room, a
-	// live one too, however full its ring. A re-dispatch from a handler
-	// never waits.
+	// OverflowWait always holds the input back until there is room (a
+	// re-dispatch never waits).
 	OverflowWait
-	// OverflowDrop always drops at the tail and counts QueueDrops, as netisr
-	// does.
-	OverflowDrop
+	OverflowDrop // always drops at the tail (QueueDrops), as netisr does
 )
 
 var (

@@ -11,14 +11,10 @@ import (
 	"github.com/rpsgo/rps/hash"
 )
 
-// Packet is a classified frame as a handler receives it: its bytes and
-// metadata, its flowid, hash type and reason, and its flow key ([Packet.Key]).
-//
-// The Packet and its Data are valid until the handler returns, and only in
-// the handler's goroutine: the dispatcher recycles both. A handler that
-// keeps the bytes either copies them or calls [Packet.Retain], which keeps
-// the source's buffer (a file arena, a ring block) until the returned [Ref]
-// is released.
+// Packet is what a handler gets: the frame, its flowid, hash type and
+// reason, and its key ([Packet.Key]). The Packet and its Data are valid
+// until the handler returns, in the handler's goroutine; to keep the bytes,
+// copy them or call [Packet.Retain].
 type Packet struct {
 	Data      []byte    // the frame from its Ethernet header
 	Timestamp time.Time // capture time, from the source
@@ -40,10 +36,7 @@ type Packet struct {
 	hasVLAN  bool
 	keyed    bool // prod.keyVal is this packet's key, if prod.keyPkt is this packet
 
-	// Checksum is what is known of the frame's checksums: what its source
-	// said (Frame.Checksum), or with Config.VerifyChecksums the verdict of
-	// the software check, made in the worker before the handler runs.
-	Checksum Checksum
+	Checksum Checksum // the source's, or with Config.VerifyChecksums the verdict
 }
 
 // maxPacketSize bounds the size of a Packet, which a producer writes for
@@ -53,20 +46,11 @@ const maxPacketSize = 128
 
 var _ [maxPacketSize - unsafe.Sizeof(Packet{})]struct{}
 
-// Key returns the frame's flow key, as [Classifier.Classify] finds it. The
-// dispatching goroutine, the one step of the path that cannot be spread over
-// the workers, classifies a plain TCP or UDP over IPv4 packet only as far as
-// its hash, as RPS does; the key is then derived from the frame on the
-// first call, in the handler's goroutine, and kept for the next. It reads
-// the frame's bytes as dispatched, even if the handler has moved Data on,
-// so a handler that rewrites the bytes in place calls Key first. A Packet
-// built by hand, outside a dispatcher, has the zero key.
-//
-// The key is kept beside the goroutine that runs the handler, for its
-// latest packet (a frame re-dispatched and handled inline gives the outer
-// handler its key back), not in the Packet, which so stays within two
-// cache lines. Like the rest of the Packet, call Key only from the
-// handler's goroutine.
+// Key returns the frame's flow key, as Classifier.Classify finds it. For a
+// queued plain TCP or UDP over IPv4 packet the dispatcher classifies only as
+// far as the hash, as RPS does, and Key derives the rest on first use, in
+// the handler's goroutine, from the bytes as dispatched (call it before
+// rewriting them). A Packet built by hand has the zero key.
 func (p *Packet) Key() FlowKey {
 	pr := p.prod
 	if pr == nil {
@@ -86,8 +70,7 @@ func (p *Packet) Key() FlowKey {
 	return c.Key
 }
 
-// String summarises the frame in one line: addresses, ports, protocol,
-// flowid and hash type.
+// String summarises the packet in one line.
 func (p *Packet) String() string {
 	k := p.Key()
 	if !k.Src.IsValid() {
@@ -97,13 +80,11 @@ func (p *Packet) String() string {
 		k.Src, k.SrcPort, k.Dst, k.DstPort, k.Proto, p.WireLen, p.FlowID, p.HashType, p.Reason)
 }
 
-// Ref keeps a frame's buffer alive after its handler returned. Release it
-// exactly once.
+// Ref keeps a frame's buffer alive; release it exactly once.
 type Ref struct{ r *batchRef }
 
-// Retain keeps the buffer behind p.Data valid until the returned Ref is
-// released. The Packet itself is still recycled when the handler returns:
-// keep p.Data (or fields copied out), not p.
+// Retain keeps the buffer behind p.Data valid until the Ref is released;
+// the Packet itself is still recycled.
 func (p *Packet) Retain() Ref {
 	if p.ref != nil {
 		p.ref.n.Add(1)
@@ -111,8 +92,7 @@ func (p *Packet) Retain() Ref {
 	return Ref{p.ref}
 }
 
-// Release gives the buffer back. Calling it twice breaks the source's buffer
-// accounting; the zero Ref is a no-op.
+// Release gives the buffer back; the zero Ref does nothing.
 func (r Ref) Release() {
 	if r.r != nil {
 		r.r.done(1)
@@ -151,22 +131,18 @@ func (r *batchRef) done(k int32) {
 	}
 }
 
-// MaxRedispatchDepth bounds how many times a frame's descendants may be
+// maxRedispatchDepth bounds how many times a frame's descendants may be
 // re-dispatched (a tunnel inside a tunnel ...); deeper ones are dropped.
-const MaxRedispatchDepth = 8
+const maxRedispatchDepth = 8
 
-// ErrRedispatchDepth is returned by Redispatch past MaxRedispatchDepth.
+// ErrRedispatchDepth is returned by Redispatch nested more than 8 deep.
 var ErrRedispatchDepth = errors.New("steer: re-dispatch nested too deep")
 
-// Redispatch steers another frame from inside the handler, such as the inner
-// frame of a tunnel after decapsulation (netisr_dispatch of a decapsulated
-// packet). data usually aliases p.Data: the source's buffer is kept until the
-// new frame is handled. The frame keeps p's capture time, interface and
-// input id. It never waits, whatever Config.Queue.Overflow says: the frame
-// is queued, handled inline (DIRECT; HYBRID when the selected worker is
-// this one and its queue is empty), or dropped: counted in QueueDrops when the
-// queue is full, in RedispatchDrops when nested past MaxRedispatchDepth.
-// Call it only from the handler, before it returns.
+// Redispatch steers another frame from inside the handler, such as a
+// tunnel's inner frame; data may alias p.Data, whose buffer is kept. The
+// frame keeps p's time, interface and input. It never waits: the frame is
+// queued, handled inline (DIRECT; HYBRID on this idle worker) or dropped
+// (QueueDrops; RedispatchDrops and ErrRedispatchDepth past 8 levels).
 func (p *Packet) Redispatch(data []byte) error {
 	if p.prod == nil {
 		return errors.New("steer: Redispatch outside a handler")

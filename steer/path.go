@@ -65,7 +65,7 @@ type producer struct {
 
 	direct       []uint64 // frames handled inline, per worker, since the last flush
 	directPanics []uint64 // of which their handler panicked
-	scratch      [MaxRedispatchDepth + 2]Packet
+	scratch      [maxRedispatchDepth + 2]Packet
 	dec          Decision  // filled while Config.Trace is set
 	tr           *Decision // &dec while Config.Trace is set, else nil
 	mask         uint32    // buckets - 1

@@ -1,26 +1,14 @@
 package steer
 
-// Reason says why the classifier could not classify a frame fully. The frame
-// is still delivered: the classifier never drops (an IDS wants to see
-// malformed frames). Reasons are counted per dispatcher and shown in the
-// report.
-//
-// Three kinds of outcome follow a reason:
-//   - a link, shim or IP header is unusable, or the frame is not IP: the
-//     frame gets HashType NONE and no flowid, and the SOURCE policy places
-//     it;
-//   - but inside a tunnel (HashConfig.Tunnels is TunnelsInner) the same
-//     failure, or a tunnel header cut short or malformed, leaves the frame
-//     on the hash of the deepest IP header read whole, the one outside the
-//     tunnel: a tunnel never costs a frame its flow;
-//   - the IP header is sound but what follows is not: the frame gets a
-//     2-tuple hash of its addresses.
+// Reason says why the classifier could not classify a frame fully. The
+// frame is still delivered, counted under its reason. An unusable link,
+// shim or IP header, or a frame that is not IP, gets HashType NONE (inside
+// a tunnel, the outer hash); an IP header followed by something unusable
+// gets a 2-tuple hash.
 type Reason uint8
 
-// The reasons. ReasonOK, the non-IP reasons (ReasonNonIP, ReasonPPPNonIP,
-// ReasonMPLSNonIP, ReasonTunnelNonIP) and ReasonOrphanFragment are normal
-// outcomes; the rest mark malformed or truncated frames
-// ([Reason.Malformed]).
+// The reasons. ReasonOK, the non-IP ones and ReasonOrphanFragment are
+// normal outcomes; the rest mark malformed frames ([Reason.Malformed]).
 const (
 	ReasonOK             Reason = iota // fully classified
 	ReasonNonIP                        // not IPv4 or IPv6 (ARP, LLDP, PPPoE discovery, ...): HashType NONE

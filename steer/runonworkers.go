@@ -120,20 +120,12 @@ func (w *Worker) drainQueue() {
 	}
 }
 
-// RunOnWorkers gives each worker a source of its own to read: srcs[i] is
-// read by worker i in its own goroutine, as each socket of a kernel fanout
-// group can be read on a CPU of its own (with PACKET_FANOUT_CPU, the CPU
-// the kernel steered its frames to; other modes tie a socket to no CPU).
-// With DIRECT dispatch a frame is classified and handled in the worker
-// that read it, so the kernel's steering stands and the stats keep their
-// shape; with HYBRID or DEFERRED the worker steers it on like any input.
-// Between batches each worker serves its queue and its tick. A worker
-// takes its source once its queue is empty and any source it was given
-// before is done; a source not yet taken when ctx ends is never read. As
-// Run does, RunOnWorkers returns nil once every source is exhausted
-// (io.EOF), ctx.Err() when ctx ends first, and ErrClosed when the
-// dispatcher closes first: otherwise the first error a source returned.
-// It does not close the sources.
+// RunOnWorkers has worker i read srcs[i] in its goroutine, as each socket
+// of a kernel fanout group can be read on a CPU of its own. With DIRECT
+// dispatch a frame is handled in the worker that read it, so the kernel's
+// steering stands; otherwise the worker steers it on like any input.
+// Between batches a worker serves its queue. It returns as Run does, or
+// the first error a source returned.
 func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	if len(srcs) != len(d.workers) {
 		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)

@@ -37,17 +37,14 @@ func (t *indirection) snapshot() []int {
 	return out
 }
 
-// Table returns the indirection table: entry b is the worker of bucket b
-// (FreeBSD's rss_getcpu(b)). It is what `ethtool -x` shows for a NIC.
+// Table returns the indirection table: entry b is bucket b's worker (what
+// `ethtool -x` shows for a NIC).
 func (d *Dispatcher) Table() []int { return d.table.snapshot() }
 
-// SetTable reprograms the whole indirection table, the `ethtool -X` of this
-// library. It takes effect at once for new flows' decisions, but no flow is
-// ever reordered: each input moves a bucket to its new worker only after the
-// old worker has handled every frame of that bucket the input queued to it;
-// until then the bucket's frames keep going to the old worker. Moves are
-// counted in Stats.BucketMoves, and per-worker states that implement Mover
-// move their per-flow state with each.
+// SetTable reprograms the indirection table (`ethtool -X`). No flow is
+// reordered: a bucket moves to its new worker only once the old one has
+// handled its frames already queued (Stats.BucketMoves), and [Mover]
+// states carry their per-flow state.
 func (d *Dispatcher) SetTable(table []int) error {
 	if d.closed.Load() {
 		return ErrClosed
