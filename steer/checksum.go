@@ -45,22 +45,16 @@ const tcpMinHeaderLen = 20
 // A frame the source says good is taken as good, one it says partial is
 // left so, as Suricata leaves them.
 
-// Checksum is what is known of a frame's checksums ([Packet.Checksum],
-// [Frame.Checksum]).
+// Checksum is what is known of a frame's checksums.
 type Checksum uint8
 
 // The checksum states.
 const (
-	// ChecksumUnknown: not verified, by the source or the dispatcher.
-	ChecksumUnknown Checksum = iota
-	// ChecksumGood: verified and found good, by the kernel or the NIC
-	// (AF_PACKET's TP_STATUS_CSUM_VALID) or in software.
-	ChecksumGood
-	// ChecksumBad: verified in software and found wrong.
-	ChecksumBad
-	// ChecksumPartial: the frame's checksum is not computed yet: sent by
-	// this host with checksum offload (AF_PACKET's TP_STATUS_CSUMNOTREADY,
-	// the kernel's CHECKSUM_PARTIAL); its bytes hold none to verify.
+	ChecksumUnknown Checksum = iota // not verified
+	ChecksumGood                    // verified good, by the kernel, the NIC or in software
+	ChecksumBad                     // verified in software and found wrong
+	// ChecksumPartial: not computed yet, sent by this host with checksum
+	// offload (TP_STATUS_CSUMNOTREADY); nothing to verify.
 	ChecksumPartial
 )
 

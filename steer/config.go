@@ -113,8 +113,8 @@ type HashConfig struct {
 	// Fragments says how fragments are hashed. Default FragmentsTuple.
 	Fragments FragmentMode
 	// VXLANPorts are the UDP ports taken for VXLAN under TunnelsInner. Nil
-	// means VXLANPort (Linux's legacy port is 8472). The GENEVE, GTP-U and
-	// MPLS-over-UDP ports are fixed.
+	// means VXLANPort (Linux's legacy port is 8472). GENEVE's (6081),
+	// GTP-U's (2152) and MPLS over UDP's (6635) are fixed.
 	VXLANPorts []uint16
 }
 
@@ -307,7 +307,7 @@ func (h *HashConfig) normalize() error {
 	for _, p := range h.VXLANPorts {
 		if p == 0 || !isVXLANPort(p) {
 			return fmt.Errorf("steer: VXLAN port %d: want a port other than 0, %d (GENEVE), %d (GTP-U) and %d (MPLS over UDP): %w",
-				p, GENEVEPort, GTPUPort, MPLSUDPPort, ErrConfig)
+				p, genevePort, gtpuPort, mplsUDPPort, ErrConfig)
 		}
 	}
 	h.VXLANPorts = append([]uint16(nil), h.VXLANPorts...)

@@ -89,9 +89,8 @@ type Encap struct {
 	ID    uint32 // VLAN ID, label, session ID, VNI, GRE key, TEID or security group tag
 }
 
-// String is the kind's name and, when the header has one, its identifier:
-// "vlan:7", "mpls:1600", "pppoe:17", "pw", "vxlan:42", "geneve:42", "gre",
-// "gre:key=9", "erspan2:5", "gtpu:1234", "ipip", "cmd:10", "mplsudp".
+// String is the kind's name and, when the header has one, its identifier
+// ("vlan:7", "gre:key=9", "vxlan:42").
 func (e Encap) String() string {
 	s := e.Kind.String()
 	switch {
@@ -103,10 +102,9 @@ func (e Encap) String() string {
 	return s + ":" + strconv.FormatUint(uint64(e.ID), 10)
 }
 
-// EncapKind names a shim or tunnel header. Shims (VLAN tags of inner
-// frames, MPLS, PPPoE, pseudowires, Cisco MetaData) are always walked;
-// tunnels (VXLAN, GENEVE, GRE and ERSPAN, GTP-U, IP in IP, MPLS over UDP)
-// only with TunnelsInner.
+// EncapKind names a shim or tunnel header. Shims (inner VLAN tags, MPLS,
+// PPPoE, pseudowires, Cisco MetaData) are always walked, tunnels only with
+// TunnelsInner.
 type EncapKind uint8
 
 // The kinds of encapsulation.
@@ -136,9 +134,8 @@ var encapNames = [...]string{
 	EncapMPLSUDP: "mplsudp",
 }
 
-// String returns the kind's short name: "vlan", "mpls", "pw", "pppoe",
-// "vxlan", "geneve", "gre", "erspan1", "erspan2", "erspan3", "gtpu",
-// "ipip", "cmd", "mplsudp" (or "none").
+// String returns the kind's short name ("vlan", "mpls", "pw", "vxlan",
+// ...).
 func (k EncapKind) String() string {
 	if int(k) < len(encapNames) {
 		return encapNames[k]
@@ -156,19 +153,15 @@ func (k *EncapKind) UnmarshalText(b []byte) error {
 	return err
 }
 
-// Tunnel reports whether the kind is a tunnel, which the classifier opens
-// only with TunnelsInner, rather than a shim, which it always walks.
+// Tunnel reports whether the kind is a tunnel rather than a shim.
 func (k EncapKind) Tunnel() bool { return k >= EncapVXLAN && k < numEncapKinds && k != EncapCMD }
 
-// Classification is the result of classifying one frame (the ether_demux
-// step): the flow key, what kind of hash it gets, the hash itself, and why
-// the frame could not be classified fully, if it could not.
+// Classification is what Classifier.Classify finds for a frame: its key,
+// hash type, flowid and reason.
 type Classification struct {
 	Key FlowKey
-	// EtherType is the EtherType of the packet the key describes: 0x0800 or
-	// 0x86dd for an IP packet (also one inside PPPoE, MPLS or a tunnel), or
-	// the EtherType of the last header read for a non-IP frame (0x0806,
-	// 0x8863, 0x8864, 0x8847, ...).
+	// EtherType is the packet's: 0x0800 or 0x86dd for IP (inside PPPoE, MPLS
+	// or a tunnel too), else the last header's (0x0806, 0x8863, ...).
 	EtherType uint16
 	HashType  hash.HashType // NONE for non-IP and unusable frames
 	FlowID    uint32        // the hash (Toeplitz or SipHash); zero with HashType NONE
@@ -215,6 +208,6 @@ func (c *Classification) resetFast() {
 	c.Reason, c.keyless, c.frag = ReasonOK, false, fragNone
 }
 
-// Tuple returns the bytes that were hashed to give FlowID: empty for NONE and
-// for a hash the source supplied.
+// Tuple returns the bytes hashed to give FlowID (empty for NONE and a
+// source's hash).
 func (c *Classification) Tuple() []byte { return c.tuple[:c.tupleLen] }

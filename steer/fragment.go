@@ -1,8 +1,8 @@
 package steer
 
 import (
+	"github.com/rpsgo/rps/internal/wire"
 	"hash/maphash"
-	"time"
 
 	"github.com/rpsgo/rps/hash"
 )
@@ -37,10 +37,10 @@ import (
 // never decapsulated, as no fragment is: its flow is the outer one.
 //
 // The memory is bounded: each input (and each worker that re-dispatches
-// a fragment) keeps a table of [FragmentTableSize] datagrams, 64 bytes
+// a fragment) keeps a table of [fragmentTableSize] datagrams, 64 bytes
 // each (256 KiB), made when its first fragment arrives; an input that
-// sees no fragment has none. An entry expires [FragmentTimeout] (IPv4) or
-// [FragmentTimeout6] (IPv6) of capture time after its first fragment, the
+// sees no fragment has none. An entry expires [fragmentTimeout] (IPv4) or
+// [fragmentTimeout6] (IPv6) of capture time after its first fragment, the
 // reassembly timeouts of Linux (net.ipv4.ipfrag_time,
 // net.ipv6.ip6frag_time) and FreeBSD (net.inet.ip.fragttl); frames
 // without a timestamp never age. The table is set-associative, four
@@ -67,12 +67,12 @@ type FragmentMode uint8
 
 // The fragment modes.
 const (
-	// FragmentsTuple hashes every fragment, the first too, by its
-	// addresses, as FreeBSD and Linux do.
+	// FragmentsTuple hashes every fragment by its addresses, as FreeBSD
+	// and Linux do: with a 4-tuple type, a datagram's fragments may reach
+	// another worker than its flow's whole packets.
 	FragmentsTuple FragmentMode = iota
-	// FragmentsFollow hashes a datagram's first fragment by its ports
-	// when its protocol's 4-tuple type is in use, and gives the later
-	// fragments the flowid the first got.
+	// FragmentsFollow hashes a first fragment as its whole packets, and
+	// gives the later ones its flowid, from a table per input.
 	FragmentsFollow
 )
 
@@ -94,16 +94,11 @@ func (m *FragmentMode) UnmarshalText(b []byte) error {
 }
 
 const (
-	// FragmentTableSize is how many datagrams an input's fragment table
-	// remembers under FragmentsFollow.
-	FragmentTableSize = 4096
-	// FragmentTimeout is how long, in capture time, an IPv4 datagram's
-	// first fragment is remembered: Linux's ipfrag_time.
-	FragmentTimeout = 30 * time.Second
-	// FragmentTimeout6 is the same for IPv6: Linux's ip6frag_time.
-	FragmentTimeout6 = 60 * time.Second
-
 	fragWays = 4 // entries per set
+
+	fragmentTableSize = wire.FragmentTableSize
+	fragmentTimeout   = wire.FragmentTimeout
+	fragmentTimeout6  = wire.FragmentTimeout6
 )
 
 // What the classifier says of a fragment under FragmentsFollow
@@ -146,7 +141,7 @@ type fragTable struct {
 }
 
 func newFragTable() *fragTable {
-	n := FragmentTableSize / fragWays
+	n := fragmentTableSize / fragWays
 	return &fragTable{seed: maphash.MakeSeed(), sets: make([][fragWays]fragEntry, n), mask: uint64(n - 1)}
 }
 
@@ -158,9 +153,9 @@ func (t *fragTable) set(k *fragKey) *[fragWays]fragEntry {
 // expired reports whether an entry is past its timeout at now. Times
 // that go backwards (files merged out of order) do not age it.
 func (e *fragEntry) expired(now int64) bool {
-	limit := int64(FragmentTimeout)
+	limit := int64(fragmentTimeout)
 	if e.key.v6 {
-		limit = int64(FragmentTimeout6)
+		limit = int64(fragmentTimeout6)
 	}
 	return now-e.at > limit
 }

@@ -136,8 +136,8 @@ func sameSet(t *fragTable, n int) []fragKey {
 // longest ago.
 func TestFragTable(t *testing.T) {
 	tb := newFragTable()
-	if n := len(tb.sets) * fragWays; n != FragmentTableSize {
-		t.Fatalf("%d entries, want %d", n, FragmentTableSize)
+	if n := len(tb.sets) * fragWays; n != fragmentTableSize {
+		t.Fatalf("%d entries, want %d", n, fragmentTableSize)
 	}
 	k4 := fragKey{src: a4.As16(), dst: b4.As16(), id: 1, proto: protoUDP}
 	k6 := fragKey{src: a6.As16(), dst: b6.As16(), id: 1, v6: true}
@@ -153,8 +153,8 @@ func TestFragTable(t *testing.T) {
 		k     *fragKey
 		at    time.Duration
 		found bool
-	}{{&k4, FragmentTimeout, true}, {&k6, FragmentTimeout6, true}, {&k4, -time.Hour, true},
-		{&k4, FragmentTimeout + 1, false}, {&k6, FragmentTimeout6 + 1, false}} {
+	}{{&k4, fragmentTimeout, true}, {&k6, fragmentTimeout6, true}, {&k4, -time.Hour, true},
+		{&k4, fragmentTimeout + 1, false}, {&k6, fragmentTimeout6 + 1, false}} {
 		e := tb.get(tc.k, t0+int64(tc.at))
 		if (e != nil) != tc.found {
 			t.Errorf("v6=%v at +%v: found %v", tc.k.v6, tc.at, e != nil)
@@ -215,7 +215,7 @@ func TestFollowFragmentsInDispatcher(t *testing.T) {
 			frames := []Frame{
 				{Data: first(1, 1000)}, {Data: later(1)}, // in order
 				{Data: later(2)}, {Data: first(2, 2000)}, // the later one first: an orphan
-				{Data: first(3, 3000), Timestamp: t0}, {Data: later(3), Timestamp: t0.Add(FragmentTimeout6 + time.Second)}, // expired
+				{Data: first(3, 3000), Timestamp: t0}, {Data: later(3), Timestamp: t0.Add(fragmentTimeout6 + time.Second)}, // expired
 			}
 			got, d := handleAll(t, Config{Workers: 1, Dispatch: DispatchDirect, Hash: HashConfig{Key: hash.MicrosoftKey[:], UDP4Tuple: true, Fragments: FragmentsFollow}}, frames)
 			tuple := tunnelClassifier(t, HashConfig{UDP4Tuple: true})
@@ -248,7 +248,7 @@ func TestFollowFragmentsInDispatcher(t *testing.T) {
 
 // TestFragmentFloodBounded: a flood of first fragments, each of a datagram
 // of its own, through an input neither grows its table past
-// FragmentTableSize nor allocates, and a plain input makes no table.
+// fragmentTableSize nor allocates, and a plain input makes no table.
 func TestFragmentFloodBounded(t *testing.T) {
 	d, err := New(Config{Workers: 2, Dispatch: DispatchDirect, Hash: HashConfig{UDP4Tuple: true, Fragments: FragmentsFollow}}, func(*Packet) {})
 	if err != nil {
@@ -284,7 +284,7 @@ func TestFragmentFloodBounded(t *testing.T) {
 		t.Fatal("no table after first fragments")
 	}
 	sets := &tb.sets[0]
-	if allocs := testing.AllocsPerRun(2*FragmentTableSize/BatchSize, flood); allocs != 0 {
+	if allocs := testing.AllocsPerRun(2*fragmentTableSize/BatchSize, flood); allocs != 0 {
 		t.Errorf("%.1f allocations a batch of new datagrams", allocs)
 	}
 	used := 0
@@ -295,7 +295,7 @@ func TestFragmentFloodBounded(t *testing.T) {
 			}
 		}
 	}
-	if in.p.frags != tb || &tb.sets[0] != sets || len(tb.sets)*fragWays != FragmentTableSize || used > FragmentTableSize || tb.puts < 2*FragmentTableSize {
+	if in.p.frags != tb || &tb.sets[0] != sets || len(tb.sets)*fragWays != fragmentTableSize || used > fragmentTableSize || tb.puts < 2*fragmentTableSize {
 		t.Errorf("after %d first fragments: %d sets, %d used, the table replaced %v", tb.puts, len(tb.sets), used, in.p.frags != tb)
 	}
 }

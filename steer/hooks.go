@@ -125,21 +125,16 @@ func (w *Worker) control(p *producer, c *control) {
 	}
 }
 
-// Ticker is implemented by per-worker states ([NewPerWorker]) that want to
-// run periodically: Tick runs in the worker's goroutine every
-// Config.TickInterval, between batches.
+// Ticker is implemented by per-worker states that run periodically: Tick
+// runs in the worker every Config.TickInterval, between batches.
 type Ticker interface {
 	Tick(now time.Time)
 }
 
 // Mover is implemented by per-worker states whose per-flow state follows a
-// flow when it changes worker (an RFS move, a reprogrammed bucket, the
-// rebalancer). MoveOut runs in the old worker after its last frame of the
-// moved flows and returns what to carry; MoveIn runs in the new worker with
-// that value before its first frame of them. With RFS on, they run once per
-// flow move (Move.Bucket == -1), not per bucket; with DIRECT dispatch they
-// run in the dispatching goroutine, before the flow's next frame. States
-// that do not implement Mover make moves free.
+// flow that changes worker: MoveOut runs in the old worker after its last
+// frame of the moved flows and returns what to carry, MoveIn in the new one
+// with it before its first (once per flow under RFS, per bucket otherwise).
 type Mover interface {
 	MoveOut(m Move) (carried any)
 	MoveIn(m Move, carried any)

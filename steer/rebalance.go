@@ -11,14 +11,11 @@ import (
 	"time"
 )
 
-// RebalanceConfig configures the live rebalancer, which goes past both
-// kernels: FreeBSD's indirection table is a static round-robin and Linux
-// moves flows only toward their consumer. Every Interval it measures the
-// frames each bucket received, and while the busiest worker carries more
-// than Threshold times the mean load it moves a bucket from the busiest to
-// the least busy worker, choosing the bucket that best evens the two. Each
-// move goes through the indirection table, so the no-reorder rule applies.
-// A bucket moved is left alone for Cooldown intervals (hysteresis).
+// RebalanceConfig configures the rebalancer, which goes past both kernels:
+// every Interval, while the busiest worker carries more than Threshold
+// times the mean load, it moves the bucket that best evens the busiest and
+// the least busy worker, under the no-reorder rule; a moved bucket stays
+// put for Cooldown intervals.
 type RebalanceConfig struct {
 	Interval  time.Duration // zero: off
 	Threshold float64       // busiest/mean ratio that triggers moves; default 1.1

@@ -5,10 +5,8 @@ import (
 	"io"
 )
 
-// SliceSource is an in-memory Source over frames the caller built: a
-// generator, a test, a replay of frames already in memory. It hands out
-// batches of up to BatchLen frames (default BatchSize) and reports io.EOF
-// after the last one, or starts over Loops times when Loops is set.
+// SliceSource is a Source over frames in memory: batches of up to BatchLen
+// frames (default BatchSize), then io.EOF, after Loops more passes.
 type SliceSource struct {
 	Frames   []Frame
 	BatchLen int
@@ -17,8 +15,7 @@ type SliceSource struct {
 	pos, pass int
 }
 
-// ReadBatch implements Source. The frames are the caller's, so the batch has
-// no release callback.
+// ReadBatch implements Source; its batches have no release.
 func (s *SliceSource) ReadBatch(ctx context.Context, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -56,15 +56,14 @@ type SourceStats struct {
 	Kernel   []KernelCounter `json:",omitempty"` // other kernel counters (tp_freeze_q_cnt, rx_ring_full)
 }
 
-// KernelCounter is one counter a source reads from the kernel, named as
-// the kernel names it.
+// KernelCounter is a source's kernel counter, under the kernel's name.
 type KernelCounter struct {
 	Name  string
 	Value uint64
 }
 
-// SourceStatser is implemented by sources that keep counters of their own.
-// Run and RunOnWorkers register such sources.
+// SourceStatser is implemented by sources with counters of their own,
+// which Run and RunOnWorkers register.
 type SourceStatser interface {
 	SourceStats() (SourceStats, error)
 }
@@ -104,7 +103,7 @@ type Stats struct {
 	CPUFuncRemapped uint64 `json:",omitempty"`
 }
 
-// FlowStats is one flow table entry in a snapshot.
+// FlowStats is one flow table entry (RFS).
 type FlowStats struct {
 	FlowID              uint32
 	Worker, Desired     int    // where the flow goes now; its consumer's worker, -1 when none

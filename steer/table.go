@@ -80,8 +80,8 @@ func (d *Dispatcher) SetBucket(bucket, worker int) error {
 	return nil
 }
 
-// Move describes a change of worker for some flows: a bucket of the
-// indirection table (reprogramming, the rebalancer) or one flowid (RFS).
+// Move is a change of worker for some flows: a bucket (a reprogrammed
+// table, the rebalancer) or one flowid (RFS).
 type Move struct {
 	Bucket   int    // the bucket moved, or -1 for an RFS flow move
 	Mask     uint32 // buckets - 1: flowid & Mask is a flowid's bucket

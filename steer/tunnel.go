@@ -2,6 +2,7 @@ package steer
 
 import (
 	"encoding/binary"
+	"github.com/rpsgo/rps/internal/wire"
 
 	"github.com/rpsgo/rps/hash"
 )
@@ -59,12 +60,12 @@ type TunnelMode uint8
 
 // The tunnel modes.
 const (
-	// TunnelsOuter hashes a tunnelled frame by its outer header, as
-	// FreeBSD's RSS and a NIC do, and keeps the flowid equal to theirs.
+	// TunnelsOuter hashes a tunnelled frame by its outer header, as RSS
+	// and a NIC do.
 	TunnelsOuter TunnelMode = iota
-	// TunnelsInner decapsulates VXLAN, GENEVE, GRE, ERSPAN, GTP-U, IP in
-	// IP and MPLS over UDP and hashes the innermost IP header, so that the
-	// flows inside a few tunnel endpoints spread over the workers.
+	// TunnelsInner opens VXLAN, GENEVE, GRE, ERSPAN, GTP-U, IP in IP and
+	// MPLS over UDP, up to MaxTunnelDepth deep, and hashes the innermost IP
+	// header, so that the flows of a few tunnel endpoints spread.
 	TunnelsInner
 )
 
@@ -85,13 +86,15 @@ func (m *TunnelMode) UnmarshalText(b []byte) error {
 	return err
 }
 
-// The UDP destination ports of the UDP tunnels.
+// VXLANPort is IANA's VXLAN port, the default of HashConfig.VXLANPorts.
+const VXLANPort = 4789
+
+// The ports of the other UDP tunnels, fixed, and shared with
+// internal/bpfsteer.
 const (
-	VXLANPort  = 4789 // IANA's VXLAN port, the default of HashConfig.VXLANPorts
-	GENEVEPort = 6081 // IANA's GENEVE port
-	GTPUPort   = 2152 // IANA's GTP-U port
-	// MPLSUDPPort is IANA's MPLS-in-UDP port (RFC 7510).
-	MPLSUDPPort = 6635
+	genevePort  = wire.GENEVEPort
+	gtpuPort    = wire.GTPUPort
+	mplsUDPPort = wire.MPLSUDPPort
 )
 
 // Tunnel header constants.
@@ -124,7 +127,7 @@ type portSet [1 << 16 / 64]uint64
 
 func newPortSet(vxlan []uint16) *portSet {
 	s := new(portSet)
-	for _, p := range append([]uint16{GENEVEPort, GTPUPort, MPLSUDPPort}, vxlan...) {
+	for _, p := range append([]uint16{genevePort, gtpuPort, mplsUDPPort}, vxlan...) {
 		s[p>>6] |= 1 << (p & 63)
 	}
 	return s
@@ -215,11 +218,11 @@ func (c *Classifier) simpleUDPTunnel(p []byte, out *Classification) {
 func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
 	bad := ReasonBadVXLAN
 	switch port {
-	case GENEVEPort:
+	case genevePort:
 		bad = ReasonBadGENEVE
-	case GTPUPort:
+	case gtpuPort:
 		bad = ReasonBadGTPU
-	case MPLSUDPPort:
+	case mplsUDPPort:
 		bad = ReasonBadMPLS
 	}
 	if len(u) < udpHeaderLen {
@@ -231,11 +234,11 @@ func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
 	}
 	t := u[udpHeaderLen:]
 	switch port {
-	case GENEVEPort:
+	case genevePort:
 		c.geneve(t, out)
-	case GTPUPort:
+	case gtpuPort:
 		c.gtpu(t, out)
-	case MPLSUDPPort:
+	case mplsUDPPort:
 		if c.push(out, EncapMPLSUDP, false, 0) {
 			c.mpls(t, out)
 		}
@@ -278,7 +281,7 @@ func (c *Classifier) vxlanTuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash
 // isVXLANPort reports whether a tunnel's UDP port names VXLAN: every one
 // but the fixed ports of the other UDP tunnels.
 func isVXLANPort(port uint16) bool {
-	return port != GENEVEPort && port != GTPUPort && port != MPLSUDPPort
+	return port != genevePort && port != gtpuPort && port != mplsUDPPort
 }
 
 // vxlan opens a VXLAN header v.

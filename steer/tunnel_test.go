@@ -134,7 +134,7 @@ func gtpuExt(n int) []byte {
 }
 
 func gtpu4(teid uint32, ip []byte) []byte {
-	return outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(gtpuGPDU, teid, false, nil, ip)...))
+	return outer4(protoUDP, udpHdr(gtpuPort, gtpuPort, gtpuHdr(gtpuGPDU, teid, false, nil, ip)...))
 }
 
 // mplsStack returns label stack entries for labels, bottom of stack on
@@ -255,14 +255,14 @@ func encapCases() []classifyCase {
 			ht: hash.RSSIPv4, etherType: v4, key: withEncaps(withFrag(key4(protoTCP, 0, 0)), 1, enc(EncapVXLAN, 42))},
 
 		// GENEVE.
-		{name: "geneve ethernet with options", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, etherTypeTEB, 3, inner4())...)),
+		{name: "geneve ethernet with options", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, genevePort, geneveHdr(77, etherTypeTEB, 3, inner4())...)),
 			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, enc(EncapGENEVE, 77))},
-		{name: "geneve ipv6 payload", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, v6, 0, ip6)...)),
+		{name: "geneve ipv6 payload", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, genevePort, geneveHdr(77, v6, 0, ip6)...)),
 			ht: tcp6ht, etherType: v6, key: withEncaps(inner6, 1, enc(EncapGENEVE, 77))},
-		{name: "geneve version 1", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, edit(geneveHdr(77, v4, 0, ip4), func(b []byte) { b[0] |= 0x40 })...)),
-			reason: ReasonBadGENEVE, ht: hash.RSSIPv4, etherType: v4, key: outerKey(GENEVEPort)},
-		{name: "geneve options cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, v4, 3, nil)[:16]...)),
-			reason: ReasonBadGENEVE, ht: hash.RSSIPv4, etherType: v4, key: outerKey(GENEVEPort)},
+		{name: "geneve version 1", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, genevePort, edit(geneveHdr(77, v4, 0, ip4), func(b []byte) { b[0] |= 0x40 })...)),
+			reason: ReasonBadGENEVE, ht: hash.RSSIPv4, etherType: v4, key: outerKey(genevePort)},
+		{name: "geneve options cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, genevePort, geneveHdr(77, v4, 3, nil)[:16]...)),
+			reason: ReasonBadGENEVE, ht: hash.RSSIPv4, etherType: v4, key: outerKey(genevePort)},
 
 		// GRE.
 		{name: "gre ipv4", tunnels: true, frame: outer4(protoGRE, greHdr(0, v4, 0, 0, ip4)), ht: tcp4ht, etherType: v4,
@@ -306,16 +306,16 @@ func encapCases() []classifyCase {
 		{name: "gtpu ipv4", tunnels: true, frame: gtpu4(0x01020304, ip4), ht: tcp4ht, etherType: v4,
 			key: withEncaps(innerTCP4, 1, enc(EncapGTPU, 0x01020304))},
 		{name: "gtpu sequence and extension headers", tunnels: true,
-			frame: outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(gtpuGPDU, 7, true, [][]byte{gtpuExt(1), gtpuExt(2)}, ip6)...)), ht: tcp6ht, etherType: v6,
+			frame: outer4(protoUDP, udpHdr(gtpuPort, gtpuPort, gtpuHdr(gtpuGPDU, 7, true, [][]byte{gtpuExt(1), gtpuExt(2)}, ip6)...)), ht: tcp6ht, etherType: v6,
 			key: withEncaps(inner6, 1, enc(EncapGTPU, 7))},
-		{name: "gtpu echo request", tunnels: true, frame: outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(1, 0, true, nil, nil)...)),
+		{name: "gtpu echo request", tunnels: true, frame: outer4(protoUDP, udpHdr(gtpuPort, gtpuPort, gtpuHdr(1, 0, true, nil, nil)...)),
 			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4,
-			key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: GTPUPort, DstPort: GTPUPort}, 0, enc(EncapGTPU, 0))},
+			key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: gtpuPort, DstPort: gtpuPort}, 0, enc(EncapGTPU, 0))},
 		{name: "gtpu version 2", tunnels: true, frame: edit(gtpu4(7, ip4), func(b []byte) { b[ethHeaderLen+28] = 0x50 }),
-			reason: ReasonBadGTPU, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: GTPUPort, DstPort: GTPUPort}},
+			reason: ReasonBadGTPU, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: gtpuPort, DstPort: gtpuPort}},
 		{name: "gtpu extension of length 0", tunnels: true,
-			frame:  outer4(protoUDP, udpHdr(GTPUPort, GTPUPort, gtpuHdr(gtpuGPDU, 7, true, [][]byte{{0, 0, 0, 0}}, ip4)...)),
-			reason: ReasonBadGTPU, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: GTPUPort, DstPort: GTPUPort}},
+			frame:  outer4(protoUDP, udpHdr(gtpuPort, gtpuPort, gtpuHdr(gtpuGPDU, 7, true, [][]byte{{0, 0, 0, 0}}, ip4)...)),
+			reason: ReasonBadGTPU, ht: hash.RSSIPv4, etherType: v4, key: FlowKey{Src: c4, Dst: d4, Proto: protoUDP, SrcPort: gtpuPort, DstPort: gtpuPort}},
 
 		// IP in IP.
 		{name: "ipip 4in4", tunnels: true, frame: outer4(protoIPIP, ip4), ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, encNoID(EncapIPIP))},
@@ -389,23 +389,23 @@ func encapCases() []classifyCase {
 		{name: "gre cmd then ethernet-form cmd", tunnels: true, frame: outer4(protoGRE, greHdr(0, etherTypeCMD, 0, 0, cmdGRE(etherTypeCMD, 7, cmdEth(8, v4, ip4)))),
 			reason: ReasonTunnelNonIP, ht: hash.RSSIPv4, etherType: v4,
 			key: withEncaps(FlowKey{Src: c4, Dst: d4, Proto: protoGRE}, 0, encNoID(EncapGRE), enc(EncapCMD, 7))},
-		{name: "geneve carrying cmd", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, etherTypeCMD, 0, cmdEth(5, v4, ip4))...)),
+		{name: "geneve carrying cmd", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, genevePort, geneveHdr(77, etherTypeCMD, 0, cmdEth(5, v4, ip4))...)),
 			ht: tcp4ht, etherType: v4, key: withEncaps(innerTCP4, 1, enc(EncapGENEVE, 77), enc(EncapCMD, 5))},
 
 		// MPLS over UDP.
-		{name: "mpls over udp ipv4", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, mplsStack(ip4, 100)...)), ht: tcp4ht, etherType: v4,
+		{name: "mpls over udp ipv4", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, mplsUDPPort, mplsStack(ip4, 100)...)), ht: tcp4ht, etherType: v4,
 			key: withEncaps(innerTCP4, 1, encNoID(EncapMPLSUDP), enc(EncapMPLS, 100))},
-		{name: "mpls over udp with tunnels off", frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, mplsStack(ip4, 100)...)), ht: hash.RSSIPv4, etherType: v4,
-			key: outerKey(MPLSUDPPort)},
+		{name: "mpls over udp with tunnels off", frame: outer4(protoUDP, udpHdr(tunnelSport, mplsUDPPort, mplsStack(ip4, 100)...)), ht: hash.RSSIPv4, etherType: v4,
+			key: outerKey(mplsUDPPort)},
 		{name: "mpls over udp over ipv6, pseudowire", tunnels: true,
-			frame: outer6(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, mplsStack(cat([]byte{0, 0, 0, 0}, inner4()), 16, 17)...)), ht: tcp4ht, etherType: v4,
+			frame: outer6(protoUDP, udpHdr(tunnelSport, mplsUDPPort, mplsStack(cat([]byte{0, 0, 0, 0}, inner4()), 16, 17)...)), ht: tcp4ht, etherType: v4,
 			key: withEncaps(innerTCP4, 1, encNoID(EncapMPLSUDP), enc(EncapMPLS, 16), enc(EncapMPLS, 17), encNoID(EncapPseudowire))},
-		{name: "mpls over udp, stack cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort, 0, 0)),
-			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(MPLSUDPPort), 0, encNoID(EncapMPLSUDP))},
-		{name: "mpls over udp, no payload", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort)),
-			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(MPLSUDPPort), 0, encNoID(EncapMPLSUDP))},
-		{name: "mpls over udp, udp header cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, MPLSUDPPort)[:6]),
-			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: outerKey(MPLSUDPPort)},
+		{name: "mpls over udp, stack cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, mplsUDPPort, 0, 0)),
+			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(mplsUDPPort), 0, encNoID(EncapMPLSUDP))},
+		{name: "mpls over udp, no payload", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, mplsUDPPort)),
+			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: withEncaps(outerKey(mplsUDPPort), 0, encNoID(EncapMPLSUDP))},
+		{name: "mpls over udp, udp header cut", tunnels: true, frame: outer4(protoUDP, udpHdr(tunnelSport, mplsUDPPort)[:6]),
+			reason: ReasonBadMPLS, ht: hash.RSSIPv4, etherType: v4, key: outerKey(mplsUDPPort)},
 
 		// BIG TCP: an IPv4 total length, an IPv6 payload length and a UDP
 		// length of zero.
@@ -417,7 +417,7 @@ func encapCases() []classifyCase {
 			frame: ethFrame(v6, jumbo6(c6, d6, protoUDP, edit(udpHdr(tunnelSport, VXLANPort, vxlanHdr(5, ethFrame(v6, jumbo6(a6, b6, protoTCP, tcpHdr(sport, dport, 'h', 'i'))))...), func(b []byte) { b[4], b[5] = 0, 0 }))),
 			ht:    tcp6ht, etherType: v6, key: withEncaps(inner6, 1, enc(EncapVXLAN, 5))},
 		{name: "jumbogram in geneve in ipv4", tunnels: true,
-			frame: outer4(protoUDP, udpHdr(tunnelSport, GENEVEPort, geneveHdr(77, v6, 1, jumbo6(a6, b6, protoTCP, tcpHdr(sport, dport, 'h', 'i')))...)),
+			frame: outer4(protoUDP, udpHdr(tunnelSport, genevePort, geneveHdr(77, v6, 1, jumbo6(a6, b6, protoTCP, tcpHdr(sport, dport, 'h', 'i')))...)),
 			ht:    tcp6ht, etherType: v6, key: withEncaps(inner6, 1, enc(EncapGENEVE, 77))},
 
 		// MPLS, walked whatever the tunnel mode.
@@ -633,8 +633,8 @@ func TestHashConfigErrors(t *testing.T) {
 		{Algorithm: 7},
 		{Tunnels: 2},
 		{VXLANPorts: []uint16{0}},
-		{VXLANPorts: []uint16{4789, GENEVEPort}},
-		{VXLANPorts: []uint16{GTPUPort}},
+		{VXLANPorts: []uint16{4789, genevePort}},
+		{VXLANPorts: []uint16{gtpuPort}},
 	} {
 		if _, err := NewClassifier(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: error %v, want ErrConfig", cfg, err)

@@ -12,8 +12,7 @@ import (
 )
 
 // Worker is one workstream: a goroutine with a bounded queue, optionally
-// pinned to a CPU (FreeBSD's per-CPU netisr thread and its nws). A
-// per-worker state's constructor receives it ([NewPerWorker]).
+// pinned to a CPU. A per-worker state's constructor receives it.
 type Worker struct {
 	d     *Dispatcher
 	index int
@@ -70,9 +69,8 @@ type Worker struct {
 	goid     uint64 // the worker goroutine's id (Dispatcher.inWorker)
 }
 
-// Index returns the workstream id (netstat -Q's WSID), 0 to Workers-1.
-// FreeBSD's WSID is the CPU id; here it is the index, and [Worker.CPU]
-// the CPU.
+// Index returns the worker's index, 0 to Workers-1 (netstat -Q's WSID,
+// which in FreeBSD is the CPU).
 func (w *Worker) Index() int { return w.index }
 
 // CPU returns the CPU the worker is pinned to, or -1 when unpinned.

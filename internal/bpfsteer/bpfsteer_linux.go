@@ -6,13 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rpsgo/rps/internal/wire"
 	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/steer"
 )
 
 // Program is the loaded steering program, its two maps, and the maps
@@ -120,7 +120,7 @@ func newKeyedMap(opts *Options) (*ebpf.Map, string, error) {
 
 // newFragMap creates, with FollowFragments, the LRU hash map of the
 // datagrams whose first fragment the program saw, and adds it to maps.
-// The kernel holds steer.FragmentTableSize entries of a 40-byte key and a
+// The kernel holds wire.FragmentTableSize entries of a 40-byte key and a
 // 16-byte value, with its own per-entry bookkeeping.
 func newFragMap(opts *Options, maps map[string]*ebpf.Map) (*ebpf.Map, error) {
 	if !opts.FollowFragments {
@@ -131,7 +131,7 @@ func newFragMap(opts *Options, maps map[string]*ebpf.Map) (*ebpf.Map, error) {
 		Type:       ebpf.LRUHash,
 		KeySize:    fragKeyLen,
 		ValueSize:  fragValueLen,
-		MaxEntries: steer.FragmentTableSize,
+		MaxEntries: wire.FragmentTableSize,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bpfsteer: creating the fragment map: %w", err)

@@ -89,10 +89,10 @@
 //     extension headers, unless one after its fragment header cannot be
 //     walked: then as a fragment), never into a tunnel, and after the hash
 //     its flowid is written to an LRU hash map ([FragMapName],
-//     steer.FragmentTableSize entries) under its datagram's identity:
+//     wire.FragmentTableSize entries) under its datagram's identity:
 //     addresses, identification, and IPv4's protocol; a later fragment
 //     found there takes that flowid unless the entry is older, in kernel
-//     time, than steer.FragmentTimeout (IPv4) or steer.FragmentTimeout6
+//     time, than wire.FragmentTimeout (IPv4) or wire.FragmentTimeout6
 //     (IPv6). User space keeps its table per input and ages it in capture
 //     time; the map is shared by the CPUs that run the program and
 //     evicts the least recently used entry, so under a flood the two may

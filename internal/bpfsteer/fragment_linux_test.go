@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/rpsgo/rps/internal/wire"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -228,10 +229,10 @@ func TestFragmentExpiry(t *testing.T) {
 		g := &fragGen{encGen: &encGen{r: rand.New(rand.NewPCG(1, 2)), vxlan: []uint16{VXLANPort}}}
 		for _, v6 := range []bool{false, true} {
 			src, dst := []byte{10, 0, 0, 1}, []byte{10, 0, 1, 1}
-			timeout := steer.FragmentTimeout
+			timeout := wire.FragmentTimeout
 			if v6 {
 				src, dst = append(make([]byte, 12), src...), append(make([]byte, 12), dst...)
-				timeout = steer.FragmentTimeout6
+				timeout = wire.FragmentTimeout6
 			}
 			eth := func(ip []byte) []byte {
 				et := uint16(0x0800)

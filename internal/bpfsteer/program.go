@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rpsgo/rps/internal/wire"
 	"math/bits"
 	"net/netip"
 
@@ -49,9 +50,9 @@ const (
 	// VXLANPort, GENEVEPort, GTPUPort and MPLSUDPPort are the UDP
 	// destination ports of the UDP tunnels.
 	VXLANPort   = steer.VXLANPort
-	GENEVEPort  = steer.GENEVEPort
-	GTPUPort    = steer.GTPUPort
-	MPLSUDPPort = steer.MPLSUDPPort
+	GENEVEPort  = wire.GENEVEPort
+	GTPUPort    = wire.GTPUPort
+	MPLSUDPPort = wire.MPLSUDPPort
 	// MaxVLANDepth is how many stacked VLAN tags the program walks in one
 	// Ethernet header, counting, in the outermost, a tag the kernel removed
 	// into skb->vlan_tci.
@@ -183,9 +184,9 @@ type Options struct {
 	// FollowFragments keeps every fragment with its datagram's flow, as
 	// steer.FragmentsFollow does: a first fragment is hashed by its ports
 	// and its flowid kept in an LRU hash map ([FragMapName]) of
-	// steer.FragmentTableSize datagrams, which a later fragment takes; a
+	// wire.FragmentTableSize datagrams, which a later fragment takes; a
 	// later fragment not found there, or found older than
-	// steer.FragmentTimeout (IPv4) or steer.FragmentTimeout6 (IPv6) of
+	// wire.FragmentTimeout (IPv4) or wire.FragmentTimeout6 (IPv6) of
 	// kernel time (bpf_ktime_get_ns), keeps its 2-tuple hash.
 	FollowFragments bool
 	// Fallback is the socket index for frames the user-space classifier
@@ -973,10 +974,10 @@ func (b *builder) followFragment() {
 		asm.FnKtimeGetNs.Call(),
 		asm.LoadMem(asm.R1, rEnd, 8, asm.DWord),
 		asm.Sub.Reg(asm.R0, asm.R1), // the entry's age
-		asm.LoadImm(asm.R2, int64(steer.FragmentTimeout), asm.DWord),
+		asm.LoadImm(asm.R2, int64(wire.FragmentTimeout), asm.DWord),
 		asm.LoadMem(asm.R3, asm.RFP, stState+fFKey+fragKeyFam, asm.Byte),
 		asm.JNE.Imm(asm.R3, 6, "frag_age"),
-		asm.LoadImm(asm.R2, int64(steer.FragmentTimeout6), asm.DWord),
+		asm.LoadImm(asm.R2, int64(wire.FragmentTimeout6), asm.DWord),
 	)
 	b.label("frag_age")
 	b.emit(

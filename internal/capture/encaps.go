@@ -3,6 +3,7 @@ package capture
 import (
 	"cmp"
 	"fmt"
+	"github.com/rpsgo/rps/internal/wire"
 	"io"
 	"slices"
 	"strings"
@@ -49,7 +50,7 @@ func NewEncapCounter(hc steer.HashConfig) (*EncapCounter, error) {
 		return nil, fmt.Errorf("capture: counting encapsulations: %w", err)
 	}
 	c.probe = probe
-	c.ports = append([]uint16{steer.GENEVEPort, steer.GTPUPort, steer.MPLSUDPPort}, hc.VXLANPorts...)
+	c.ports = append([]uint16{wire.GENEVEPort, wire.GTPUPort, wire.MPLSUDPPort}, hc.VXLANPorts...)
 	if hc.VXLANPorts == nil {
 		c.ports = append(c.ports, steer.VXLANPort)
 	}
