@@ -120,8 +120,7 @@ const (
 	transportPortBytes = 4 // source and destination port
 )
 
-// Classifier turns raw frames into flow keys and flowids. It is immutable and
-// safe for concurrent use.
+// Classifier turns frames into flow keys and flowids; safe for concurrent use.
 type Classifier struct {
 	h   *hash.Toeplitz // the Toeplitz hasher; nil with SipHash and for keyOnly
 	sip *hash.SipHash  // the SipHash hasher; nil with Toeplitz and for keyOnly
@@ -141,9 +140,7 @@ type Classifier struct {
 }
 
 // NewClassifier returns a classifier that hashes as a dispatcher with
-// Config.Hash set to cfg does: the same key rules (nil is a random key),
-// the same tuples: with a dispatcher's Config().Hash, which holds the key
-// in use, it hashes as that dispatcher does.
+// Config.Hash set to cfg; Dispatcher.Config().Hash holds the key in use.
 func NewClassifier(cfg HashConfig) (*Classifier, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -176,9 +173,8 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 	return c, nil
 }
 
-// Classify classifies frame, which starts with its Ethernet header, and
-// writes the result to out, overwriting every field. It never fails and
-// never allocates: a frame it cannot classify fully gets a [Reason].
+// Classify classifies frame, from its Ethernet header, into out. It never
+// fails and never allocates: a frame it cannot classify fully gets a Reason.
 func (c *Classifier) Classify(frame []byte, out *Classification) {
 	// Fast path: an untagged simple IPv4 packet (see simpleIPv4), which
 	// writes every field but those resetFast clears.
@@ -430,10 +426,8 @@ func symmetricIPv4(t *[hash.IPv4Tuple4Len]byte, n int) {
 	}
 }
 
-// ClassifyVLAN is [Classifier.Classify] for a frame whose 802.1Q tag the
-// source delivered out of band (Linux strips it into tp_vlan_tci): the tag's
-// VLAN ID (its low 12 bits; priority and DEI are dropped) is recorded as the
-// outermost VLAN, and counts towards [MaxVLANDepth].
+// ClassifyVLAN is Classify for a frame whose 802.1Q tag was delivered out of
+// band: its VLAN ID is recorded as the outermost.
 func (c *Classifier) ClassifyVLAN(frame []byte, vlan uint16, out *Classification) {
 	out.resetFast()
 	out.Key.VLANs[0] = vlan & vlanIDMask

@@ -44,12 +44,8 @@ var ErrConfig = errors.New("invalid configuration")
 // (docs/freebsd-linux.md). New says what to change in a configuration
 // that cannot steer.
 type Config struct {
-	// Workers is the number of workers. Zero means len(CPUs) when CPUs is
-	// set, else DefaultWorkers().
-	Workers int
-	// CPUs pins worker i to CPUs[i % len(CPUs)] (Linux only). Empty means
-	// unpinned.
-	CPUs []int
+	Workers int   // zero: len(CPUs) when set, else DefaultWorkers()
+	CPUs    []int // pins worker i to CPUs[i % len(CPUs)] (Linux only); empty: unpinned
 
 	Policy Policy // default PolicyRSS
 	// CPUFunc is PolicyCPU's function: the worker for a classified frame,
@@ -71,14 +67,11 @@ type Config struct {
 	RFS             RFSConfig
 	Rebalance       RebalanceConfig
 
-	// TickInterval is how often a per-worker state that implements Ticker
-	// is ticked. Zero means one second.
-	TickInterval time.Duration
+	TickInterval time.Duration // how often Ticker states tick; zero: one second
 	// Logger receives recovered panics (at most one record a second) and
 	// the errors of per-worker states' Close. Nil means slog.Default().
-	Logger *slog.Logger `json:"-"`
-	// OnPanic, when set, receives every recovered panic instead of Logger.
-	OnPanic func(PanicInfo) `json:"-"`
+	Logger  *slog.Logger    `json:"-"`
+	OnPanic func(PanicInfo) `json:"-"` // when set, gets every recovered panic instead of Logger
 	// Trace, when set, receives every frame's Decision, in the dispatching
 	// goroutine; it slows dispatch. Unset, it costs nothing.
 	Trace func(*Decision) `json:"-"`
@@ -87,18 +80,16 @@ type Config struct {
 // HashConfig configures the flowid: the hash and its key, the tuples
 // hashed (FreeBSD's rss_config.c), and whether tunnels are opened.
 type HashConfig struct {
-	// Algorithm is the hash. Default hash.AlgorithmToeplitz, the flowid a
-	// NIC and FreeBSD compute; hash.AlgorithmSipHash resists an attacker
-	// who can observe collisions.
+	// Algorithm is the hash: Toeplitz by default, as a NIC's; SipHash
+	// resists an attacker who observes collisions.
 	Algorithm hash.Algorithm
 	// Key is the hash key: for Toeplitz (rss_key) 40 to hash.MaxKeyLen
 	// bytes, 4 more than the longest input hashed (a 36-byte IPv6 4-tuple);
 	// for SipHash hash.SipHashKeyLen bytes. Nil means a fresh random key:
 	// a known key such as hash.MicrosoftKey lets anyone aim every flow at
 	// one worker.
-	Key []byte `json:"-"`
-	// Symmetric gives both directions of a connection one flowid.
-	Symmetric bool
+	Key       []byte `json:"-"`
+	Symmetric bool   // both directions of a connection get one flowid
 	// Types is the set of hash types in use (rss_gethashconfig): TCP and
 	// UDP get their 4-tuple when their type is in it, else the 2-tuple;
 	// SCTP follows UDP. It must hold hash.TypeIPv4 and hash.TypeIPv6. Zero
@@ -108,10 +99,8 @@ type HashConfig struct {
 	// FreeBSD: a large datagram's fragments, which carry no ports, could
 	// reach another worker than its whole siblings.
 	UDP4Tuple bool
-	// Tunnels says whether tunnels are opened. Default TunnelsOuter.
-	Tunnels TunnelMode
-	// Fragments says how fragments are hashed. Default FragmentsTuple.
-	Fragments FragmentMode
+	Tunnels   TunnelMode   // default TunnelsOuter
+	Fragments FragmentMode // default FragmentsTuple
 	// VXLANPorts are the UDP ports taken for VXLAN under TunnelsInner. Nil
 	// means VXLANPort (Linux's legacy port is 8472). GENEVE's (6081),
 	// GTP-U's (2152) and MPLS over UDP's (6635) are fixed.
@@ -123,19 +112,16 @@ type QueueConfig struct {
 	// Limit bounds each worker's queue, in frames, whatever the size of
 	// the Dispatch calls. Zero means DefaultQLimit for inputs that drop
 	// and DefaultWaitQLimit for inputs that wait; at most MaxQLimit.
-	Limit int
-	// Overflow is what a full queue does to the input filling it. Default
-	// OverflowAuto.
-	Overflow Overflow
+	Limit    int
+	Overflow Overflow // what a full queue does to its input; default OverflowAuto
 	// FlowLimit drops, while a queue is at least half full, the frames of
 	// flows holding more than half of its recent history (Linux's
 	// skb_flow_limit), so that an elephant's frames go before the small
 	// flows' (FlowLimitDrops).
 	FlowLimit bool
 	// StallTimeout is how long a full queue that does not move holds a
-	// live source back under OverflowAuto; past it, frames for that worker
-	// are dropped (StallDrops) until it moves. Zero means
-	// DefaultStallTimeout.
+	// live source back; then its frames are dropped (StallDrops) until it
+	// moves. Zero means DefaultStallTimeout.
 	StallTimeout time.Duration
 }
 
@@ -147,10 +133,8 @@ const DefaultStallTimeout = 50 * time.Millisecond
 // names a flow's worker ([Dispatcher.SetDesired]) and the flow moves there
 // without reordering.
 type RFSConfig struct {
-	Enabled bool
-	// TableSize is the capacity of the flow tables, a power of two from 16
-	// to 2^26. Default 65536.
-	TableSize int
+	Enabled   bool
+	TableSize int // the flow tables' capacity, a power of two, 16 to 2^26; default 65536
 }
 
 // defaultRFSTableSize is the default capacity of the RFS flow tables.
@@ -158,10 +142,8 @@ const defaultRFSTableSize = 1 << 16
 
 // PanicInfo describes a recovered panic of a user callback.
 type PanicInfo struct {
-	// Callback is "handler", "Tick", "MoveOut", "MoveIn", "Close" (a
-	// state's), "Trace", "CPUFunc", "release" (a batch's) or "Backlog".
-	Callback string
-	Worker   int // the worker it ran for, -1 when none
+	Callback string // "handler", "Tick", "MoveOut", "MoveIn", "Close", "Trace", "CPUFunc", "release", "Backlog"
+	Worker   int    // the worker it ran for, -1 when none
 	Value    any
 	Summary  string // a handler's frame as Packet.String prints it, else the callback's name
 	Stack    []byte

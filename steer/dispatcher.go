@@ -18,16 +18,14 @@ import (
 // ErrClosed is returned by dispatch calls after Close has begun.
 var ErrClosed = errors.New("steer: dispatcher closed")
 
-// ErrCloseInHandler is wrapped by the error of a Close called from inside a
-// handler or a per-worker hook, which cannot wait for its own frame.
+// ErrCloseInHandler is wrapped by the error of a Close called from a handler.
 var ErrCloseInHandler = errors.New("steer: Close called from inside a handler")
 
-// Handler processes one packet. It runs in the goroutine of the worker the
-// packet was steered to (or, with DIRECT dispatch, in the caller's).
+// Handler processes one packet, in its worker's goroutine (with DIRECT
+// dispatch, the caller's).
 type Handler func(p *Packet)
 
-// Dispatcher steers frames to per-worker goroutines: netisr for user space.
-// See the package documentation for the path a frame takes.
+// Dispatcher steers frames to per-worker goroutines: netisr in user space.
 type Dispatcher struct {
 	cfg     Config
 	keyName string // the key's fingerprint, for reports

@@ -10,25 +10,17 @@ import (
 // Frame is one received frame as a [Source] delivers it: the bytes from the
 // Ethernet header on, and what the source knows about them.
 type Frame struct {
-	// Data is the frame, a view into the source's buffer, valid until the
-	// batch it came in is released.
-	Data      []byte
+	Data      []byte    // the frame, valid until its batch is released
 	Timestamp time.Time // the capture time the source recorded
-	// WireLen is the frame's length on the wire, which exceeds len(Data)
-	// when the capture was cut to a snap length. Zero means len(Data).
-	WireLen int
-	IfIndex int // the ingress interface index, used by PolicySource; 0 if unknown
-	// VLAN is an 802.1Q tag the source delivered out of band (Linux's
-	// tp_vlan_tci), when HasVLAN is set.
-	VLAN    uint16
-	HasVLAN bool
+	WireLen   int       // the length on the wire, > len(Data) when cut to a snap length; 0: len(Data)
+	IfIndex   int       // the ingress interface index, used by PolicySource; 0 if unknown
+	VLAN      uint16    // an 802.1Q tag delivered out of band (tp_vlan_tci), when HasVLAN
+	HasVLAN   bool
 	// FlowID and HashType carry a hash the source computed, as a NIC does;
 	// with HashType NONE the dispatcher computes it.
 	FlowID   uint32
 	HashType hash.HashType
-	// Checksum is what the source knows of the checksums (AF_PACKET's
-	// TP_STATUS_CSUM_VALID gives ChecksumGood).
-	Checksum Checksum
+	Checksum Checksum // what the source knows (TP_STATUS_CSUM_VALID: ChecksumGood)
 }
 
 // wireLen returns WireLen, or len(Data) when WireLen is zero.
@@ -39,28 +31,21 @@ func (f *Frame) wireLen() int {
 	return len(f.Data)
 }
 
-// Batch is a group of frames that share a buffer, and the callback that
-// gives the buffer back.
+// Batch is a group of frames that share a buffer, and its release.
 type Batch struct {
-	Frames []Frame
-	// Release, when not nil, is called once, after every frame of the
-	// batch is handled, dropped or panicked, from the goroutine that
-	// finished last.
-	Release func()
+	Frames  []Frame
+	Release func() // when not nil, called once every frame is done, from any goroutine
 }
 
-// LiveSource is implemented by sources that may be live: frames arrive
-// whether or not the reader keeps up (a ring the kernel fills). Under
-// OverflowAuto, [Dispatcher.Run] holds a live source back on a full queue
+// LiveSource is implemented by sources that may be live, such as a ring the
+// kernel fills. Under OverflowAuto, a full queue holds a live source back
 // only while its ring is under three quarters full and the worker is not
-// stalled (QueueConfig.StallTimeout); past either it drops at the tail, as
-// netisr does, so that one stuck worker cannot stop the others.
+// stalled (QueueConfig.StallTimeout); past either it drops at the tail.
 type LiveSource interface {
 	Source
 	Live() bool // whether the source is live
-	// Backlog reports how much of the kernel's buffer behind the source
-	// holds frames not yet given back, and its size, in the source's units
-	// (size 0: unknown). It is called from the reading goroutine.
+	// Backlog reports how much of the kernel's ring holds frames not yet
+	// given back, and its size (0: unknown), in the source's units.
 	Backlog() (used, size int)
 }
 

@@ -12,10 +12,8 @@ import (
 	"github.com/rpsgo/rps/internal/rfstable"
 )
 
-// WorkstreamStats is one worker's row of `netstat -Q` (whose column headings
-// the report keeps: WSID, Len, WMark, Disp'd, QDrops), plus the drops netisr
-// has no column for. Worker is the worker's index, not its CPU as FreeBSD's
-// WSID is (docs/freebsd-linux.md).
+// WorkstreamStats is one worker's row of `netstat -Q` (the report keeps its
+// headings: WSID, Len, WMark, Disp'd, QDrops), plus the other drops.
 type WorkstreamStats struct {
 	Worker           int    // the worker's index, as the table, Packet.Worker and SetDesired name it
 	CPU              int    // pinned CPU, -1 when unpinned
@@ -42,18 +40,13 @@ func (w WorkstreamStats) Drops() uint64 {
 // that every frame the kernel saw is accounted for; a source's other kernel
 // counters are in Kernel, under the kernel's names.
 type SourceStats struct {
-	Name     string
-	Received uint64 // frames the kernel passed to the source, drops included (tp_packets)
-	Dropped  uint64 // frames the kernel lost for lack of room (tp_drops)
-	// RingUsed is how much of a live source's ring holds frames not yet
-	// given back (LiveSource.Backlog), RingPeak the most seen, both out of
-	// RingSize (0: unknown).
-	RingUsed, RingPeak, RingSize int
-	// Filtered counts the frames a capture filter in user space rejected
-	// (steer/filter): never dispatched, neither handled nor dropped.
-	Filtered uint64
-	Mode     string          `json:",omitempty"` // how the source receives, in its words ("generic, copy")
-	Kernel   []KernelCounter `json:",omitempty"` // other kernel counters (tp_freeze_q_cnt, rx_ring_full)
+	Name                         string
+	Received                     uint64          // frames the kernel passed to the source, drops included (tp_packets)
+	Dropped                      uint64          // frames the kernel lost for lack of room (tp_drops)
+	RingUsed, RingPeak, RingSize int             // LiveSource.Backlog now and at most; RingSize 0: unknown
+	Filtered                     uint64          // rejected by a filter in user space (steer/filter), never dispatched
+	Mode                         string          `json:",omitempty"` // how the source receives, in its words ("generic, copy")
+	Kernel                       []KernelCounter `json:",omitempty"` // other kernel counters (tp_freeze_q_cnt, rx_ring_full)
 }
 
 // KernelCounter is a source's kernel counter, under the kernel's name.
@@ -86,21 +79,17 @@ type Stats struct {
 	Config         Config // with defaults filled in; key and functions not in JSON
 	KeyFingerprint string // "microsoft", or 8 hex digits of the key's SHA-256, after "random " for a made one
 
-	Frames       uint64 // every frame handed in, re-dispatches included
-	Workstreams  []WorkstreamStats
-	Reasons      map[Reason]uint64 // frames by classification reason; absent: none
-	BucketFrames []uint64          // hashed frames per bucket
-	Table        []int             // the indirection table now
-	BucketMoves  uint64            // bucket moves under the no-reorder rule
-	FlowMoves    uint64            // RFS flow moves
-	Sources      []SourceStats
-	TopFlows     []FlowStats // the flows with most packets (RFS on), largest first
-	// CallbackPanics counts the recovered panics of callbacks other than
-	// the handler, by PanicInfo.Callback.
-	CallbackPanics map[string]uint64 `json:",omitempty"`
-	// CPUFuncRemapped counts CPUFunc answers outside 0 to Workers-1, taken
-	// modulo Workers.
-	CPUFuncRemapped uint64 `json:",omitempty"`
+	Frames          uint64 // every frame handed in, re-dispatches included
+	Workstreams     []WorkstreamStats
+	Reasons         map[Reason]uint64 // frames by classification reason; absent: none
+	BucketFrames    []uint64          // hashed frames per bucket
+	Table           []int             // the indirection table now
+	BucketMoves     uint64            // bucket moves under the no-reorder rule
+	FlowMoves       uint64            // RFS flow moves
+	Sources         []SourceStats
+	TopFlows        []FlowStats       // the flows with most packets (RFS on), largest first
+	CallbackPanics  map[string]uint64 `json:",omitempty"` // other callbacks' panics, by PanicInfo.Callback
+	CPUFuncRemapped uint64            `json:",omitempty"` // CPUFunc answers out of range, taken modulo Workers
 }
 
 // FlowStats is one flow table entry (RFS).

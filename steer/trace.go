@@ -6,11 +6,9 @@ import (
 	"strings"
 )
 
-// Decision is a trace record: how one frame was steered (Config.Trace, for
-// teaching and debugging). It points at the frame and its classification
-// rather than copy them; the fields are what a program reads, and WriteTo
-// prints every step in FreeBSD's and Linux's terms. It is valid only during
-// the Trace call, made in the dispatching goroutine before the hand-off.
+// Decision is a trace record of how one frame was steered (Config.Trace),
+// pointing at the frame and its classification; WriteTo prints every step
+// in the kernels' terms. It is valid only during the Trace call.
 type Decision struct {
 	Frame   *Frame
 	Class   *Classification
