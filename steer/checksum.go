@@ -53,9 +53,7 @@ const (
 	ChecksumUnknown Checksum = iota // not verified
 	ChecksumGood                    // verified good, by the kernel, the NIC or in software
 	ChecksumBad                     // verified in software and found wrong
-	// ChecksumPartial: not computed yet, sent by this host with checksum
-	// offload (TP_STATUS_CSUMNOTREADY); nothing to verify.
-	ChecksumPartial
+	ChecksumPartial                 // sent by this host with checksum offload: none to verify
 )
 
 var checksumNames = []string{ChecksumUnknown: "unknown", ChecksumGood: "good", ChecksumBad: "bad", ChecksumPartial: "partial"}

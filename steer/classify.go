@@ -139,8 +139,7 @@ type Classifier struct {
 	follow bool
 }
 
-// NewClassifier returns a classifier that hashes as a dispatcher with
-// Config.Hash set to cfg; Dispatcher.Config().Hash holds the key in use.
+// NewClassifier returns a classifier that hashes as a dispatcher with cfg.
 func NewClassifier(cfg HashConfig) (*Classifier, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err

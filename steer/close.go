@@ -9,16 +9,10 @@ import (
 	"time"
 )
 
-// Close stops intake, lets the workers drain their queues, closes the
-// states that implement io.Closer and waits for the workers to exit. It may
-// be called at any moment and more than once; dispatch calls after it
-// return ErrClosed. From inside a handler it cannot wait: it returns an
-// error wrapping ErrCloseInHandler, and a later Close waits for the rest.
-//
-// When ctx ends first, what is queued, and the rest of the batches being
-// handled, is dropped (CloseDrops), nothing waits any more for a worker,
-// and the error says what is left: the frames handlers still hold, which
-// the counts add up with again once they return.
+// Close stops intake, drains the queues, closes io.Closer states and waits
+// for the workers; it may be called any time, more than once (from a
+// handler: ErrCloseInHandler). When ctx ends first, what is queued is
+// dropped (CloseDrops), and the error says what handlers still hold.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if !d.closed.Swap(true) && d.reb != nil {
 		d.reb.stop()

@@ -16,15 +16,12 @@ import (
 
 // Limits and defaults of the configuration.
 const (
-	// DefaultQLimit is the queue limit, in frames, of inputs that drop on a
-	// full queue (net.isr.defaultqlimit).
-	DefaultQLimit = 256
-	// DefaultWaitQLimit is the queue limit of inputs that wait on a full
-	// queue: a deeper queue costs a file no latency.
-	DefaultWaitQLimit = 512
-	MaxQLimit         = 10240 // the largest queue limit (net.isr.maxqlimit)
-	DefaultBuckets    = 128   // the indirection table's default size (RSS_TABLE_MAXLEN)
-	BatchSize         = 64    // the most frames handed to a worker at once
+	DefaultQLimit       = 256                   // frames, for inputs that drop (net.isr.defaultqlimit)
+	DefaultWaitQLimit   = 512                   // frames, for inputs that wait (a file), which lose no latency
+	MaxQLimit           = 10240                 // the largest queue limit (net.isr.maxqlimit)
+	DefaultBuckets      = 128                   // the indirection table's size (RSS_TABLE_MAXLEN)
+	BatchSize           = 64                    // the most frames handed to a worker at once
+	DefaultStallTimeout = 50 * time.Millisecond // longer than a garbage collection, short for a live ring
 	// maxBuckets is the largest indirection table.
 	maxBuckets = 1 << 16
 	// minKeyLen is the shortest Toeplitz key the dispatcher takes: the
@@ -35,99 +32,75 @@ const (
 // ErrConfig is wrapped by every configuration error of [New].
 var ErrConfig = errors.New("invalid configuration")
 
-// Config configures a [Dispatcher]. The zero value is safe: one worker per
-// CPU the process may use, unpinned, the RSS policy over 128 buckets,
-// deferred dispatch, a random key, and queues that hold back a source that
-// can wait and drop at the tail for a live one. It mirrors a FreeBSD
-// kernel with options RSS and a netisr thread per CPU; Config{Workers: 1,
-// Policy: PolicyFlow, Dispatch: DispatchDirect} runs as GENERIC does
-// (docs/freebsd-linux.md). New says what to change in a configuration
-// that cannot steer.
+// Config configures a [Dispatcher]. The zero value is safe: a worker per
+// CPU, the RSS policy over 128 buckets, deferred dispatch, a random key,
+// queues that hold back a file and drop for a live source: FreeBSD with
+// options RSS. New says what to change in a configuration that cannot steer.
 type Config struct {
 	Workers int   // zero: len(CPUs) when set, else DefaultWorkers()
 	CPUs    []int // pins worker i to CPUs[i % len(CPUs)] (Linux only); empty: unpinned
 
 	Policy Policy // default PolicyRSS
-	// CPUFunc is PolicyCPU's function: the worker for a classified frame,
-	// or ok=false to let PolicySource decide.
+	// CPUFunc is PolicyCPU's: a frame's worker, or ok=false for PolicySource.
 	CPUFunc func(flowid uint32, ht hash.HashType) (worker int, ok bool) `json:"-"`
-	// Buckets is the indirection table's size, a power of two, with
-	// PolicyRSS at least Workers unless RFS places the flows. Default 128,
-	// or Workers rounded up to a power of two.
+	// Buckets is the table's size, a power of two, with PolicyRSS at least
+	// Workers (unless RFS places the flows). Default 128 or more.
 	Buckets  int
 	Dispatch DispatchMode // default DispatchDeferred
 
 	Hash HashConfig
-	// VerifyChecksums verifies the IPv4, TCP and UDP checksums in software,
-	// in the worker before the handler, of frames whose source did not
-	// (Frame.Checksum); the verdict is Packet.Checksum, and a bad one gives
-	// ReasonBadChecksum. It reads every byte of the packet.
+	// VerifyChecksums verifies IPv4, TCP and UDP checksums in the worker
+	// when the source did not (Packet.Checksum); it reads every byte.
 	VerifyChecksums bool
 	Queue           QueueConfig
 	RFS             RFSConfig
 	Rebalance       RebalanceConfig
 
-	TickInterval time.Duration // how often Ticker states tick; zero: one second
-	// Logger receives recovered panics (at most one record a second) and
-	// the errors of per-worker states' Close. Nil means slog.Default().
-	Logger  *slog.Logger    `json:"-"`
-	OnPanic func(PanicInfo) `json:"-"` // when set, gets every recovered panic instead of Logger
-	// Trace, when set, receives every frame's Decision, in the dispatching
-	// goroutine; it slows dispatch. Unset, it costs nothing.
-	Trace func(*Decision) `json:"-"`
+	TickInterval time.Duration   // how often Ticker states tick; zero: one second
+	Logger       *slog.Logger    `json:"-"` // nil: slog.Default(); gets panics (a record a second) and Close errors
+	OnPanic      func(PanicInfo) `json:"-"` // when set, gets every recovered panic instead of Logger
+	Trace        func(*Decision) `json:"-"` // when set, gets every frame's Decision; slows dispatch
 }
 
 // HashConfig configures the flowid: the hash and its key, the tuples
 // hashed (FreeBSD's rss_config.c), and whether tunnels are opened.
 type HashConfig struct {
-	// Algorithm is the hash: Toeplitz by default, as a NIC's; SipHash
-	// resists an attacker who observes collisions.
+	// Algorithm is Toeplitz by default, as a NIC's; SipHash resists an
+	// attacker who observes collisions.
 	Algorithm hash.Algorithm
-	// Key is the hash key: for Toeplitz (rss_key) 40 to hash.MaxKeyLen
-	// bytes, 4 more than the longest input hashed (a 36-byte IPv6 4-tuple);
-	// for SipHash hash.SipHashKeyLen bytes. Nil means a fresh random key:
-	// a known key such as hash.MicrosoftKey lets anyone aim every flow at
-	// one worker.
+	// Key is the key: for Toeplitz 40 (a 36-byte IPv6 4-tuple plus 4) to
+	// hash.MaxKeyLen bytes, for SipHash hash.SipHashKeyLen. Nil: a random
+	// key; a known one (hash.MicrosoftKey) lets anyone aim flows at a worker.
 	Key       []byte `json:"-"`
 	Symmetric bool   // both directions of a connection get one flowid
 	// Types is the set of hash types in use (rss_gethashconfig): TCP and
-	// UDP get their 4-tuple when their type is in it, else the 2-tuple;
-	// SCTP follows UDP. It must hold hash.TypeIPv4 and hash.TypeIPv6. Zero
-	// means hash.DefaultTypes (TCP 4-tuples, the rest 2-tuples).
+	// UDP (and SCTP) get a 4-tuple when their type is in it. It must hold
+	// TypeIPv4 and TypeIPv6. Zero: hash.DefaultTypes (TCP 4-tuples only).
 	Types hash.Types
-	// UDP4Tuple adds UDP's 4-tuple types to Types. Off by default, as in
-	// FreeBSD: a large datagram's fragments, which carry no ports, could
-	// reach another worker than its whole siblings.
+	// UDP4Tuple adds UDP's 4-tuple types. Off, as in FreeBSD: a datagram's
+	// fragments, which carry no ports, could reach another worker.
 	UDP4Tuple bool
 	Tunnels   TunnelMode   // default TunnelsOuter
 	Fragments FragmentMode // default FragmentsTuple
-	// VXLANPorts are the UDP ports taken for VXLAN under TunnelsInner. Nil
-	// means VXLANPort (Linux's legacy port is 8472). GENEVE's (6081),
-	// GTP-U's (2152) and MPLS over UDP's (6635) are fixed.
+	// VXLANPorts are VXLAN's UDP ports under TunnelsInner; nil: VXLANPort.
+	// GENEVE's (6081), GTP-U's (2152) and MPLS over UDP's (6635) are fixed.
 	VXLANPorts []uint16
 }
 
 // QueueConfig configures the workers' queues.
 type QueueConfig struct {
-	// Limit bounds each worker's queue, in frames, whatever the size of
-	// the Dispatch calls. Zero means DefaultQLimit for inputs that drop
-	// and DefaultWaitQLimit for inputs that wait; at most MaxQLimit.
+	// Limit bounds each queue, in frames, whatever the batches' size. Zero:
+	// DefaultQLimit for inputs that drop, DefaultWaitQLimit for those that
+	// wait; at most MaxQLimit.
 	Limit    int
 	Overflow Overflow // what a full queue does to its input; default OverflowAuto
 	// FlowLimit drops, while a queue is at least half full, the frames of
-	// flows holding more than half of its recent history (Linux's
-	// skb_flow_limit), so that an elephant's frames go before the small
-	// flows' (FlowLimitDrops).
+	// flows holding more than half of its recent history (skb_flow_limit).
 	FlowLimit bool
-	// StallTimeout is how long a full queue that does not move holds a
-	// live source back; then its frames are dropped (StallDrops) until it
-	// moves. Zero means DefaultStallTimeout.
+	// StallTimeout is how long a full queue that does not move holds a live
+	// source back, before its frames drop (StallDrops); 0: the default.
 	StallTimeout time.Duration
 }
-
-// DefaultStallTimeout is QueueConfig.StallTimeout's default: longer than a
-// garbage collection, short against what a live ring holds.
-const DefaultStallTimeout = 50 * time.Millisecond
 
 // RFSConfig configures receive flow steering (Linux's RFS): a consumer
 // names a flow's worker ([Dispatcher.SetDesired]) and the flow moves there
@@ -149,9 +122,7 @@ type PanicInfo struct {
 	Stack    []byte
 }
 
-// DefaultWorkers is the default worker count: the number of CPUs the
-// process may run on (its affinity mask), which may be fewer than
-// runtime.NumCPU.
+// DefaultWorkers is the number of CPUs the process may run on (its affinity).
 func DefaultWorkers() int {
 	if cpus, err := affinity.Allowed(); err == nil && len(cpus) > 0 {
 		return len(cpus)

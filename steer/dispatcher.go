@@ -21,8 +21,7 @@ var ErrClosed = errors.New("steer: dispatcher closed")
 // ErrCloseInHandler is wrapped by the error of a Close called from a handler.
 var ErrCloseInHandler = errors.New("steer: Close called from inside a handler")
 
-// Handler processes one packet, in its worker's goroutine (with DIRECT
-// dispatch, the caller's).
+// Handler processes a packet, in its worker (with DIRECT, in the caller).
 type Handler func(p *Packet)
 
 // Dispatcher steers frames to per-worker goroutines: netisr in user space.
@@ -102,8 +101,7 @@ type Dispatcher struct {
 // MoveOut; a DIRECT caller for a state's lock; Close for the rest. Once
 // Close gives up waiting (Dispatcher.aborted), every one of them ends.
 
-// New starts a dispatcher whose workers run h for every frame.
-// Configuration errors wrap ErrConfig and say what to change.
+// New starts a dispatcher; configuration errors wrap ErrConfig.
 func New(cfg Config, h Handler) (*Dispatcher, error) {
 	if h == nil {
 		return nil, fmt.Errorf("steer: nil handler: %w", ErrConfig)
@@ -111,14 +109,11 @@ func New(cfg Config, h Handler) (*Dispatcher, error) {
 	return start(cfg, func(*Worker) (Handler, any) { return h, nil })
 }
 
-// NewPerWorker starts a dispatcher whose workers each have a state: newState
-// runs in each worker's goroutine before its first frame, and h gets that
-// worker's state with every packet, so the state needs no locks (with
-// DIRECT dispatch the dispatcher serialises its uses). S must be a reference
-// type (a pointer, a map): a struct state is an error. states[i] is worker
-// i's; read it from elsewhere only after Close. A state may implement
-// [Ticker], [Mover] and io.Closer (closed in its worker; errors joined into
-// Close's).
+// NewPerWorker starts a dispatcher whose workers each have a state, made by
+// newState in the worker's goroutine and passed to h with every packet, so
+// it needs no locks. S must be a reference type. states[i] is worker i's,
+// to read elsewhere after Close; a state may implement Ticker, Mover and
+// io.Closer.
 func NewPerWorker[S any](cfg Config, newState func(w *Worker) S, h func(state S, p *Packet)) (*Dispatcher, []S, error) {
 	if newState == nil || h == nil {
 		return nil, nil, fmt.Errorf("steer: NewPerWorker needs a state constructor and a handler: %w", ErrConfig)
@@ -220,8 +215,7 @@ func start(cfg Config, bind func(w *Worker) (Handler, any)) (*Dispatcher, error)
 	return d, nil
 }
 
-// Config returns a copy of the configuration with defaults filled in (the
-// key in use among them).
+// Config returns the configuration with defaults (and the key) filled in.
 func (d *Dispatcher) Config() Config {
 	c := d.cfg
 	c.CPUs = slices.Clone(c.CPUs)
@@ -233,12 +227,9 @@ func (d *Dispatcher) Config() Config {
 // Workers returns the number of workers.
 func (d *Dispatcher) Workers() int { return len(d.workers) }
 
-// Run reads src and dispatches every batch through a new Input, until
-// io.EOF (nil), ctx ends (ctx.Err()) or the dispatcher closes (ErrClosed).
-// It registers a [SourceStatser]'s counters and does not close src. Under
-// HYBRID dispatch Run reads in worker 0, which handles its own frames
-// inline when idle, unless another Run does or the states implement Mover:
-// then it reads in its own goroutine, and HYBRID acts as DEFERRED.
+// Run reads src and dispatches its batches through a new Input until io.EOF
+// (nil), ctx ends or Close (ErrClosed), without closing src. Under HYBRID
+// dispatch it reads in worker 0 when it can, as netisr's reader.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	if src == nil {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
@@ -280,10 +271,8 @@ func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	}
 }
 
-// SetDesired records that the consumer of flowid runs on worker (RFS,
-// rps_record_sock_flow): the flow moves there once its old worker has
-// handled its frames already queued. Any goroutine may call it. Without
-// Config.RFS.Enabled it returns an error wrapping ErrConfig.
+// SetDesired records that flowid's consumer runs on worker (RFS): the flow
+// moves there under the no-reorder rule. It needs Config.RFS.Enabled.
 func (d *Dispatcher) SetDesired(flowid uint32, worker int) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -297,8 +286,7 @@ func (d *Dispatcher) SetDesired(flowid uint32, worker int) error {
 	return d.desired.Set(flowid, worker)
 }
 
-// ClearDesired forgets flowid's desired worker; the flow follows the policy
-// again.
+// ClearDesired forgets flowid's desired worker (RFS).
 func (d *Dispatcher) ClearDesired(flowid uint32) {
 	if d.desired != nil {
 		d.desired.Clear(flowid)

@@ -8,23 +8,17 @@ import (
 	"github.com/rpsgo/rps/hash"
 )
 
-// MaxVLANDepth is how many stacked 802.1Q/802.1ad tags the classifier
-// walks in one Ethernet header; a frame with more gets ReasonTooManyVLANs.
-const MaxVLANDepth = 4
+// The classifier's depth limits: past them a frame gets ReasonTooManyVLANs
+// or ReasonTooDeep, and is hashed by the deepest IP header read.
+const (
+	MaxVLANDepth   = 4 // stacked 802.1Q/802.1ad tags in one Ethernet header
+	MaxEncaps      = 8 // shim and tunnel headers a FlowKey records (Encaps)
+	MaxTunnelDepth = 4 // nested tunnels TunnelsInner opens
+)
 
-// MaxEncaps is how many shim and tunnel headers a FlowKey records
-// (Encaps); a frame with more gets ReasonTooDeep.
-const MaxEncaps = 8
-
-// MaxTunnelDepth is how many nested tunnels TunnelsInner opens; a deeper
-// one is hashed by the deepest IP header reached, with ReasonTooDeep.
-const MaxTunnelDepth = 4
-
-// FlowKey is the key of a flow: the tuple that was hashed (the innermost
-// IP header's, when tunnels were opened) and the context around it (VLAN
-// IDs, labels, tunnel identities), recorded but never hashed. It is a
-// comparable 136-byte value without padding, which a map hashes as plain
-// memory (BenchmarkFlowKeyMap); building it allocates nothing.
+// FlowKey is a flow's key: the tuple hashed (the innermost, with tunnels
+// opened) and its context (VLAN IDs, labels, tunnel IDs), never hashed. A
+// comparable 136-byte value without padding, it is a fast map key.
 type FlowKey struct {
 	Src, Dst         netip.Addr // network addresses; invalid for non-IP frames
 	SrcPort, DstPort uint16     // transport ports; zero when not read
@@ -45,8 +39,7 @@ type FlowKey struct {
 	pad2   uint32 // always zero: no padding at the end
 }
 
-// Flow returns the key without its outer VLAN IDs: the unit a flow meter
-// counts.
+// Flow returns the key without its outer VLAN IDs: what a flow meter counts.
 func (k FlowKey) Flow() FlowKey {
 	k.NVLAN = 0
 	k.VLANs = [MaxVLANDepth]uint16{}
@@ -54,8 +47,7 @@ func (k FlowKey) Flow() FlowKey {
 }
 
 // Canonical returns the key with its endpoints in hash.Canonical's order,
-// and whether it swapped them, so that both directions of a connection
-// have one key (with HashConfig.Symmetric, one worker too).
+// and whether it swapped them: one key for both directions.
 func (k FlowKey) Canonical() (c FlowKey, swapped bool) {
 	if o := k.Src.Unmap().Compare(k.Dst.Unmap()); o > 0 || (o == 0 && k.SrcPort > k.DstPort) {
 		k.Src, k.Dst = k.Dst, k.Src
@@ -65,8 +57,7 @@ func (k FlowKey) Canonical() (c FlowKey, swapped bool) {
 	return k, false
 }
 
-// Encapsulation names the layers walked, outermost first, joined by "+"
-// ("vlan:7+vxlan:42"); empty for a plain frame.
+// Encapsulation names the layers walked, joined by "+" ("vlan:7+vxlan:42").
 func (k *FlowKey) Encapsulation() string {
 	var b strings.Builder
 	for _, id := range k.VLANs[:min(k.NVLAN, MaxVLANDepth)] {
@@ -89,8 +80,7 @@ type Encap struct {
 	ID    uint32 // VLAN ID, label, session ID, VNI, GRE key, TEID or security group tag
 }
 
-// String is the kind's name and, when the header has one, its identifier
-// ("vlan:7", "gre:key=9", "vxlan:42").
+// String is the kind and its identifier, if any ("vlan:7", "gre:key=9").
 func (e Encap) String() string {
 	s := e.Kind.String()
 	switch {
@@ -102,9 +92,7 @@ func (e Encap) String() string {
 	return s + ":" + strconv.FormatUint(uint64(e.ID), 10)
 }
 
-// EncapKind names a shim or tunnel header. Shims (inner VLAN tags, MPLS,
-// PPPoE, pseudowires, Cisco MetaData) are always walked, tunnels only with
-// TunnelsInner.
+// EncapKind names a shim (always walked) or a tunnel (with TunnelsInner).
 type EncapKind uint8
 
 // The kinds of encapsulation.
@@ -159,10 +147,8 @@ func (k EncapKind) Tunnel() bool { return k >= EncapVXLAN && k < numEncapKinds &
 // Classification is what Classifier.Classify finds for a frame: its key,
 // hash type, flowid and reason.
 type Classification struct {
-	Key FlowKey
-	// EtherType is the packet's: 0x0800 or 0x86dd for IP (inside PPPoE, MPLS
-	// or a tunnel too), else the last header's (0x0806, 0x8863, ...).
-	EtherType uint16
+	Key       FlowKey
+	EtherType uint16        // 0x0800 or 0x86dd for IP (in a shim or tunnel too), else the last header's
 	HashType  hash.HashType // NONE for non-IP and unusable frames
 	FlowID    uint32        // the hash (Toeplitz or SipHash); zero with HashType NONE
 	Reason    Reason        // ReasonOK, or why the classification stopped short
@@ -208,6 +194,5 @@ func (c *Classification) resetFast() {
 	c.Reason, c.keyless, c.frag = ReasonOK, false, fragNone
 }
 
-// Tuple returns the bytes hashed to give FlowID (empty for NONE and a
-// source's hash).
+// Tuple returns the bytes hashed for FlowID (none for a source's hash).
 func (c *Classification) Tuple() []byte { return c.tuple[:c.tupleLen] }

@@ -67,12 +67,11 @@ type FragmentMode uint8
 
 // The fragment modes.
 const (
-	// FragmentsTuple hashes every fragment by its addresses, as FreeBSD
-	// and Linux do: with a 4-tuple type, a datagram's fragments may reach
-	// another worker than its flow's whole packets.
+	// FragmentsTuple hashes every fragment by its addresses, as FreeBSD and
+	// Linux do, so a 4-tuple type may split a datagram from its flow.
 	FragmentsTuple FragmentMode = iota
-	// FragmentsFollow hashes a first fragment as its whole packets, and
-	// gives the later ones its flowid, from a table per input.
+	// FragmentsFollow hashes a first fragment as its flow, and gives the
+	// later ones its flowid, from a table per input.
 	FragmentsFollow
 )
 

@@ -125,8 +125,7 @@ func (w *Worker) control(p *producer, c *control) {
 	}
 }
 
-// Ticker is implemented by per-worker states that run periodically: Tick
-// runs in the worker every Config.TickInterval, between batches.
+// Ticker is a per-worker state whose Tick runs every Config.TickInterval.
 type Ticker interface {
 	Tick(now time.Time)
 }

@@ -12,10 +12,8 @@ type Input struct {
 	closed bool
 }
 
-// NewInput returns an input with the next free source id. Under
-// OverflowAuto a full queue holds its Dispatch back: a caller that cannot
-// wait sets OverflowDrop. A handler re-dispatches with Packet.Redispatch,
-// never through a waiting input of its own dispatcher.
+// NewInput returns an input with the next source id, which a full queue
+// holds back under OverflowAuto (a handler uses Packet.Redispatch instead).
 func (d *Dispatcher) NewInput() *Input { return d.newInput(true) }
 
 // newInput returns an input for a source that can (or cannot) wait.
@@ -30,10 +28,8 @@ func (d *Dispatcher) newInput(canWait bool) *Input {
 // ID returns the input's source id (used by the SOURCE policy).
 func (in *Input) ID() int { return in.p.id }
 
-// Dispatch classifies, hashes and steers frames; release, when not nil, is
-// called once every frame is done. The slice may be reused on return, the
-// bytes must live until release. A call's fixed cost is shared by its
-// frames: one frame per call costs about ten times as much per frame as
+// Dispatch steers frames; release, when not nil, is called once they are
+// all done. One frame per call costs ten times as much per frame as
 // BatchSize (docs/performance.md).
 func (in *Input) Dispatch(frames []Frame, release func()) error {
 	d := in.p.d
@@ -76,8 +72,7 @@ func (d *Dispatcher) retire(p *producer) {
 	p.stock.retire()
 }
 
-// Close retires the input, from its goroutine, once done: its counters stay
-// in Stats, its tables are let go. Dispatch then returns ErrClosed.
+// Close retires the input once done; its counts stay in Stats.
 func (in *Input) Close() {
 	if in.closed {
 		return

@@ -5,52 +5,42 @@ import (
 	"strings"
 )
 
-// Policy is how a frame's worker is chosen: netisr_select_cpuid's
-// NETISR_POLICY_* (docs/freebsd-linux.md).
+// Policy is how a frame's worker is chosen (NETISR_POLICY_*).
 type Policy uint8
 
-// The policies. Every policy places a frame without a hash (HashType NONE
-// or OPAQUE) as PolicySource does.
+// The policies. Each places a frame without a hash as PolicySource does.
 const (
-	// PolicyRSS, the default, is FreeBSD's under options RSS: worker =
-	// table[flowid & (buckets-1)], over a table that can be reprogrammed.
-	PolicyRSS    Policy = iota
-	PolicyFlow          // NETISR_POLICY_FLOW: worker = flowid % workers
-	PolicySource        // NETISR_POLICY_SOURCE: worker = (input id + ifindex) % workers
-	PolicyCPU           // Config.CPUFunc's answer; when it declines, PolicySource
+	PolicyRSS    Policy = iota // the default: worker = table[flowid & (buckets-1)] (options RSS)
+	PolicyFlow                 // NETISR_POLICY_FLOW: worker = flowid % workers
+	PolicySource               // NETISR_POLICY_SOURCE: worker = (input id + ifindex) % workers
+	PolicyCPU                  // Config.CPUFunc's answer; when it declines, PolicySource
 )
 
 // DispatchMode is how a frame reaches its handler, netisr's
 // NETISR_DISPATCH_*.
 type DispatchMode uint8
 
-// The dispatch modes. Every mode accounts a frame to its selected worker,
-// whose state its handler gets.
+// The dispatch modes. Each accounts a frame to its selected worker, whose
+// state the handler gets.
 const (
-	// DispatchDeferred, the default, queues the frame to its worker.
-	DispatchDeferred DispatchMode = iota
+	DispatchDeferred DispatchMode = iota // the default: queue the frame to its worker
 	// DispatchHybrid runs the handler inline when the caller is the
-	// selected worker and that worker is idle, and queues otherwise. The
-	// caller is a worker when it reads a source (Run, RunOnWorkers) or
-	// re-dispatches from a handler.
+	// selected worker (reading a source, or re-dispatching) and that worker
+	// is idle, and queues otherwise.
 	DispatchHybrid
-	// DispatchDirect runs the handler in the caller's goroutine.
-	DispatchDirect
+	DispatchDirect // runs the handler in the caller's goroutine
 )
 
 // Overflow is what a full worker queue does to the input filling it.
 type Overflow uint8
 
-// The overflow rules.
+// The overflow rules. A re-dispatch never waits.
 const (
 	// OverflowAuto, the default, holds back a source that can wait, and a
-	// LiveSource while its ring has room and the worker is not stalled;
-	// past either it drops at the tail.
+	// LiveSource until its ring fills or the worker stalls; then it drops.
 	OverflowAuto Overflow = iota
-	// OverflowWait always holds the input back until there is room (a
-	// re-dispatch never waits).
-	OverflowWait
-	OverflowDrop // always drops at the tail (QueueDrops), as netisr does
+	OverflowWait          // always holds the input back until there is room
+	OverflowDrop          // always drops at the tail (QueueDrops), as netisr does
 )
 
 var (

@@ -16,27 +16,24 @@ import (
 // until the handler returns, in the handler's goroutine; to keep the bytes,
 // copy them or call [Packet.Retain].
 type Packet struct {
-	Data      []byte    // the frame from its Ethernet header
-	Timestamp time.Time // capture time, from the source
-	WireLen   int       // length on the wire (>= len(Data))
-	IfIndex   int       // ingress interface index
-	InputID   int       // the id of the input that dispatched it (Input.ID)
-
-	FlowID   uint32        // m_pkthdr.flowid: the Toeplitz hash, or the source's
-	HashType hash.HashType // M_HASHTYPE_* of FlowID
-	Reason   Reason        // why classification stopped short, or ReasonOK
-	vlan     uint16        // the tag the source delivered out of band, if hasVLAN
-	Worker   int           // the workstream handling the frame
-
-	ref      *batchRef
-	prod     *producer // where a re-dispatch from the handler goes, and whose goroutine runs the handler
-	frame    *byte     // Data as dispatched (its first byte), which Key reads whatever the handler does to Data
-	frameLen int32
-	depth    uint8 // re-dispatch depth
-	hasVLAN  bool
-	keyed    bool // prod.keyVal is this packet's key, if prod.keyPkt is this packet
-
-	Checksum Checksum // the source's, or with Config.VerifyChecksums the verdict
+	Data      []byte        // the frame from its Ethernet header
+	Timestamp time.Time     // capture time, from the source
+	WireLen   int           // length on the wire (>= len(Data))
+	IfIndex   int           // ingress interface index
+	InputID   int           // the id of the input that dispatched it (Input.ID)
+	FlowID    uint32        // m_pkthdr.flowid: the Toeplitz hash, or the source's
+	HashType  hash.HashType // M_HASHTYPE_* of FlowID
+	Reason    Reason        // why classification stopped short, or ReasonOK
+	vlan      uint16        // the tag the source delivered out of band, if hasVLAN
+	Worker    int           // the workstream handling the frame
+	ref       *batchRef
+	prod      *producer // where a re-dispatch from the handler goes, and whose goroutine runs the handler
+	frame     *byte     // Data as dispatched (its first byte), which Key reads whatever the handler does to Data
+	frameLen  int32
+	depth     uint8 // re-dispatch depth
+	hasVLAN   bool
+	keyed     bool     // prod.keyVal is this packet's key, if prod.keyPkt is this packet
+	Checksum  Checksum // the source's, or with Config.VerifyChecksums the verdict
 }
 
 // maxPacketSize bounds the size of a Packet, which a producer writes for
@@ -46,11 +43,9 @@ const maxPacketSize = 128
 
 var _ [maxPacketSize - unsafe.Sizeof(Packet{})]struct{}
 
-// Key returns the frame's flow key, as Classifier.Classify finds it. For a
-// queued plain TCP or UDP over IPv4 packet the dispatcher classifies only as
-// far as the hash, as RPS does, and Key derives the rest on first use, in
-// the handler's goroutine, from the bytes as dispatched (call it before
-// rewriting them). A Packet built by hand has the zero key.
+// Key returns the frame's flow key. For a plain TCP or UDP over IPv4 frame
+// the key is derived on first use, in the handler, as RPS does, from the
+// bytes as dispatched; a Packet built by hand has the zero key.
 func (p *Packet) Key() FlowKey {
 	pr := p.prod
 	if pr == nil {
@@ -83,8 +78,7 @@ func (p *Packet) String() string {
 // Ref keeps a frame's buffer alive; release it exactly once.
 type Ref struct{ r *batchRef }
 
-// Retain keeps the buffer behind p.Data valid until the Ref is released;
-// the Packet itself is still recycled.
+// Retain keeps p.Data's buffer valid until the Ref is released.
 func (p *Packet) Retain() Ref {
 	if p.ref != nil {
 		p.ref.n.Add(1)
@@ -138,11 +132,9 @@ const maxRedispatchDepth = 8
 // ErrRedispatchDepth is returned by Redispatch nested more than 8 deep.
 var ErrRedispatchDepth = errors.New("steer: re-dispatch nested too deep")
 
-// Redispatch steers another frame from inside the handler, such as a
-// tunnel's inner frame; data may alias p.Data, whose buffer is kept. The
-// frame keeps p's time, interface and input. It never waits: the frame is
-// queued, handled inline (DIRECT; HYBRID on this idle worker) or dropped
-// (QueueDrops; RedispatchDrops and ErrRedispatchDepth past 8 levels).
+// Redispatch steers another frame from the handler, such as a tunnel's
+// inner frame; data may alias p.Data. It never waits: the frame is queued,
+// handled inline or dropped (QueueDrops; past 8 levels ErrRedispatchDepth).
 func (p *Packet) Redispatch(data []byte) error {
 	if p.prod == nil {
 		return errors.New("steer: Redispatch outside a handler")

@@ -1,10 +1,8 @@
 package steer
 
-// Reason says why the classifier could not classify a frame fully. The
-// frame is still delivered, counted under its reason. An unusable link,
-// shim or IP header, or a frame that is not IP, gets HashType NONE (inside
-// a tunnel, the outer hash); an IP header followed by something unusable
-// gets a 2-tuple hash.
+// Reason says why the classifier could not classify a frame fully; the
+// frame is delivered all the same. A bad header before IP gives HashType
+// NONE (in a tunnel, the outer hash), one after it a 2-tuple hash.
 type Reason uint8
 
 // The reasons. ReasonOK, the non-IP ones and ReasonOrphanFragment are
@@ -68,8 +66,7 @@ var reasonNames = [...]string{
 	ReasonBadChecksum:    "bad-checksum",
 }
 
-// String returns the reason's short name, as the report prints it, or
-// "unknown" past the last reason.
+// String returns the reason's name, or "unknown" past the last reason.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]
@@ -77,8 +74,7 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
-// Malformed reports whether the reason marks a malformed or truncated frame:
-// every reason except ReasonOK and the non-IP ones.
+// Malformed reports whether r marks a malformed frame (not OK, not non-IP).
 func (r Reason) Malformed() bool {
 	switch r {
 	case ReasonOK, ReasonNonIP, ReasonPPPNonIP, ReasonMPLSNonIP, ReasonTunnelNonIP, ReasonOrphanFragment:

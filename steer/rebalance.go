@@ -11,11 +11,9 @@ import (
 	"time"
 )
 
-// RebalanceConfig configures the rebalancer, which goes past both kernels:
-// every Interval, while the busiest worker carries more than Threshold
-// times the mean load, it moves the bucket that best evens the busiest and
-// the least busy worker, under the no-reorder rule; a moved bucket stays
-// put for Cooldown intervals.
+// RebalanceConfig configures the rebalancer: every Interval, while the
+// busiest worker carries over Threshold times the mean, it moves the bucket
+// that best evens it with the least busy, under the no-reorder rule.
 type RebalanceConfig struct {
 	Interval  time.Duration // zero: off
 	Threshold float64       // busiest/mean ratio that triggers moves; default 1.1

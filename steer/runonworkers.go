@@ -120,12 +120,9 @@ func (w *Worker) drainQueue() {
 	}
 }
 
-// RunOnWorkers has worker i read srcs[i] in its goroutine, as each socket
-// of a kernel fanout group can be read on a CPU of its own. With DIRECT
-// dispatch a frame is handled in the worker that read it, so the kernel's
-// steering stands; otherwise the worker steers it on like any input.
-// Between batches a worker serves its queue. It returns as Run does, or
-// the first error a source returned.
+// RunOnWorkers has worker i read srcs[i], as each socket of a kernel fanout
+// group can be read on its own CPU; with DIRECT dispatch the worker that
+// read a frame handles it. It returns as Run does.
 func (d *Dispatcher) RunOnWorkers(ctx context.Context, srcs []Source) error {
 	if len(srcs) != len(d.workers) {
 		return fmt.Errorf("steer: %d sources for %d workers: %w", len(srcs), len(d.workers), ErrConfig)

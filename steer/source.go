@@ -16,11 +16,9 @@ type Frame struct {
 	IfIndex   int       // the ingress interface index, used by PolicySource; 0 if unknown
 	VLAN      uint16    // an 802.1Q tag delivered out of band (tp_vlan_tci), when HasVLAN
 	HasVLAN   bool
-	// FlowID and HashType carry a hash the source computed, as a NIC does;
-	// with HashType NONE the dispatcher computes it.
-	FlowID   uint32
-	HashType hash.HashType
-	Checksum Checksum // what the source knows (TP_STATUS_CSUM_VALID: ChecksumGood)
+	FlowID    uint32        // a hash the source computed, as a NIC does
+	HashType  hash.HashType // FlowID's type; NONE: the dispatcher hashes
+	Checksum  Checksum      // what the source knows (TP_STATUS_CSUM_VALID: ChecksumGood)
 }
 
 // wireLen returns WireLen, or len(Data) when WireLen is zero.
@@ -37,10 +35,8 @@ type Batch struct {
 	Release func() // when not nil, called once every frame is done, from any goroutine
 }
 
-// LiveSource is implemented by sources that may be live, such as a ring the
-// kernel fills. Under OverflowAuto, a full queue holds a live source back
-// only while its ring is under three quarters full and the worker is not
-// stalled (QueueConfig.StallTimeout); past either it drops at the tail.
+// LiveSource is a source that may be live (a ring the kernel fills), which
+// OverflowAuto holds back only while its ring has room (see Overflow).
 type LiveSource interface {
 	Source
 	Live() bool // whether the source is live
@@ -62,15 +58,11 @@ func liveSource(src Source) LiveSource {
 // back: three quarters.
 const liveRingHighWater = 0.75
 
-// Source produces batches of frames: a capture file, an AF_PACKET ring, a
-// slice.
+// Source produces batches of frames: a capture file, a ring, a slice.
 type Source interface {
-	// ReadBatch fills b with the next frames: io.EOF when the source is
-	// exhausted, ctx's error when ctx ends while it waits; an empty batch
-	// is allowed. It is not called again before the dispatcher is done
-	// with b.Frames, but the bytes must stay valid until b.Release.
+	// ReadBatch fills b (maybe with nothing), or returns io.EOF or ctx's
+	// error. b.Frames is free on the next call, the bytes at b.Release.
 	ReadBatch(ctx context.Context, b *Batch) error
-	// Close releases the source's resources, and may be called while
-	// ReadBatch blocks, which then returns an error.
+	// Close releases the source, and may be called during ReadBatch.
 	Close() error
 }

@@ -5,8 +5,7 @@ import (
 	"io"
 )
 
-// SliceSource is a Source over frames in memory: batches of up to BatchLen
-// frames (default BatchSize), then io.EOF, after Loops more passes.
+// SliceSource is a Source over frames in memory, BatchLen (BatchSize) a batch.
 type SliceSource struct {
 	Frames   []Frame
 	BatchLen int

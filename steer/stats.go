@@ -12,8 +12,8 @@ import (
 	"github.com/rpsgo/rps/internal/rfstable"
 )
 
-// WorkstreamStats is one worker's row of `netstat -Q` (the report keeps its
-// headings: WSID, Len, WMark, Disp'd, QDrops), plus the other drops.
+// WorkstreamStats is a worker's row of the report, whose headings are
+// netstat -Q's (WSID, Len, WMark, Disp'd, QDrops), and its other drops.
 type WorkstreamStats struct {
 	Worker           int    // the worker's index, as the table, Packet.Worker and SetDesired name it
 	CPU              int    // pinned CPU, -1 when unpinned
@@ -55,8 +55,7 @@ type KernelCounter struct {
 	Value uint64
 }
 
-// SourceStatser is implemented by sources with counters of their own,
-// which Run and RunOnWorkers register.
+// SourceStatser is a source with its own counters (Stats.Sources).
 type SourceStatser interface {
 	SourceStats() (SourceStats, error)
 }
@@ -70,11 +69,9 @@ func (d *Dispatcher) addSource(s SourceStatser) {
 	d.mu.Unlock()
 }
 
-// Stats is a snapshot of a dispatcher. Once it is closed, Frames ==
-// Handled() + Dropped() + Panicked(). A worker counts the frames handled
-// every 8 frames and at the end of each batch, so a slow handler's
-// progress shows 8 frames at a time; an input inside Dispatch with DIRECT
-// dispatch is read as it was when it last let go of its counts.
+// Stats is a snapshot of a dispatcher; once it is closed, Frames ==
+// Handled() + Dropped() + Panicked(). A worker counts frames handled every 8
+// frames and at each batch's end, a DIRECT input as it lets go of its counts.
 type Stats struct {
 	Config         Config // with defaults filled in; key and functions not in JSON
 	KeyFingerprint string // "microsoft", or 8 hex digits of the key's SHA-256, after "random " for a made one
@@ -127,9 +124,8 @@ func (s *Stats) Dropped() uint64 {
 	return n
 }
 
-// Stats returns a snapshot, without waiting for a handler. Counters are
-// read one by one while traffic flows; after a Close that returned nil
-// they are exact (Close says what they promise after it ran out of time).
+// Stats returns a snapshot without waiting for a handler; after a Close that
+// returned nil it is exact.
 func (d *Dispatcher) Stats() Stats {
 	s := Stats{Config: d.Config(), KeyFingerprint: d.keyName, Table: d.table.snapshot()}
 	d.mu.Lock()
@@ -282,10 +278,8 @@ func onOff(b bool) string {
 	return "disabled"
 }
 
-// WriteReport writes the snapshot in the shape of FreeBSD's `netstat -Q`:
-// the configuration, a row per workstream, the other drops, the reasons
-// and the source counters; with the rebalancer on, its load picture (each
-// worker against the mean, the busiest buckets, the elephants).
+// WriteReport writes the snapshot as FreeBSD's `netstat -Q` does, with the
+// other drops, the reasons, the sources and the rebalancer's load picture.
 func (s *Stats) WriteReport(out io.Writer) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)

@@ -37,14 +37,11 @@ func (t *indirection) snapshot() []int {
 	return out
 }
 
-// Table returns the indirection table: entry b is bucket b's worker (what
-// `ethtool -x` shows for a NIC).
+// Table returns the indirection table: entry b is bucket b's worker.
 func (d *Dispatcher) Table() []int { return d.table.snapshot() }
 
-// SetTable reprograms the indirection table (`ethtool -X`). No flow is
-// reordered: a bucket moves to its new worker only once the old one has
-// handled its frames already queued (Stats.BucketMoves), and [Mover]
-// states carry their per-flow state.
+// SetTable reprograms the indirection table (`ethtool -X`); a bucket moves
+// only once its old worker has handled its queued frames, with Mover states.
 func (d *Dispatcher) SetTable(table []int) error {
 	if d.closed.Load() {
 		return ErrClosed

@@ -6,9 +6,8 @@ import (
 	"strings"
 )
 
-// Decision is a trace record of how one frame was steered (Config.Trace),
-// pointing at the frame and its classification; WriteTo prints every step
-// in the kernels' terms. It is valid only during the Trace call.
+// Decision is a trace record of one frame's steering (Config.Trace), valid
+// during the call; WriteTo prints every step in the kernels' terms.
 type Decision struct {
 	Frame   *Frame
 	Class   *Classification
@@ -39,8 +38,7 @@ type Decision struct {
 	head, lastTail   uint64
 }
 
-// WriteTo prints the decision as one block of lines in FreeBSD's and Linux's
-// terms.
+// WriteTo prints the decision in FreeBSD's and Linux's terms.
 func (dc *Decision) WriteTo(out io.Writer) (int64, error) {
 	var b strings.Builder
 	c := dc.Class

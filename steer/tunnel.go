@@ -60,12 +60,9 @@ type TunnelMode uint8
 
 // The tunnel modes.
 const (
-	// TunnelsOuter hashes a tunnelled frame by its outer header, as RSS
-	// and a NIC do.
-	TunnelsOuter TunnelMode = iota
+	TunnelsOuter TunnelMode = iota // hashes a tunnelled frame by its outer header, as a NIC does
 	// TunnelsInner opens VXLAN, GENEVE, GRE, ERSPAN, GTP-U, IP in IP and
-	// MPLS over UDP, up to MaxTunnelDepth deep, and hashes the innermost IP
-	// header, so that the flows of a few tunnel endpoints spread.
+	// MPLS over UDP, MaxTunnelDepth deep, and hashes the innermost header.
 	TunnelsInner
 )
 

@@ -11,8 +11,7 @@ import (
 	"github.com/rpsgo/rps/internal/affinity"
 )
 
-// Worker is one workstream: a goroutine with a bounded queue, optionally
-// pinned to a CPU. A per-worker state's constructor receives it.
+// Worker is one workstream: a goroutine with a queue, maybe pinned to a CPU.
 type Worker struct {
 	d     *Dispatcher
 	index int
@@ -69,8 +68,7 @@ type Worker struct {
 	goid     uint64 // the worker goroutine's id (Dispatcher.inWorker)
 }
 
-// Index returns the worker's index, 0 to Workers-1 (netstat -Q's WSID,
-// which in FreeBSD is the CPU).
+// Index returns the worker's index, 0 to Workers-1 (netstat -Q's WSID).
 func (w *Worker) Index() int { return w.index }
 
 // CPU returns the CPU the worker is pinned to, or -1 when unpinned.
