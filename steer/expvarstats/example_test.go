@@ -41,7 +41,7 @@ func Example() {
 
 	var stats struct {
 		Frames      uint64
-		Workstreams []struct{ WSID int }
+		Workstreams []struct{ Worker int }
 	}
 	if err := json.Unmarshal([]byte(expvar.Get("steer").String()), &stats); err != nil {
 		log.Fatal(err)

@@ -38,7 +38,7 @@ func testName(t *testing.T) string {
 // published is the part of the published JSON the tests look at.
 type published struct {
 	Frames      uint64
-	Workstreams []struct{ WSID int }
+	Workstreams []struct{ Worker int }
 }
 
 // read decodes the variable name through expvar; ok is false when it
