@@ -228,8 +228,8 @@ func (d *Dispatcher) Config() Config {
 func (d *Dispatcher) Workers() int { return len(d.workers) }
 
 // Run reads src and dispatches its batches through a new Input until io.EOF
-// (nil), ctx ends or Close (ErrClosed), without closing src. Under HYBRID
-// dispatch it reads in worker 0 when it can, as netisr's reader.
+// (nil), ctx ends or Close (ErrClosed), without closing src. Under HYBRID it
+// reads in worker 0, unless another Run does or the states implement Mover.
 func (d *Dispatcher) Run(ctx context.Context, src Source) error {
 	if src == nil {
 		return fmt.Errorf("steer: Run: nil source: %w", ErrConfig)
