@@ -378,7 +378,6 @@ const (
 	maxFlowTable = 1 << 28
 )
 
-
 // workerCount returns how many workers the dispatcher will start, as steer
 // counts them: -workers, else one per -cpus entry, else
 // steer.DefaultWorkers(). The flow tables share -flow-table among them.

@@ -389,7 +389,7 @@ func TestDumpClosedPipe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		wd := d.Worker(0)
-		p := steer.Packet{Data: udpFrame(1, 0), Length: 60}
+		p := steer.Packet{Data: udpFrame(1, 0), WireLen: 60}
 		for range 4000 { // 300 KB, more than a pipe holds
 			wd.Write(&p)
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/rpsgo/rps/hash"
-	"github.com/rpsgo/rps/steer"
 )
 
 // TestParseKey: the names, hex in its three spellings, and what KeyHex
@@ -38,7 +37,7 @@ func TestParseKey(t *testing.T) {
 	}{
 		{"micro", hash.AlgorithmToeplitz},
 		{"zz", hash.AlgorithmToeplitz},
-		{strings.Repeat("5a", steer.MinKeyLen-1), hash.AlgorithmToeplitz},
+		{strings.Repeat("5a", MinKeyLen-1), hash.AlgorithmToeplitz},
 		{strings.Repeat("5a", hash.MaxKeyLen+1), hash.AlgorithmToeplitz},
 		{"microsoft", hash.AlgorithmSipHash},
 		{KeyHex(ms), hash.AlgorithmSipHash},
