@@ -362,7 +362,7 @@ func ExampleStats_WriteReport() {
 	//    Threads bound to CPUs                     disabled    n/a
 	//      Indirection buckets                          128  65536
 	//            Hash function                     toeplitz    n/a
-	//                 Hash key                    microsoft    n/a
+	//   Hash key (fingerprint)                    microsoft    n/a
 	//               Hash types  ipv4,tcp_ipv4,ipv6,tcp_ipv6    n/a
 	//           Symmetric hash                     disabled    n/a
 	//        Tunnels hashed by                        outer    n/a
@@ -381,7 +381,7 @@ func ExampleStats_WriteReport() {
 	//
 	// Frames: 4623 in, 4623 handled, 0 dropped, 0 panicked; bucket moves 0, flow moves 0
 	//
-	// Classification:
+	// Classification (every frame in):
 	//   ok               4594
 	//   non-ip           23
 	//   short-ethernet   1

@@ -295,7 +295,7 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	fmt.Fprintf(tw, "Threads bound to CPUs\t %s\t n/a\t\n", onOff(len(c.CPUs) > 0))
 	fmt.Fprintf(tw, "Indirection buckets\t %d\t %d\t\n", c.Buckets, maxBuckets)
 	fmt.Fprintf(tw, "Hash function\t %s\t n/a\t\n", c.Hash.Algorithm)
-	fmt.Fprintf(tw, "Hash key\t %s\t n/a\t\n", s.KeyFingerprint)
+	fmt.Fprintf(tw, "Hash key (fingerprint)\t %s\t n/a\t\n", s.KeyFingerprint)
 	fmt.Fprintf(tw, "Hash types\t %s\t n/a\t\n", c.Hash.Types)
 	fmt.Fprintf(tw, "Symmetric hash\t %s\t n/a\t\n", onOff(c.Hash.Symmetric))
 	fmt.Fprintf(tw, "Tunnels hashed by\t %s\t n/a\t\n", c.Hash.Tunnels)
@@ -338,7 +338,7 @@ func (s *Stats) WriteReport(out io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\nFrames: %d in, %d handled, %d dropped, %d panicked; bucket moves %d, flow moves %d\n",
 		s.Frames, s.Handled(), s.Dropped(), s.Panicked(), s.BucketMoves, s.FlowMoves)
-	fmt.Fprintln(&b, "\nClassification:")
+	fmt.Fprintln(&b, "\nClassification (every frame in):")
 	for r := range numReasons {
 		if n := s.Reasons[r]; n > 0 {
 			fmt.Fprintf(&b, "  %-16s %d\n", r.String(), n)

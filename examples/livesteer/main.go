@@ -58,7 +58,7 @@
 //
 // Once its sockets and programs are set up, and before it handles a frame,
 // it drops to the user -Z names, as tcpdump -Z does: nobody by default
-// when run as root (-Z root keeps root), with every capability, in all
+// when run as root (-Z root keeps root), without any capability, in all
 // its threads (internal/privdrop); the -w files, created before, are given
 // to that user. What it does afterwards needs no privilege: it reads the
 // rings and the programs' counters, stops intake (a filter on its own

@@ -242,7 +242,7 @@ func TestTunnelHint(t *testing.T) {
 			t.Errorf("%q: hint %v, want %v:\n%s", tc.args, hint, tc.hint, out)
 		}
 		args := tc.args
-		if !strings.Contains(out, "Frames by encapsulation (outermost first; -tunnels ") {
+		if !strings.Contains(out, "Frames handled, by encapsulation (outermost first; -tunnels ") {
 			t.Errorf("%q: no encapsulation table", args)
 		}
 	}

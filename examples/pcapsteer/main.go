@@ -70,7 +70,7 @@
 // two thirds of the frames, with them opened each gets about a quarter:
 //
 //	$ go run ./examples/pcapsteer -sample tunnels -key microsoft -workers 4
-//	Frames by encapsulation (outermost first; -tunnels outer):
+//	Frames handled, by encapsulation (outermost first; -tunnels outer):
 //	  encapsulation             frames  bytes   share
 //	  vxlan (not opened)        670     151516  56.1%
 //	  gre (not opened)          96      14994   8.0%
@@ -94,7 +94,7 @@
 //	       3    108     763  179851  63.8%
 //
 //	$ go run ./examples/pcapsteer -sample tunnels -key microsoft -workers 4 -tunnels inner
-//	Frames by encapsulation (outermost first; -tunnels inner):
+//	Frames handled, by encapsulation (outermost first; -tunnels inner):
 //	  encapsulation  frames  bytes   share
 //	  vxlan          670     151516  56.1%
 //	  gre            96      14994   8.0%

@@ -164,12 +164,12 @@ func TestSampleDefaultFlags(t *testing.T) {
 	if errOut != "" {
 		t.Errorf("standard error is not a terminal, yet got %q", errOut)
 	}
-	for _, want := range []string{"Configuration:", "Workstreams:", "Classification:", "Frames by classification reason:"} {
+	for _, want := range []string{"Configuration:", "Workstreams:", "Classification (every frame in):", "Frames by classification reason:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`Hash key +random`).MatchString(out) {
+	if !regexp.MustCompile(`Hash key \(fingerprint\) +random`).MatchString(out) {
 		t.Error("the default key is not random")
 	}
 	records := uint64(len(readFrames(t, sample.Pcap)))
@@ -834,7 +834,7 @@ func TestKeyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`Hash key +microsoft `).MatchString(out) {
+	if !regexp.MustCompile(`Hash key \(fingerprint\) +microsoft `).MatchString(out) {
 		t.Errorf("the Microsoft key in hex is not reported as microsoft:\n%s", out)
 	}
 	if _, _, err := runCmd(t, "-key", "microsoft", "-flows", b); err != nil {
@@ -849,7 +849,7 @@ func TestKeyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`Hash key +[0-9a-f]{8} `).MatchString(out) {
+	if !regexp.MustCompile(`Hash key \(fingerprint\) +[0-9a-f]{8} `).MatchString(out) {
 		t.Errorf("a hex key is not reported by its fingerprint:\n%s", out)
 	}
 }

@@ -174,7 +174,7 @@ func (t *tally) writeSummary(out io.Writer, st *steer.Stats, c tallyCounts, elap
 			c.afterCount, pcapfile.DefaultBatchSize, c.count)
 	}
 	fmt.Fprintf(tw, "  frames handled\t%d\t%d bytes on the wire\n", total.frames, total.bytes)
-	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, flow limit, re-dispatch, close)\n", st.Dropped())
+	fmt.Fprintf(tw, "  frames dropped\t%d\t(queue full, stalled, flow limit, re-dispatch, close)\n", st.Dropped())
 	t.writeFlowLines(tw)
 	if c.writtenTo != "" {
 		fmt.Fprintf(tw, "  frames written\t%d\tto %s\n", c.written, c.writtenTo)

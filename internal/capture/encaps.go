@@ -21,7 +21,7 @@ const (
 )
 
 // EncapCounter counts the frames of a run by the encapsulations the
-// classifier walked, for the report's "Frames by encapsulation" and the
+// classifier walked, for the report's "Frames handled, by encapsulation" and the
 // JSON report's encapsulations. One is shared by every worker (it holds
 // only what does not change); each worker counts into a tally of its own
 // (NewTally), with no lock, and the tallies are merged once the workers
@@ -272,14 +272,14 @@ func (c *EncapCounts) Hint() string {
 		c.closed, c.frames, pct(c.closed, c.frames), strings.Join(kinds, ", "))
 }
 
-// WriteText writes the "Frames by encapsulation" table: one row per stack
+// WriteText writes the "Frames handled, by encapsulation" table: one row per stack
 // of encapsulations (outermost first; "plain" for none; with
 // TunnelsOuter, a tunnelled frame's stack marked "(not opened)": its
 // tunnels were not opened, and it was hashed by its outer header),
 // then how many frames were hashed inside a tunnel, or the Hint line.
 func (c *EncapCounts) WriteText(out io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nFrames by encapsulation (outermost first; -tunnels %s):\n", c.tunnels)
+	fmt.Fprintf(&b, "\nFrames handled, by encapsulation (outermost first; -tunnels %s):\n", c.tunnels)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  encapsulation\tframes\tbytes\tshare\n")
 	for _, r := range c.rows() {

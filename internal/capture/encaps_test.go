@@ -80,7 +80,7 @@ func TestEncapCountsInner(t *testing.T) {
 	if err := n.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Frames by encapsulation (outermost first; -tunnels inner):", "vlan+vxlan", "gre+ipip",
+	for _, want := range []string{"Frames handled, by encapsulation (outermost first; -tunnels inner):", "vlan+vxlan", "gre+ipip",
 		"mpls+pw+vlan", "frames hashed by a flow inside a tunnel"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
