@@ -41,6 +41,7 @@ type intake struct {
 	// steering is the report's line about the kernel's steering, nil when
 	// user space steers.
 	steering   func() string
+	steered    *kgroup.Steering // the group's, nil when user space steers
 	keepsFlows func() bool
 	// note is how frames reach the sockets, for the status line.
 	note string
@@ -131,7 +132,7 @@ func openIntake(o options, d *steer.Dispatcher, c sockConfig) (*intake, error) {
 	in.socks = packetSockets{srcs: g.Sources(), stopIntake: st.StopIntake}
 	in.closers = append(in.closers, st.Close)
 	in.srcs = st.Sources()
-	in.steering = steeringLine(fmt.Sprintf("fanout %s, keeps flows on one worker: %v", mode, mode.KeepsFlows()), st)
+	in.steering, in.steered = steeringLine(fmt.Sprintf("fanout %s, keeps flows on one worker: %v", mode, mode.KeepsFlows()), st), st
 	in.keepsFlows = mode.KeepsFlows
 	return in, nil
 }
@@ -172,7 +173,7 @@ func openXDP(o options, d *steer.Dispatcher, cfg afxdp.Config) (*intake, error) 
 	}
 	in.socks = xdpSockets{srcs: g.Sources(), stopIntake: st.StopIntake}
 	in.srcs, in.closers = st.Sources(), []func() error{g.Close, st.Close}
-	in.steering = steeringLine("XDP program", st)
+	in.steering, in.steered = steeringLine("XDP program", st), st
 	in.describeXDP(g.Info())
 	return in, nil
 }
@@ -203,6 +204,21 @@ func steeringLine(what string, st *kgroup.Steering) func() string {
 		}
 		return b.String()
 	}
+}
+
+// steeringCounters returns the group's counters for the JSON report, nil
+// when user space steers.
+func (in *intake) steeringCounters() map[string]uint64 {
+	if in.steered == nil {
+		return nil
+	}
+	ss := in.steered.Stats()
+	m := map[string]uint64{"table_changes": ss.TableChanges, "buckets_moved": ss.BucketsMoved, "held_frames": ss.HeldFrames,
+		"hold_timeouts": ss.HoldTimeouts, "hold_overflows": ss.HoldOverflows}
+	for _, k := range ss.Kernel {
+		m[k.Name] = k.Value
+	}
+	return m
 }
 
 // describeXDP fills the intake's note and live report from the sockets'

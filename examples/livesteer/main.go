@@ -593,7 +593,7 @@ loop:
 		r.Encapsulations = enc.Report()
 		r.Live = &capture.Live{Interface: o.iface, Fanout: o.fanout, KeepsFlows: in.keepsFlows(),
 			WorkerChanges: wc.Changes(), HashedFrames: wc.Frames(), SnapLen: o.snaplen, Promiscuous: !o.noPromisc,
-			Socket: "af_packet", XDP: in.xdp}
+			Socket: "af_packet", XDP: in.xdp, Steering: in.steeringCounters()}
 		if o.xdp {
 			r.Live.Socket = "af_xdp"
 		}

@@ -91,8 +91,13 @@ func TestXDP(t *testing.T) {
 				if m == nil || r0 == 0 || r1 == 0 || r0+r1 != received || passed+host+fallback+noSocket+otherQueue != 0 {
 					t.Errorf("XDP steering line %q; want every received frame redirected, to both sockets, and the other counts zero", m)
 				}
+				if js := r.Live.Steering; js == nil || js["redirected_0"] != r0 || js["redirected_1"] != r1 || js["host_passed"] != host {
+					t.Errorf("the JSON report's steering counters %v, want the text's", js)
+				}
 			} else if m != nil {
 				t.Errorf("-fanout none reports kernel steering: %s", m[0])
+			} else if r.Live.Steering != nil {
+				t.Errorf("-fanout none: the JSON report gives steering counters %v", r.Live.Steering)
 			}
 			for _, s := range r.Sources {
 				if _, ok := s.Kernel["rx_ring_full"]; !ok || s.Mode != attach+", copy" {

@@ -276,6 +276,10 @@ type Live struct {
 	Socket string `json:"socket"`
 	// XDP is how the AF_XDP sockets are fed; absent for AF_PACKET.
 	XDP *LiveXDP `json:"xdp,omitempty"`
+	// Steering are a kernel-steered group's counters (kgroup.Stats: its
+	// table changes, held frames and the program's own counters, such as
+	// host_passed), by name; absent when user space steers.
+	Steering map[string]uint64 `json:"steering,omitempty"`
 }
 
 // LiveXDP is an AF_XDP capture's queue and modes.

@@ -620,6 +620,7 @@ func (s *Source) SourceStats() (steer.SourceStats, error) {
 			{Name: "rx_invalid_descs", Value: st.RxInvalidDescs},
 			{Name: "rx_ring_full", Value: st.RxRingFull},
 			{Name: "rx_fill_ring_empty_descs", Value: st.RxFillRingEmptyDescs},
+			{Name: "passed_to_kernel", Value: st.PassedToKernel},
 		},
 	}, err
 }

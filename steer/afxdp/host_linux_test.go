@@ -137,7 +137,14 @@ func TestHostPass(t *testing.T) {
 					s := openIn(t, p.A, cfg)
 					r := livetest.Read(s, nil)
 					defer r.Stop(t)
-					passed = func() uint64 { st, _ := s.Stats(); return st.PassedToKernel }
+					passed = func() uint64 {
+						st, _ := s.Stats()
+						// What the report and the metrics print carries it too.
+						if ss, _ := s.SourceStats(); kernelCounter(ss, "passed_to_kernel") != st.PassedToKernel {
+							t.Errorf("SourceStats gives passed_to_kernel %d, Stats %d", kernelCounter(ss, "passed_to_kernel"), st.PassedToKernel)
+						}
+						return st.PassedToKernel
+					}
 					received = func() uint64 { st, _ := s.Stats(); return st.Received() }
 				} else {
 					g, st := openSteered(t, p.A, cfg)
