@@ -302,15 +302,17 @@ func (lw *liveWait) mayWait(w *Worker, p *producer) (stalled, ok bool) {
 // the queue, and reports whether the worker is idle and must be woken.
 // w.mu is held.
 //
-// A small batch whose frames fit in the room left in the batch at the
-// tail, which the worker has not taken yet, is copied into it, and b
-// recycled: so a new batch starts only where the last could not take the
-// frames, two batches in a row hold more than BatchSize frames, and a
-// queue's memory is bounded by its limit in frames, however small the
-// Dispatch calls (one frame each, re-dispatches). A 64-frame batch finds
-// no room and costs one comparison.
+// Once the queue holds mergeAfter batches, a small batch whose frames fit
+// in the room left in the batch at the tail, which the worker has not
+// taken yet, is copied into it, and b recycled: from there a new batch
+// starts only where the last could not take the frames, two batches in a
+// row hold more than BatchSize frames, and a queue's memory is bounded by
+// its limit in frames (mergeAfter + 2*limit/BatchSize + 1 batches),
+// however small the Dispatch calls (one frame each, re-dispatches). A
+// shorter queue takes batches as they come: copying the frames would cost
+// more than the batch it saves.
 func (w *Worker) push(b *pbatch, base uint64, n int) (wake bool) {
-	if n > 0 && w.rcount > 0 && b.ctl == nil {
+	if n > 0 && w.rcount >= mergeAfter && b.ctl == nil {
 		if t := w.ring[(w.rhead+w.rcount-1)%len(w.ring)]; t.ctl == nil && t.n+n <= BatchSize {
 			w.merge(t, b, n)
 			w.tail.Store(base + uint64(n))
@@ -383,6 +385,10 @@ func (w *Worker) pop() *pbatch {
 	w.rcount--
 	return b
 }
+
+// mergeAfter is the number of batches a queue holds before push merges
+// small batches into the one at its tail.
+const mergeAfter = 32
 
 // merge appends the n frames of b to t, a frame batch at the tail of the
 // queue, and recycles b. w.mu is held.

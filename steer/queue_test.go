@@ -55,7 +55,7 @@ func TestQueueLimitSmallBatches(t *testing.T) {
 			if qlen != limit {
 				t.Errorf("queue full at %d frames of one-frame batches, want the limit, %d", qlen, limit)
 			}
-			if bound := 2*limit/BatchSize + 1; batches > bound {
+			if bound := mergeAfter + 2*limit/BatchSize + 1; batches > bound {
 				t.Errorf("%d batches queued for %d frames, want at most %d", batches, qlen, bound)
 			}
 			close(gate)

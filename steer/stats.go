@@ -155,6 +155,7 @@ func (d *Dispatcher) Stats() Stats {
 	s.BucketMoves, s.FlowMoves = sum.bucketMoves, sum.flowMoves
 	s.TopFlows = bestFlows(top)
 	for _, w := range d.workers {
+		w.wantHandled.Store(true)
 		w.mu.Lock()
 		ln, wm := w.qlen, w.wmark
 		w.mu.Unlock()
