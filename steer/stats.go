@@ -70,8 +70,10 @@ func (d *Dispatcher) addSource(s SourceStatser) {
 }
 
 // Stats is a snapshot of a dispatcher; once it is closed, Frames ==
-// Handled() + Dropped() + Panicked(). A worker counts frames handled every 8
-// frames and at each batch's end, a DIRECT input as it lets go of its counts.
+// Handled() + Dropped() + Panicked(). A worker counts frames handled at
+// each batch's end and, when a Stats call asked, after its current frame
+// (so a slow batch's progress shows from the next call); a DIRECT input
+// as it lets go of its counts.
 type Stats struct {
 	Config         Config // with defaults filled in; key and functions not in JSON
 	KeyFingerprint string // "microsoft", or 8 hex digits of the key's SHA-256, after "random " for a made one
