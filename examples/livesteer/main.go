@@ -489,8 +489,14 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		filterNote = fmt.Sprintf(", filter %q (%d instructions, %s)", o.filter, sockCfg.filterLen, where)
 	}
-	fmt.Fprintf(errOut, "livesteer: capturing on %s (%s), fanout %s, %d workers, dispatch %s, policy %s, key %s, hash %s%s\n",
-		o.iface, in.note, o.fanout, d.Workers(), cfg.Dispatch, cfg.Policy, o.key, capture.HashSummary(cfg.Hash), filterNote)
+	steering := fmt.Sprintf("policy %s, key %s, hash %s", cfg.Policy, o.key, capture.HashSummary(cfg.Hash))
+	if o.fanout != "none" && o.fanout != "ebpf" {
+		// The kernel's fanout picks each frame's socket, so its worker: the
+		// policy, key and table the report shows steer nothing here.
+		steering = fmt.Sprintf("the kernel's fanout %s picks the worker (policy, key and buckets unused; the hash still gives flowids)", o.fanout)
+	}
+	fmt.Fprintf(errOut, "livesteer: capturing on %s (%s), fanout %s, %d workers, dispatch %s, %s%s\n",
+		o.iface, in.note, o.fanout, d.Workers(), cfg.Dispatch, steering, filterNote)
 
 	report := func(final bool) {
 		s := d.Stats()

@@ -335,6 +335,12 @@ func TestFilter(t *testing.T) {
 				!strings.Contains(errOut.String(), counts) {
 				t.Errorf("status lines:\n%s", errOut.String())
 			}
+			// With the kernel's fanout the worker is the kernel's choice,
+			// and the status line says so rather than naming a policy.
+			kernelPicks := strings.Contains(errOut.String(), "the kernel's fanout hash picks the worker")
+			if policy := strings.Contains(errOut.String(), ", policy rss, key "); kernelPicks != (tc.fanout == "hash") || policy == kernelPicks {
+				t.Errorf("-fanout %s: the status line says the kernel picks %v, names the policy %v:\n%s", tc.fanout, kernelPicks, policy, errOut.String())
+			}
 		})
 	}
 	var errOut bytes.Buffer
