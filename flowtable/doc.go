@@ -12,7 +12,7 @@
 //   - Bounded memory. [New] allocates all of a table's memory, for
 //     Config.Capacity flows; nothing grows afterwards, whatever traffic
 //     arrives. A flood of ten million new flows only recycles slots.
-//   - No allocation. Lookup, Get, Prefetch, Delete, DeleteFunc, Expire,
+//   - No allocation. Lookup, Get, Prefetch, PrefetchBucket, Delete, DeleteFunc, Expire,
 //     Len and Stats never allocate, nor does a range loop over All, so a handler
 //     that keeps its state here allocates nothing per packet in steady
 //     state.
@@ -94,7 +94,9 @@
 // arrives, and looks it up a few packets later (a delay line of pending
 // updates, applied in order, and drained at the tick and at Close),
 // overlaps those misses: a lookup in a table of a million flows then takes
-// about 0.6 of the time (BenchmarkPrefetch).
+// about 0.6 of the time (BenchmarkPrefetch). Prefetch reads the bucket that
+// names the flow's slot; [Table.PrefetchBucket] a few packets before it
+// keeps that read from waiting too (pcapsteer does both).
 //
 // MoveOut takes a moved flow's records with [Table.DeleteFunc]
 // (Move.Contains(f.ID)) and MoveIn puts them into the new worker's table

@@ -231,6 +231,15 @@ func (t *Table[K, V]) Prefetch(flowid uint32) {
 	}
 }
 
+// PrefetchBucket asks the CPU to bring the entry that names flowid's
+// chain into the caches, without waiting for it: the first step of a
+// two-step prefetch, for a handler with a delay line long enough to call
+// Prefetch, which reads that entry, some packets later and Lookup some
+// packets after that.
+func (t *Table[K, V]) PrefetchBucket(flowid uint32) {
+	prefetch(unsafe.Pointer(t.bucket(flowid)))
+}
+
 // hit is Lookup for a flow found in slot r.
 func (t *Table[K, V]) hit(r ref, ns int64) (*V, bool) {
 	m := &t.meta[r-1]

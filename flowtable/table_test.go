@@ -551,12 +551,14 @@ func TestLookupExpires(t *testing.T) {
 	}
 }
 
-// TestPrefetch: Prefetch changes nothing, on any flowid, in an empty or a
-// full table.
+// TestPrefetch: Prefetch and PrefetchBucket change nothing, on any
+// flowid, in an empty or a full table.
 func TestPrefetch(t *testing.T) {
 	tb := newRec(t, 64, time.Second, nil)
 	tb.Prefetch(0)
 	tb.Prefetch(0xffffffff)
+	tb.PrefetchBucket(0)
+	tb.PrefetchBucket(0xffffffff)
 	for i := range 100 {
 		v, _ := tb.Lookup(uint32(i), k(i), at(i))
 		v.packets = uint64(i)
@@ -567,6 +569,7 @@ func TestPrefetch(t *testing.T) {
 		order = append(order, f.ID)
 	}
 	for i := range 1000 {
+		tb.PrefetchBucket(uint32(i * 7919))
 		tb.Prefetch(uint32(i * 7919))
 	}
 	var after []uint32
@@ -579,7 +582,7 @@ func TestPrefetch(t *testing.T) {
 	if st := checkStats(t, tb); st != before || !slices.Equal(order, after) {
 		t.Errorf("Prefetch changed the table: stats %+v then %+v, order %v then %v", before, st, order, after)
 	}
-	if n := testing.AllocsPerRun(100, func() { tb.Prefetch(42) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tb.PrefetchBucket(42); tb.Prefetch(42) }); n != 0 {
 		t.Errorf("Prefetch allocates %v times", n)
 	}
 }

@@ -140,9 +140,10 @@ func mustTable[K comparable](cfg flowConfig, onEvict func(flowtable.Flow[K], *fl
 }
 
 // delay is how many frames a worker's delay line holds (a power of two):
-// each frame's flow is prefetched when it arrives and looked up delay
-// frames later, so that the cache misses of several lookups overlap.
-const delay = 8
+// each frame's flow is prefetched in two steps, its table bucket when it
+// arrives and its slot delay/2 frames later, and looked up delay frames
+// later, so that the cache misses of several lookups overlap.
+const delay = 16
 
 // pending is a frame counted but not yet added to its record.
 type pending struct {
@@ -158,9 +159,10 @@ type pending struct {
 }
 
 // count adds frame p, of flow key k, to its record: it names the flow's
-// slot to the CPU now (flowtable's Prefetch) and adds the frame delay
-// frames later, when the slot is in the cache (or at the next tick or at
-// Close, which apply every frame pending).
+// bucket to the CPU now (flowtable's PrefetchBucket), its slot delay/2
+// frames later (Prefetch, which reads the bucket), and adds the frame
+// delay frames later, when the slot is in the cache (or at the next tick
+// or at Close, which apply every frame pending).
 func (t *flowTable) count(k *steer.FlowKey, p *steer.Packet) {
 	e := &t.line[t.next&(delay-1)]
 	if t.queued == delay {
@@ -180,10 +182,17 @@ func (t *flowTable) count(k *steer.FlowKey, p *steer.Packet) {
 	e.plain = e.pk.set(k)
 	if e.plain {
 		e.id = slotID(p.FlowID, k, false)
-		t.plainTable().Prefetch(e.id)
+		t.plainTable().PrefetchBucket(e.id)
 	} else {
 		e.key, e.id = *k, slotID(p.FlowID, k, true)
-		t.fullTable().Prefetch(e.id)
+		t.fullTable().PrefetchBucket(e.id)
+	}
+	if t.queued > delay/2 { // the frame delay/2 back: its bucket is in the cache now
+		if m := &t.line[(t.next-1-delay/2)&(delay-1)]; m.plain {
+			t.plainTable().Prefetch(m.id)
+		} else {
+			t.fullTable().Prefetch(m.id)
+		}
 	}
 }
 
