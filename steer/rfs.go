@@ -24,11 +24,14 @@ import "github.com/rpsgo/rps/internal/rfstable"
 // reprogrammed or rebalanced bucket takes a flow along (the producer's
 // bucket view moves without hooks of its own, since a bucket hook would
 // also carry off the state of flows whose consumer keeps them on the old
-// worker). Per-flow state so follows every flow exactly, with two limits:
-// a flow that got no entry (all sixteen candidate entries busy) is steered
-// by the policy and its moves run no hook; and a flow whose entry was
+// worker). Per-flow state so follows every flow exactly, with three
+// limits: a flow that got no entry (all sixteen candidate entries busy) is
+// steered by the policy and its moves run no hook; a flow whose entry was
 // evicted (more active flows than RFSConfig.TableSize) starts over from the
-// policy's worker, so state it left on a desired worker stays there. With
+// policy's worker, so state it left on a desired worker stays there; and
+// the table is an input's, so a flow whose frames come through several
+// inputs has an entry in each, moved by each on its own, and its state can
+// be split between the workers they moved it to at different times. With
 // DIRECT dispatch the hooks run in the dispatching goroutine, where the
 // handlers run.
 
