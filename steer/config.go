@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/rpsgo/rps/hash"
@@ -200,13 +201,13 @@ func (c *Config) normalizeWorkers() error {
 // normalizeSteering checks the policy, the dispatch mode and the table.
 func (c *Config) normalizeSteering() error {
 	if c.Policy > PolicyCPU {
-		return fmt.Errorf("steer: unknown policy %d: %w", c.Policy, ErrConfig)
+		return fmt.Errorf("steer: unknown policy %d (want %s): %w", c.Policy, strings.Join(policyNames, ", "), ErrConfig)
 	}
 	if c.Policy == PolicyCPU && c.CPUFunc == nil {
 		return fmt.Errorf("steer: policy cpu needs a CPUFunc: %w", ErrConfig)
 	}
 	if c.Dispatch > DispatchDirect {
-		return fmt.Errorf("steer: unknown dispatch mode %d: %w", c.Dispatch, ErrConfig)
+		return fmt.Errorf("steer: unknown dispatch mode %d (want %s): %w", c.Dispatch, strings.Join(dispatchNames, ", "), ErrConfig)
 	}
 	if c.Buckets == 0 {
 		c.Buckets = max(DefaultBuckets, ceilPow2(c.Workers))
@@ -248,10 +249,10 @@ func (h *HashConfig) normalize() error {
 	}
 	h.UDP4Tuple = h.Types.Has(hash.TypeUDPIPv4 | hash.TypeUDPIPv6)
 	if h.Tunnels > TunnelsInner {
-		return fmt.Errorf("steer: unknown tunnel mode %d: %w", h.Tunnels, ErrConfig)
+		return fmt.Errorf("steer: unknown tunnel mode %d (want %s): %w", h.Tunnels, strings.Join(tunnelModeNames, ", "), ErrConfig)
 	}
 	if h.Fragments > FragmentsFollow {
-		return fmt.Errorf("steer: unknown fragment mode %d: %w", h.Fragments, ErrConfig)
+		return fmt.Errorf("steer: unknown fragment mode %d (want %s): %w", h.Fragments, strings.Join(fragmentModeNames, ", "), ErrConfig)
 	}
 	if h.VXLANPorts == nil {
 		h.VXLANPorts = []uint16{VXLANPort}
@@ -280,14 +281,14 @@ func (h *HashConfig) normalizeKey() error {
 			}
 			h.Key = k
 		case len(h.Key) != hash.SipHashKeyLen:
-			return fmt.Errorf("steer: SipHash key of %d bytes: want %d, or nil for a random key: %w: %w",
-				len(h.Key), hash.SipHashKeyLen, hash.ErrSipHashKeyLength, ErrConfig)
+			return fmt.Errorf("steer: SipHash key of %d bytes (or nil for a random key): %w: %w",
+				len(h.Key), hash.ErrSipHashKeyLength, ErrConfig)
 		default:
 			h.Key = append([]byte(nil), h.Key...)
 		}
 		return nil
 	default:
-		return fmt.Errorf("steer: unknown hash algorithm %d: %w", h.Algorithm, ErrConfig)
+		return fmt.Errorf("steer: unknown hash algorithm %d (want %v or %v): %w", h.Algorithm, hash.AlgorithmToeplitz, hash.AlgorithmSipHash, ErrConfig)
 	}
 	if h.Key == nil {
 		k, err := hash.RandomKey(hash.DefaultKeyLen)
@@ -322,7 +323,7 @@ func (q *QueueConfig) normalize() error {
 		return fmt.Errorf("steer: queue limit %d exceeds maxqlimit %d: %w", q.Limit, MaxQLimit, ErrConfig)
 	}
 	if q.Overflow > OverflowDrop {
-		return fmt.Errorf("steer: unknown overflow rule %d: %w", q.Overflow, ErrConfig)
+		return fmt.Errorf("steer: unknown overflow rule %d (want %s): %w", q.Overflow, strings.Join(overflowNames, ", "), ErrConfig)
 	}
 	switch {
 	case q.StallTimeout < 0:

@@ -66,6 +66,7 @@ type counts struct {
 	frames          map[uint32]uint64 // frames handled, by flowid
 	onConsumer, off [2]uint64         // per replay, frames of claimed flows handled on their consumer's worker, and elsewhere
 	movedIn         int               // flows whose count came from another worker
+	err             error             // SetDesired's first error
 }
 
 // MoveOut implements steer.Mover: it hands over the counts of the moved flows.
@@ -122,7 +123,9 @@ func run(name string) (*result, error) {
 			} else {
 				c.off[pl.replay]++
 			}
-			d.SetDesired(p.FlowID, w) // the consumer reads on worker w
+			if err := d.SetDesired(p.FlowID, w); err != nil && c.err == nil { // the consumer reads on worker w
+				c.err = err
+			}
 		})
 	if err != nil {
 		return nil, err
@@ -147,6 +150,9 @@ func run(name string) (*result, error) {
 	res.frames, res.exact = st.Handled(), true
 	holders, total := map[uint32]int{}, uint64(0)
 	for _, c := range states {
+		if c.err != nil {
+			return nil, c.err
+		}
 		for i := range 2 {
 			res.onConsumer[i] += c.onConsumer[i]
 			res.off[i] += c.off[i]

@@ -57,28 +57,28 @@
 //     long, the EtherType from the SLL protocol field (whatever it is: a
 //     non-IP protocol keeps its value). Frame.WireLen is the original length
 //     minus 2.
-//   - LINUX_SLL2 (276): the same from the 20-byte header (Length minus 6).
+//   - LINUX_SLL2 (276): the same from the 20-byte header (WireLen minus 6).
 //     Its interface index becomes Frame.IfIndex (see below).
 //   - RAW (101, and the values 12 and 14 some systems write for it), IPV4
-//     (228), IPV6 (229): a 14-byte header is put in front (Length plus 14),
+//     (228), IPV6 (229): a 14-byte header is put in front (WireLen plus 14),
 //     with EtherType IPv4 or IPv6 from the link type or, for RAW, the IP
 //     version nibble (zero when the record is empty or the nibble is neither
 //     4 nor 6).
 //   - NULL (0) and LOOP (108), BSD loopback: the 4-byte address family (in
 //     the capturing host's byte order for NULL, either is accepted; network
-//     order for LOOP) becomes a 14-byte header (Length plus 10): AF_INET (2)
+//     order for LOOP) becomes a 14-byte header (WireLen plus 10): AF_INET (2)
 //     gives IPv4, the AF_INET6 values of Linux (10), NetBSD and OpenBSD
 //     (24), FreeBSD (28) and Darwin (30) give IPv6, any other family
 //     EtherType zero.
 //   - PPP (9) and PPP_HDLC (50): the PPP header (the HDLC-like framing ff
 //     03 when present, then the protocol, two bytes or, compressed, one)
-//     becomes a 14-byte header (Length plus 14 minus the PPP header's
+//     becomes a 14-byte header (WireLen plus 14 minus the PPP header's
 //     length) whose EtherType the protocol gives: IPv4 (0x0021), IPv6
 //     (0x0057), MPLS unicast and multicast (0x0281, 0x0283) theirs, any
 //     other protocol (LCP, IPCP, ...) 0x880b, PPP's own EtherType, which
 //     the classifier takes as non-IP. A PPP_HDLC record that starts with a
 //     Cisco HDLC header (0f or 8f, a control byte, an EtherType) gets that
-//     EtherType (Length plus 10).
+//     EtherType (WireLen plus 10).
 //
 // Synthesized headers have zero MAC addresses unless stated otherwise. A
 // record too short to hold its link-layer header is delivered with empty
@@ -101,7 +101,7 @@
 // value given with [WithIfIndex]; the interface index in a LINUX_SLL2
 // header; for pcapng, the record's interface ID plus one (IDs count from
 // zero within a section, and zero means unknown to the dispatcher); and
-// zero for classic pcap. Hash and HashType are left unset (NONE): the
+// zero for classic pcap. FlowID and HashType are left unset (NONE): the
 // dispatcher computes the software hash. VLAN tags stay in the frame bytes.
 //
 // # Errors
