@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/rpsgo/rps/hash"
@@ -201,13 +201,13 @@ func (c *Config) normalizeWorkers() error {
 // normalizeSteering checks the policy, the dispatch mode and the table.
 func (c *Config) normalizeSteering() error {
 	if c.Policy > PolicyCPU {
-		return fmt.Errorf("steer: unknown policy %d (want %s): %w", c.Policy, strings.Join(policyNames, ", "), ErrConfig)
+		return unknownName("policy", strconv.Itoa(int(c.Policy)), policyNames)
 	}
 	if c.Policy == PolicyCPU && c.CPUFunc == nil {
 		return fmt.Errorf("steer: policy cpu needs a CPUFunc: %w", ErrConfig)
 	}
 	if c.Dispatch > DispatchDirect {
-		return fmt.Errorf("steer: unknown dispatch mode %d (want %s): %w", c.Dispatch, strings.Join(dispatchNames, ", "), ErrConfig)
+		return unknownName("dispatch mode", strconv.Itoa(int(c.Dispatch)), dispatchNames)
 	}
 	if c.Buckets == 0 {
 		c.Buckets = max(DefaultBuckets, ceilPow2(c.Workers))
@@ -249,10 +249,10 @@ func (h *HashConfig) normalize() error {
 	}
 	h.UDP4Tuple = h.Types.Has(hash.TypeUDPIPv4 | hash.TypeUDPIPv6)
 	if h.Tunnels > TunnelsInner {
-		return fmt.Errorf("steer: unknown tunnel mode %d (want %s): %w", h.Tunnels, strings.Join(tunnelModeNames, ", "), ErrConfig)
+		return unknownName("tunnel mode", strconv.Itoa(int(h.Tunnels)), tunnelModeNames)
 	}
 	if h.Fragments > FragmentsFollow {
-		return fmt.Errorf("steer: unknown fragment mode %d (want %s): %w", h.Fragments, strings.Join(fragmentModeNames, ", "), ErrConfig)
+		return unknownName("fragment mode", strconv.Itoa(int(h.Fragments)), fragmentModeNames)
 	}
 	if h.VXLANPorts == nil {
 		h.VXLANPorts = []uint16{VXLANPort}
@@ -323,7 +323,7 @@ func (q *QueueConfig) normalize() error {
 		return fmt.Errorf("steer: queue limit %d exceeds maxqlimit %d: %w", q.Limit, MaxQLimit, ErrConfig)
 	}
 	if q.Overflow > OverflowDrop {
-		return fmt.Errorf("steer: unknown overflow rule %d (want %s): %w", q.Overflow, strings.Join(overflowNames, ", "), ErrConfig)
+		return unknownName("overflow rule", strconv.Itoa(int(q.Overflow)), overflowNames)
 	}
 	switch {
 	case q.StallTimeout < 0:

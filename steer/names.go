@@ -2,6 +2,7 @@ package steer
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -64,7 +65,13 @@ func parseName(names []string, kind, s string) (uint8, error) {
 			return uint8(i), nil
 		}
 	}
-	return 0, fmt.Errorf("steer: unknown %s %q (want %s): %w", kind, s, strings.Join(names, ", "), ErrConfig)
+	return 0, unknownName(kind, strconv.Quote(s), names)
+}
+
+// unknownName is the error for a value of kind that is none of names: it
+// says which it takes, for parseName and for New's checks of numbers.
+func unknownName(kind, value string, names []string) error {
+	return fmt.Errorf("steer: unknown %s %s (want %s): %w", kind, value, strings.Join(names, ", "), ErrConfig)
 }
 
 // String returns the policy's name: "rss", "flow", "source" or "cpu".
