@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/internal/pace"
@@ -313,9 +314,10 @@ func benchLatency(b *testing.B, f family, p *netns.Pair, asGroup bool, ov steer.
 // machine (the reader's wake-up, a loaded CPU).
 const stallBound = 2*steer.DefaultStallTimeout + 100*time.Millisecond
 
-// TestLiveStall: with the defaults, one socket of each family read by
-// Dispatcher.Run, a handler stuck on worker 0 holds the reader back for
-// the stall timeout at most (Config.Queue.StallTimeout, 50 ms): the other
+// TestLiveStall: with the defaults but a fixed key (stallKey), one socket
+// of each family read by Dispatcher.Run, a handler stuck on worker 0
+// holds the reader back for the stall timeout at most
+// (Config.Queue.StallTimeout, 50 ms): the other
 // worker goes on handling its frames, none of them dropped, with no gap
 // longer than stallBound between two of them while worker 0 is stuck, and
 // the frames for the stuck worker beyond its queue end as counted stall
@@ -345,6 +347,40 @@ func TestLiveStall(t *testing.T) {
 	})
 }
 
+// stallKey is TestLiveStall's key. The paced frames' flows differ in the
+// last byte of their source address only (UDP hashes by the 2-tuple), and
+// the default table gives bucket b to worker b % 2: a frame's worker is
+// its flowid's low bit, which Toeplitz makes a fixed bit XOR each of that
+// byte's bits ANDed with one key bit (bits 55 to 62). A random key, the
+// default, has those 8 bits all zero once in 256: then every frame goes to
+// one worker, and worker 1 has none to handle while worker 0 is stuck (it
+// "waited" the whole second). Under this key the flows split evenly;
+// stallSplit checks that they reach both workers.
+var stallKey = hash.MicrosoftKey[:]
+
+// stallSplit fails the test unless the paced frames from B to A reach
+// both of d's workers: it classifies one frame for each source address
+// byte as d does, and looks its worker up in d's table.
+func stallSplit(t *testing.T, d *steer.Dispatcher, p *netns.Pair) {
+	t.Helper()
+	cls, err := steer.NewClassifier(d.Config().Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := d.Table()
+	per := make([]int, d.Workers())
+	frame := pace.Frame(pace.Spec{Size: 64, Src: p.B.Addr.Addr(), Dst: p.A.Addr.Addr()})
+	var c steer.Classification
+	for b := range 256 {
+		frame[14+15] = byte(b) // the byte pace.Randomize draws
+		cls.Classify(frame, &c)
+		per[table[c.FlowID&uint32(len(table)-1)]]++
+	}
+	if slices.Contains(per, 0) {
+		t.Fatalf("the paced frames' 256 flows reach the workers %v: the test needs frames for both", per)
+	}
+}
+
 // liveStall is one case of TestLiveStall; with bounded, the wait is
 // bounded and the kernel drops nothing.
 func liveStall(t *testing.T, f family, p *netns.Pair, copying, bounded bool) {
@@ -356,7 +392,7 @@ func liveStall(t *testing.T, f family, p *netns.Pair, copying, bounded bool) {
 		maxGap   time.Duration
 		stuckFor atomic.Bool
 	)
-	c := startCapture(t, f, p, false, copying, steer.Config{}, func(pk *steer.Packet) {
+	c := startCapture(t, f, p, false, copying, steer.Config{Hash: steer.HashConfig{Key: stallKey}}, func(pk *steer.Packet) {
 		if pk.Worker == 0 && stuck.Load() {
 			if stuckFor.CompareAndSwap(false, true) {
 				mu.Lock()
@@ -375,6 +411,7 @@ func liveStall(t *testing.T, f family, p *netns.Pair, copying, bounded bool) {
 		}
 	})
 	defer c.stop()
+	stallSplit(t, c.d, p)
 	rx0, ds0 := livetest.LinkRx(t, p.A), c.d.Stats()
 	stuck.Store(true)
 	sent := sendOffer(t, p, offer{"20 kpps for a second", 20000, 20_000, 0})
