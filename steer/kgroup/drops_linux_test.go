@@ -360,25 +360,35 @@ var stallKey = hash.MicrosoftKey[:]
 
 // stallSplit fails the test unless the paced frames from B to A reach
 // both of d's workers: it classifies one frame for each source address
-// byte as d does, and looks its worker up in d's table.
+// byte as d does.
 func stallSplit(t *testing.T, d *steer.Dispatcher, p *netns.Pair) {
+	t.Helper()
+	var frames [][]byte
+	for b := range 256 {
+		frame := pace.Frame(pace.Spec{Size: 64, Src: p.B.Addr.Addr(), Dst: p.A.Addr.Addr()})
+		frame[14+15] = byte(b) // the byte pace.Randomize draws
+		frames = append(frames, frame)
+	}
+	if per := perWorker(t, d, d.Table(), frames); slices.Contains(per, 0) {
+		t.Fatalf("the paced frames' 256 flows reach the workers %v: the test needs frames for both", per)
+	}
+}
+
+// perWorker returns how many of frames d's classifier and table give
+// each worker.
+func perWorker(t *testing.T, d *steer.Dispatcher, table []int, frames [][]byte) []int {
 	t.Helper()
 	cls, err := steer.NewClassifier(d.Config().Hash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := d.Table()
 	per := make([]int, d.Workers())
-	frame := pace.Frame(pace.Spec{Size: 64, Src: p.B.Addr.Addr(), Dst: p.A.Addr.Addr()})
 	var c steer.Classification
-	for b := range 256 {
-		frame[14+15] = byte(b) // the byte pace.Randomize draws
-		cls.Classify(frame, &c)
+	for _, f := range frames {
+		cls.Classify(f, &c)
 		per[table[c.FlowID&uint32(len(table)-1)]]++
 	}
-	if slices.Contains(per, 0) {
-		t.Fatalf("the paced frames' 256 flows reach the workers %v: the test needs frames for both", per)
-	}
+	return per
 }
 
 // liveStall is one case of TestLiveStall; with bounded, the wait is

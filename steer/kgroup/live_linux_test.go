@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/rpsgo/rps/hash"
 	"github.com/rpsgo/rps/internal/livetest"
 	"github.com/rpsgo/rps/internal/netns"
 	"github.com/rpsgo/rps/steer"
@@ -141,13 +143,26 @@ type steered struct {
 	perWorker map[int]int
 }
 
+// steeredKey is startSteered's key. SeqTraffic's flows differ in the low
+// bits of their UDP source port (10000 + flow) only: a flow's bucket is a
+// fixed bucket XOR a linear function of those bits whose coefficients are
+// key bits, so a random key puts every flow on one worker for some keys:
+// 47 of 100000 for TestSteeringLive's 48 flows over three workers, 17 for
+// the 64 that TestSteeringSetTable sends after its table changes, and 1
+// in 65536 (16 key bits zero) for TestSteeringStopIntake's trafgen ports
+// over two. Under this key the flows of both tests reach all three
+// workers whatever the pair's addresses; seqSpread checks it before they
+// are sent.
+var steeredKey = hash.MicrosoftKey[:]
+
 // startSteered opens a group of workers sockets in p.A with a DIRECT
 // dispatcher steered by it, and runs it.
 func startSteered(t *testing.T, f family, p *netns.Pair, workers int, o kgroup.Options, g groupOpts) *steered {
 	t.Helper()
 	l := &steered{t: t, f: f, p: p, flows: map[uint32]*seqFlow{}, unhashed: map[int]int{}, arps: map[int]int{},
 		perWorker: map[int]int{}, runErr: make(chan error, 1)}
-	d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.DispatchDirect, Hash: steer.HashConfig{UDP4Tuple: true}}, l.handle)
+	d, err := steer.New(steer.Config{Workers: workers, Dispatch: steer.DispatchDirect,
+		Hash: steer.HashConfig{Key: steeredKey, UDP4Tuple: true}}, l.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +277,20 @@ func (l *steered) stop() {
 	}
 }
 
+// seqSpread fails the test unless SeqTraffic's flows first to
+// first+flows-1 reach two workers or more under d's classifier and table.
+func seqSpread(t *testing.T, d *steer.Dispatcher, p *netns.Pair, table []int, first, flows int) {
+	t.Helper()
+	var frames [][]byte
+	for f := first; f < first+flows; f++ {
+		frames = append(frames, livetest.SeqFrame(p, nil, uint32(f), 1))
+	}
+	per := perWorker(t, d, table, frames)
+	if slices.Contains(per, flows) { // one worker has them all
+		t.Fatalf("flows %d..%d reach the workers %v: the test needs them on two or more", first, first+flows-1, per)
+	}
+}
+
 // checkFlows checks that every flow from first on (of flows) reached the
 // handler on one worker, in order, and, unless the table changed, that
 // the worker was the table's.
@@ -340,6 +369,7 @@ func TestSteeringLive(t *testing.T) {
 				}
 				r0 := taken(t)
 				l := startSteered(t, f, p, workers, c.o, c.g)
+				seqSpread(t, l.d, p, l.table, 0, flows)
 				livetest.SendFrom(t, p, 64, livetest.SeqTraffic(p, 0, flows, rounds, arps))
 				ss, _ := l.settle()
 				l.stop()
@@ -476,6 +506,7 @@ func TestSteeringSetTable(t *testing.T) {
 		l.table = ut
 		l.slowEvery = 0
 		l.mu.Unlock()
+		seqSpread(t, l.d, p, ut, 1000, flows)
 		livetest.SendFrom(t, p, 64, livetest.SeqTraffic(p, 1000, flows, 50, 0))
 		ss, _ := l.settle()
 		l.stop()
