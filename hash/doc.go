@@ -46,6 +46,18 @@
 // FreeBSD ships as its default rss_key and the one in Microsoft's
 // verification suite, gives reproducible output for tests and teaching.
 //
+// A Toeplitz hash is linear in its key too: a flowid bit is a fixed bit
+// XOR, for each input bit in which flows differ, that bit ANDed with a key
+// bit. With a random key, flows that differ in d independent input bits
+// get the same low bit under 1 key in 2^d, and then all land on one of two
+// workers when the buckets alternate between them (FreeBSD's default
+// indirection table): UDP clients of one /24 hashed by their addresses
+// only (UDP's default) differ in the last byte, and share a worker under
+// 1 key in 256. Hashing their ports too ([TypeUDPIPv4] and [TypeUDPIPv6]
+// in [Types]) adds the ports' varying bits and makes that far rarer; a
+// fixed key that spreads the traffic avoids it ([MicrosoftKey] splits
+// those clients 128 to 128).
+//
 // # Toeplitz or SipHash
 //
 // A Toeplitz hash is linear over GF(2): the hash of a XOR b is the XOR of
