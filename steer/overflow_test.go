@@ -219,6 +219,25 @@ func TestOverflow(t *testing.T) {
 	}
 }
 
+// bothWorkers returns how many of frames d's classifier and table give
+// each of its two workers; it closes d and fails the test if either gets
+// none.
+func bothWorkers(t *testing.T, d *Dispatcher, frames []Frame) []uint64 {
+	t.Helper()
+	table := d.Table()
+	per := make([]uint64, len(d.workers))
+	var c Classification
+	for _, f := range frames {
+		d.cls.Classify(f.Data, &c)
+		per[table[c.FlowID&uint32(len(table)-1)]]++
+	}
+	if per[0] == 0 || per[1] == 0 {
+		d.Close(context.Background())
+		t.Fatalf("the frames reach the workers %v: the test needs frames for both", per)
+	}
+	return per
+}
+
 // TestLiveStalledWorker: a live source whose ring has room is held back by
 // a full queue, but not by a worker whose handler is stuck: once that
 // queue has not moved for StallTimeout, frames for it are dropped at once
@@ -247,16 +266,7 @@ func TestLiveStalledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	frames := dtTraffic(rand.New(rand.NewPCG(31, 1)), 64, 20000)
-	want := make([]uint64, 2)
-	var c Classification
-	for _, f := range frames {
-		d.cls.Classify(f.Data, &c)
-		want[c.FlowID&1]++
-	}
-	if want[0] == 0 || want[1] == 0 {
-		d.Close(context.Background())
-		t.Fatalf("the frames reach the workers %v: the test needs frames for both", want)
-	}
+	want := bothWorkers(t, d, frames)
 	done := make(chan error, 1)
 	go func() {
 		done <- d.Run(context.Background(), &liveSlice{SliceSource: SliceSource{Frames: frames}, live: true, ringUsed: 10})
