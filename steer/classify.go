@@ -177,22 +177,41 @@ func NewClassifier(cfg HashConfig) (*Classifier, error) {
 func (c *Classifier) Classify(frame []byte, out *Classification) {
 	// Fast path: an untagged simple IPv4 packet (see simpleIPv4), which
 	// writes every field but those resetFast clears.
-	if len(frame) >= ethHeaderLen+simpleIPv4Len && binary.BigEndian.Uint16(frame[12:14]) == etherTypeIPv4 {
-		if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
-			if c.notTunnel4(ip) {
-				out.resetFast()
-				out.EtherType = etherTypeIPv4
-				c.simpleIPv4(ip, out)
-				return
-			}
-			out.reset()
+	if ip := simpleIPv4Of(frame); ip != nil {
+		if c.notTunnel4(ip) {
+			out.resetFast()
 			out.EtherType = etherTypeIPv4
-			c.simpleUDPTunnel(frame[ethHeaderLen:], out)
+			c.simpleIPv4(ip, out)
 			return
 		}
+		out.reset()
+		out.EtherType = etherTypeIPv4
+		c.simpleUDPTunnel(frame[ethHeaderLen:], out)
+		return
 	}
 	out.resetFast() // classify clears the rest unless a fast path writes it
 	c.classify(frame, out)
+}
+
+// simpleIPv4Of returns the IPv4 header and ports of an untagged frame for
+// which isSimpleIPv4 holds, or nil.
+func simpleIPv4Of(frame []byte) *[simpleIPv4Len]byte {
+	if len(frame) < ethHeaderLen+simpleIPv4Len || binary.BigEndian.Uint16(frame[12:14]) != etherTypeIPv4 {
+		return nil
+	}
+	if ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len]); isSimpleIPv4(ip) {
+		return ip
+	}
+	return nil
+}
+
+// keyIPv4 writes the fields of a simple IPv4 packet's key (see
+// isSimpleIPv4) that are not zero; k's others must be. simpleIPv4 writes
+// them the same way.
+func keyIPv4(k *FlowKey, ip *[simpleIPv4Len]byte) {
+	k.Src, k.Dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	ports := binary.BigEndian.Uint32(ip[20:24])
+	k.SrcPort, k.DstPort, k.Proto = uint16(ports>>16), uint16(ports), ip[9]
 }
 
 // simpleIPv4Len is what the fast path reads of a packet: an IPv4 header
@@ -220,13 +239,12 @@ func (c *Classifier) notTunnel4(ip *[simpleIPv4Len]byte) bool {
 // is the 12 bytes from the source address to the destination port, as they
 // are in the packet.
 func (c *Classifier) simpleIPv4(ip *[simpleIPv4Len]byte, out *Classification) {
-	proto := ip[9]
-	ht, n := c.ipv4Type(proto)
-	out.Key.Src = netip.AddrFrom4([4]byte(ip[12:16]))
-	out.Key.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
-	out.Key.SrcPort = binary.BigEndian.Uint16(ip[20:22])
-	out.Key.DstPort = binary.BigEndian.Uint16(ip[22:24])
-	out.Key.Proto = proto
+	ht, n := c.ipv4Type(ip[9])
+	// keyIPv4, written out: it does not inline, and the call would cost
+	// Classify a twelfth.
+	out.Key.Src, out.Key.Dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	ports := binary.BigEndian.Uint32(ip[20:24])
+	out.Key.SrcPort, out.Key.DstPort, out.Key.Proto = uint16(ports>>16), uint16(ports), ip[9]
 	out.HashType = ht
 	out.tupleLen = uint8(n)
 	t := (*[hash.IPv4Tuple4Len]byte)(out.tuple[:hash.IPv4Tuple4Len])
@@ -291,14 +309,8 @@ func (c *Classifier) flowOnly(frame []byte, out *Classification) {
 // hash, so every input is 12 bytes, [hash.Toeplitz.SumIPv4Tuples]'s size
 // (sumIPv4 hashes the 8 that count for SipHash).
 func (c *Classifier) ipv4Tuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
-	if len(frame) < ethHeaderLen+simpleIPv4Len || binary.BigEndian.Uint16(frame[12:14]) != etherTypeIPv4 {
-		return hash.None, false
-	}
-	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
-	if !isSimpleIPv4(ip) {
-		return hash.None, false
-	}
-	if !c.notTunnel4(ip) {
+	ip := simpleIPv4Of(frame)
+	if ip == nil || !c.notTunnel4(ip) {
 		return hash.None, false
 	}
 	ht, n := c.ipv4Type(ip[9])

@@ -43,26 +43,45 @@ const maxPacketSize = 128
 
 var _ [maxPacketSize - unsafe.Sizeof(Packet{})]struct{}
 
-// Key returns the frame's flow key. For a plain TCP or UDP over IPv4 frame
-// the key is derived on first use, in the handler, as RPS does, from the
-// bytes as dispatched; a Packet built by hand has the zero key.
-func (p *Packet) Key() FlowKey {
+// Key returns the frame's flow key. The key is derived when a handler asks
+// for it, in the handler's goroutine, as RPS does, from the frame as
+// dispatched, whatever the handler has done to Data since, and the same
+// key on every call. A Packet built by hand has the zero key.
+func (p *Packet) Key() (k FlowKey) {
 	pr := p.prod
 	if pr == nil {
-		return FlowKey{}
+		return
 	}
 	if p.keyed && pr.keyPkt == p {
 		return pr.keyVal
 	}
-	var c Classification
 	frame := unsafe.Slice(p.frame, p.frameLen)
+	if ip := simpleIPv4Of(frame); ip != nil && !p.hasVLAN && pr.d.keyCls.notTunnel4(ip) {
+		// Most traffic: written where the caller takes the result, and
+		// kept, for a later call, by writing it twice. A key kept and
+		// then copied out would be read back at once, by the copy's wide
+		// loads, from the narrow stores that wrote it, which the CPU
+		// cannot forward: that stall took twice as long as the derivation
+		// (BenchmarkPacketKey).
+		keyIPv4(&k, ip)
+		pr.keyVal = FlowKey{}
+		keyIPv4(&pr.keyVal, ip)
+		pr.keyPkt, p.keyed = p, true
+		return
+	}
+	pr.deriveKey(p, frame)
+	return pr.keyVal
+}
+
+// deriveKey derives p's key into keyVal, where Key finds it again.
+func (pr *producer) deriveKey(p *Packet, frame []byte) {
+	cls, c := pr.d.keyCls, &pr.keyCls
 	if p.hasVLAN {
-		pr.d.keyCls.ClassifyVLAN(frame, p.vlan, &c)
+		cls.ClassifyVLAN(frame, p.vlan, c)
 	} else {
-		pr.d.keyCls.Classify(frame, &c)
+		cls.Classify(frame, c)
 	}
 	pr.keyPkt, pr.keyVal, p.keyed = p, c.Key, true
-	return c.Key
 }
 
 // String summarises the packet in one line.

@@ -251,11 +251,8 @@ func (c *Classifier) udpTunnel(u []byte, port uint16, out *Classification) {
 // else it returns false, and the frame takes the general path. Both give
 // the same flowid, hash type, EtherType and reason.
 func (c *Classifier) vxlanTuple(frame []byte, t *[hash.IPv4Tuple4Len]byte) (hash.HashType, bool) {
-	if len(frame) < ethHeaderLen+simpleIPv4Len || binary.BigEndian.Uint16(frame[12:14]) != etherTypeIPv4 {
-		return hash.None, false
-	}
-	ip := (*[simpleIPv4Len]byte)(frame[ethHeaderLen : ethHeaderLen+simpleIPv4Len])
-	if !isSimpleIPv4(ip) || c.notTunnel4(ip) {
+	ip := simpleIPv4Of(frame)
+	if ip == nil || c.notTunnel4(ip) {
 		return hash.None, false
 	}
 	p := frame[ethHeaderLen:]
