@@ -20,8 +20,11 @@ import (
 //
 // Flows are told apart by flowid (FlowID & (slots-1) picks a slot, the
 // rest of the flowid tags it), so two flows sharing a slot overwrite each
-// other's record and a change between them is missed: the count is a
-// lower bound. Frames without a hash are not counted.
+// other's record and a change between them is missed. Two flows sharing
+// the whole flowid are counted as one, and when the kernel steers them by
+// a hash of its own they may go to different workers: each such frame
+// counts as a change though neither flow moved (about one pair in 2^32
+// of flows). Frames without a hash are not counted.
 type WorkerChanges struct {
 	slots   []atomic.Uint64 // tag<<32 | worker+1
 	mask    uint32
