@@ -56,7 +56,7 @@ func (p *Packet) Key() (k FlowKey) {
 		return pr.keyVal
 	}
 	frame := unsafe.Slice(p.frame, p.frameLen)
-	if ip := simpleIPv4Of(frame); ip != nil && !p.hasVLAN && pr.d.keyCls.notTunnel4(ip) {
+	if ip := simpleIPv4Of(frame); !p.hasVLAN && ip != nil && pr.d.keyCls.notTunnel4(ip) {
 		// Most traffic: written where the caller takes the result, and
 		// kept, for a later call, by writing it twice. A key kept and
 		// then copied out would be read back at once, by the copy's wide
@@ -75,11 +75,11 @@ func (p *Packet) Key() (k FlowKey) {
 
 // deriveKey derives p's key into keyVal, where Key finds it again.
 func (pr *producer) deriveKey(p *Packet, frame []byte) {
-	cls, c := pr.d.keyCls, &pr.keyCls
+	var c Classification
 	if p.hasVLAN {
-		cls.ClassifyVLAN(frame, p.vlan, c)
+		pr.d.keyCls.ClassifyVLAN(frame, p.vlan, &c)
 	} else {
-		cls.Classify(frame, c)
+		pr.d.keyCls.Classify(frame, &c)
 	}
 	pr.keyPkt, pr.keyVal, p.keyed = p, c.Key, true
 }

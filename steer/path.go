@@ -62,7 +62,6 @@ type producer struct {
 	// inline handler (a re-dispatch) gives the outer one its key back.
 	keyPkt *Packet
 	keyVal FlowKey
-	keyCls Classification // deriveKey's scratch
 
 	direct       []uint64 // frames handled inline, per worker, since the last flush
 	directPanics []uint64 // of which their handler panicked
