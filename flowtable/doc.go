@@ -17,9 +17,10 @@
 //     that keeps its state here allocates nothing per packet in steady
 //     state.
 //   - Least recently seen first out. When the table is full, a new flow
-//     evicts the flow looked up least recently, counted in
-//     Stats.Evictions and passed to Config.OnEvict as [Evicted], so that a
-//     meter can still report it.
+//     evicts the flow looked up least recently (with Config.Idle set, to
+//     within Idle/16: see "Recency"), counted in Stats.Evictions and
+//     passed to Config.OnEvict as [Evicted], so that a meter can still
+//     report it.
 //   - Idle expiry by capture time. With Config.Idle set, a flow not seen
 //     for longer than that has ended. The times are the ones the caller
 //     passes, normally the packets' capture times (steer.Packet.Timestamp);
@@ -29,7 +30,9 @@
 //     time, the least recently seen first, and restarts its own flow if
 //     that one had gone idle: a handler that only looks up expires flows
 //     as the capture's time moves, and a table whose flows go idle frees
-//     slots faster than new flows take them, evicting none.
+//     slots faster than new flows take them, evicting none (if it has room
+//     for the flows seen within Idle + Idle/16: an idle flow may end that
+//     late, see "Recency").
 //     [Table.Expire], from a worker's tick (steer.Ticker) with the latest
 //     capture time the worker handled, ends the rest when a worker's
 //     traffic stops.
@@ -105,8 +108,8 @@
 // # How it works
 //
 // A table is three arrays, all allocated by New: the slots' bookkeeping
-// (24 bytes a flow: its flowid, the time it was last seen and three slot
-// numbers); the slots' keys and values, kept apart so that walking a chain
+// (32 bytes a flow: its flowid, the times it was last seen and last
+// moved in the recency list, and three slot numbers); the slots' keys and values, kept apart so that walking a chain
 // reads only bookkeeping; and the index, as many buckets as the next power
 // of two at or above the capacity, each the first slot of a chain of the
 // flows that share it. Removed flows' slots wait on a free list, so a
@@ -115,11 +118,28 @@
 // depend on all 32 bits of the flowid: its low bits alone would not do,
 // since the dispatcher picks a flow's worker by them and one worker's
 // flows share them. A doubly linked list through the slots keeps the flows
-// in the order they were last looked up, so that eviction takes its tail
-// and Expire visits only the flows it removes, plus one. On Linux, New asks
+// in the order they were last looked up (see "Recency"), so that eviction
+// takes its tail and Expire visits only the flows it removes, plus one. On Linux, New asks
 // for huge pages for each array of 4 MiB or more (MADV_HUGEPAGE): a table
 // of a million flows is then missed in the TLB far less, for nothing more
 // than resident memory counted two megabytes at a time.
+//
+// # Recency
+//
+// Moving a flow to the newest end of the recency list writes the
+// bookkeeping of its two neighbours there, which lie anywhere in the
+// table: two cache misses more for a lookup in a table larger than the
+// caches, which no Prefetch can name in advance. So with Config.Idle set,
+// a lookup moves its flow only if the flow has not moved for Idle/16 (the
+// flow's time is updated either way), as memcached bumps an item in its
+// LRU at most once a minute. The list is then in the order of the flows'
+// last moves, which is the order of their last lookups to within Idle/16:
+// eviction takes a flow seen at most Idle/16 after the least recently seen
+// one, and an idle flow standing behind one looked up since its last move
+// ends at most Idle/16 late, never early. Without an idle timeout every
+// lookup moves its flow and the order is exact. BenchmarkLookup, a table
+// of a million flows: 0.84 of the time with the moves spared (10,000
+// flows: 0.91).
 //
 // # Bounded time
 //

@@ -10,11 +10,12 @@ import (
 )
 
 // model is the table's contract written the plain way: a map for the
-// flows and a slice for their recency, least recently seen first, each
+// flows and a slice for their recency, least recently moved first, each
 // operation a scan.
 type model struct {
 	capacity int
 	idle     int64
+	bump     int64 // a looked-up flow moves in the order at most this often
 	shift    uint
 	order    []Flow[uint8]
 	flows    map[Flow[uint8]]*mflow
@@ -24,13 +25,14 @@ type model struct {
 }
 
 type mflow struct {
-	v    int64
-	seen int64
-	ins  uint64 // when the flow took its slot (an idle restart keeps it)
+	v     int64
+	seen  int64
+	moved int64  // when the flow last moved to the end of order
+	ins   uint64 // when the flow took its slot (an idle restart keeps it)
 }
 
 func newModel(capacity int, idle int64) *model {
-	return &model{capacity: capacity, idle: idle, shift: uint(32 - bits.Len(uint(capacity-1))),
+	return &model{capacity: capacity, idle: idle, bump: idle / 16, shift: uint(32 - bits.Len(uint(capacity-1))),
 		flows: map[Flow[uint8]]*mflow{}, st: Stats{Capacity: capacity}}
 }
 
@@ -64,7 +66,10 @@ func (m *model) lookup(f Flow[uint8], now int64) (*int64, bool) {
 			m.st.Hits++
 		}
 		e.seen = now
-		m.touch(f)
+		if d := now - e.moved; d >= m.bump || d < 0 {
+			m.touch(f)
+			e.moved = now
+		}
 		return &e.v, isNew
 	}
 	var crowd []Flow[uint8]
@@ -95,7 +100,7 @@ func (m *model) lookup(f Flow[uint8], now int64) (*int64, bool) {
 		m.remove(g)
 	}
 	m.inserted++
-	e := &mflow{seen: now, ins: m.inserted}
+	e := &mflow{seen: now, moved: now, ins: m.inserted}
 	m.flows[f] = e
 	m.order = append(m.order, f)
 	m.st.Inserts++

@@ -22,6 +22,11 @@ const maxBytes = min(math.MaxInt, 1<<47)
 // the package comment, "Bounded time").
 const maxChain = 16
 
+// bumpFraction sets how often a looked-up flow moves to the newest end of
+// the recency list: at most once per Config.Idle/bumpFraction (see "Recency"
+// in the package comment).
+const bumpFraction = 16
+
 // golden is 2^32 divided by the golden ratio: multiplying a flowid by it
 // and keeping the top bits (Fibonacci hashing) gives a bucket that depends
 // on all 32 bits of the flowid.
@@ -76,7 +81,8 @@ type Stats struct {
 	// Expired).
 	Inserts uint64
 	// Evictions counts flows removed to make room for a new one: the
-	// least recently seen flow when the table was full, or the least
+	// least recently seen flow when the table was full (to within
+	// Idle/16: see "Recency" in the package comment), or the least
 	// recently seen of a crowded bucket (see Crowded).
 	Evictions uint64
 	// Crowded counts the Evictions made because the new flow's bucket
@@ -96,14 +102,16 @@ type Stats struct {
 type ref uint32
 
 // meta is a slot's bookkeeping, kept apart from keys and values so that
-// walking a bucket's chain or the recency list reads only these 24 bytes
-// a flow, and so that the garbage collector never scans them.
+// walking a bucket's chain or the recency list reads only these 32 bytes
+// a flow (two to a cache line), and so that the garbage collector never
+// scans them.
 type meta struct {
 	flowid uint32
 	next   ref   // the next slot in the bucket's chain, or in the free list
-	newer  ref   // the recency list, towards the most recently seen
-	older  ref   // and towards the least recently seen
+	newer  ref   // the recency list, towards the most recently moved
+	older  ref   // and towards the least recently moved
 	seen   int64 // when the flow was last looked up, unix nanoseconds
+	moved  int64 // when it last moved to the newest end of the recency list
 }
 
 // pair is a slot's key and value.
@@ -131,6 +139,7 @@ type Table[K comparable, V any] struct {
 	oldest  ref
 	n       int
 	idle    int64
+	bump    int64 // a flow moves in the recency list at most this often: idle/bumpFraction
 	onEvict func(Flow[K], *V, Reason)
 
 	hits, inserts, evictions, crowded, expired, deleted uint64
@@ -138,7 +147,7 @@ type Table[K comparable, V any] struct {
 
 // New returns an empty table as cfg describes, or an error wrapping
 // [ErrConfig]. It allocates all the table's memory: for each flow of
-// Config.Capacity, 24 bytes of bookkeeping plus a key and a value, and 4
+// Config.Capacity, 32 bytes of bookkeeping plus a key and a value, and 4
 // to 8 bytes of index.
 func New[K comparable, V any](cfg Config[K, V]) (*Table[K, V], error) {
 	if cfg.Capacity < 1 || cfg.Capacity > MaxCapacity {
@@ -159,6 +168,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Table[K, V], error) {
 		buckets: make([]ref, 1<<lg),
 		shift:   uint(32 - lg),
 		idle:    int64(cfg.Idle),
+		bump:    int64(cfg.Idle) / bumpFraction,
 		onEvict: cfg.OnEvict,
 	}
 	adviseHuge(t.meta)
@@ -176,7 +186,9 @@ func (t *Table[K, V]) bucket(flowid uint32) *ref {
 }
 
 // Lookup returns the value of the flow (flowid, key), seen at now, and
-// makes it the most recently seen. isNew reports a flow just started, whose
+// makes it the most recently seen (with Config.Idle set, it moves in the
+// recency order at most once per Idle/16: see "Recency" in the package
+// comment). isNew reports a flow just started, whose
 // value is V's zero value for the caller to fill in: one the table did not
 // hold, or one not seen for longer than Config.Idle before now (that one
 // ended first, through Config.OnEvict, as [Expired]). A new flow takes a
@@ -256,9 +268,12 @@ func (t *Table[K, V]) hit(r ref, ns int64) (*V, bool) {
 		t.hits++
 	}
 	m.seen = ns
-	if t.newest != r {
-		t.unlinkRecency(r)
-		t.pushNewest(r)
+	if d := ns - m.moved; d >= t.bump || d < 0 {
+		if t.newest != r {
+			t.unlinkRecency(r)
+			t.pushNewest(r)
+		}
+		m.moved = ns
 	}
 	return &p.val, isNew
 }
@@ -284,7 +299,7 @@ func (t *Table[K, V]) insert(b *ref, depth int, flowid uint32, key K, ns int64) 
 	}
 	t.inserts++
 	t.n++
-	t.meta[r-1] = meta{flowid: flowid, next: *b, seen: ns}
+	t.meta[r-1] = meta{flowid: flowid, next: *b, seen: ns, moved: ns}
 	*b = r
 	t.pushNewest(r)
 	p := &t.kv[r-1]
@@ -433,7 +448,9 @@ func (t *Table[K, V]) DeleteFunc(del func(f Flow[K], v *V) bool) int {
 // when the times given to Lookup go backwards (frames of several sources,
 // a little out of order), a flow seen at an earlier time than one looked
 // up before it may be expired late, at a later Expire or by its next
-// Lookup; never early.
+// Lookup; never early. So may a flow that stands behind one looked up
+// since its last move in the recency order, by less than Idle/16 (see
+// "Recency" in the package comment).
 //
 // Lookup expires flows too, two at a time, as the times it is given
 // advance; Expire ends all the idle ones at once. A handler calls it from

@@ -113,8 +113,8 @@ func TestNewConfig(t *testing.T) {
 // TestLayout pins the bookkeeping size the package comment and New's doc
 // give.
 func TestLayout(t *testing.T) {
-	if s := unsafe.Sizeof(meta{}); s != 24 {
-		t.Errorf("meta is %d bytes, want 24", s)
+	if s := unsafe.Sizeof(meta{}); s != 32 {
+		t.Errorf("meta is %d bytes, want 32", s)
 	}
 }
 
@@ -585,4 +585,61 @@ func TestPrefetch(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { tb.PrefetchBucket(42); tb.Prefetch(42) }); n != 0 {
 		t.Errorf("Prefetch allocates %v times", n)
 	}
+}
+
+// TestRecencyBump pins how the recency order follows lookups with an idle
+// timeout: a flow moves to the newest end at most once per Idle/16, so a
+// flow looked up again sooner keeps its place (eviction may take it before
+// a flow seen earlier), and an idle flow behind it ends late, by less than
+// Idle/16, never early. Without an idle timeout every lookup moves its
+// flow.
+func TestRecencyBump(t *testing.T) {
+	const idle = 16 * time.Second // flows move at most once a second
+	sec := func(ms int) time.Time { return at(0).Add(time.Duration(ms) * time.Millisecond) }
+
+	t.Run("eviction", func(t *testing.T) {
+		var out []evicted
+		tb := newRec(t, 2, idle, &out)
+		tb.Lookup(1, k(1), sec(0))
+		tb.Lookup(2, k(2), sec(100))
+		tb.Lookup(1, k(1), sec(500)) // moved 500 ms ago: keeps its place
+		tb.Lookup(3, k(3), sec(600))
+		if len(out) != 1 || out[0].f.ID != 1 || out[0].why != Evicted {
+			t.Fatalf("evicted %+v, want flow 1 (not moved by a lookup within Idle/16)", out)
+		}
+		tb.Lookup(2, k(2), sec(1100)) // moved 1 s ago: moves
+		tb.Lookup(4, k(4), sec(1200))
+		if len(out) != 2 || out[1].f.ID != 3 {
+			t.Fatalf("evicted %+v, want flow 3 next (flow 2 moved)", out)
+		}
+	})
+
+	t.Run("expiry", func(t *testing.T) {
+		var out []evicted
+		tb := newRec(t, 4, idle, &out)
+		tb.Lookup(1, k(1), sec(0))
+		tb.Lookup(2, k(2), sec(500))
+		tb.Lookup(1, k(1), sec(900)) // keeps its place, ahead of flow 2
+		// At 16.6 s flow 2 has been idle for 16.1 s, but flow 1 (seen at
+		// 0.9 s) is not idle and stands first: nothing ends yet.
+		if n := tb.Expire(sec(16_600)); n != 0 {
+			t.Fatalf("Expire at 16.6 s ended %d flows %+v, want 0", n, out)
+		}
+		// At 16.95 s both are: flow 1 first, then flow 2, 0.45 s late.
+		if n := tb.Expire(sec(16_950)); n != 2 || out[0].f.ID != 1 || out[1].f.ID != 2 {
+			t.Fatalf("Expire at 16.95 s: %d flows %+v, want flows 1 then 2", n, out)
+		}
+	})
+
+	t.Run("no idle timeout", func(t *testing.T) {
+		var out []evicted
+		tb := newRec(t, 2, 0, &out)
+		tb.Lookup(1, k(1), sec(0))
+		tb.Lookup(2, k(2), sec(1))
+		tb.Lookup(1, k(1), sec(2)) // moves: the order is exact
+		tb.Lookup(3, k(3), sec(3))
+		if len(out) != 1 || out[0].f.ID != 2 {
+			t.Fatalf("evicted %+v, want flow 2, the least recently seen", out)
+		}
+	})
 }

@@ -169,12 +169,12 @@
 // cache does. A flow ends when it has had no frame for -idle (default a
 // minute), when it has lasted -active (default 30 minutes; its next frame
 // starts a new record), when its worker's table is full and it is the
-// least recently seen (ended early, for lack of room), or with the
-// capture. The clock is the frames' capture times, not the wall clock: a
+// least recently seen (to within -idle/16, as package flowtable keeps
+// recency; ended early, for lack of room), or with the capture. The clock is the frames' capture times, not the wall clock: a
 // capture replayed in a second ends its flows where they ended when it was
 // recorded. The tables hold -flow-table flows in all (default 262144,
 // shared among the workers; plain flows and flows with VLAN tags or
-// encapsulations have a table each, of about 110 and 210 bytes a flow), so
+// encapsulations have a table each, of about 120 and 215 bytes a flow), so
 // memory stays bounded however many flows the capture holds: a long or
 // crowded-out flow is split in time, never lost. The summary counts the
 // records (its flows line), those ended idle, active and early, and, with
@@ -286,7 +286,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
 	fs.BoolVar(&o.verify, "verify-checksums", false, "verify each frame's IPv4 header, TCP and UDP checksums in the workers; a bad one is counted as the reason bad-checksum")
 	fs.StringVar(&o.flows, "flows", "", "write one CSV row per flow record to `file` as the records end (\"-\": standard output, and the report goes to standard error)")
-	fs.IntVar(&o.flowCfg.capacity, "flow-table", defaultFlowTable, "the flow records all the workers hold at once, in `flows`, shared among them: memory about 210 bytes a flow; past it the least recently seen flow's record ends early")
+	fs.IntVar(&o.flowCfg.capacity, "flow-table", defaultFlowTable, "the flow records all the workers hold at once, in `flows`, shared among them: memory about 215 bytes a flow; past it the least recently seen flow's record ends early")
 	fs.DurationVar(&o.flowCfg.idle, "idle", defaultIdle, "idle timeout: a flow with no frame for this `long`, in capture time, ends its record")
 	fs.DurationVar(&o.flowCfg.active, "active", defaultActive, "active timeout: a flow that lasts this `long`, in capture time, ends its record and continues in a new one; 0: never")
 	fs.IntVar(&o.trace, "trace", 0, "print every step of the steering decision for the first `n` frames")
@@ -367,7 +367,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 // The flow records' defaults: classic NetFlow's active timeout (30
 // minutes); an idle timeout of a minute, longer than NetFlow's 15 seconds
 // so that a connection paced by keepalives stays one record; and tables of
-// about 55 MB in all (some 210 bytes a flow), however many flows the
+// about 56 MB in all (some 215 bytes a flow), however many flows the
 // capture holds.
 const (
 	defaultFlowTable = 1 << 18
