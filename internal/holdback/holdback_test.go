@@ -69,6 +69,11 @@ type rig struct {
 	fa, fb int   // the flows
 }
 
+// maxFlowSearch bounds newRig's search for flow b, which takes two or three
+// flows with a random key: a degenerate key, one that hashes every flow into
+// one bucket, fails the test instead of spinning until its timeout.
+const maxFlowSearch = 1 << 20
+
 func newRig(t *testing.T, opts Options) *rig {
 	t.Helper()
 	d, err := steer.New(steer.Config{Workers: 2, Dispatch: steer.DispatchDirect}, func(*steer.Packet) {})
@@ -89,6 +94,9 @@ func newRig(t *testing.T, opts Options) *rig {
 	r.fa, r.fb = -1, -1
 	ba := -1
 	for f := 0; r.fb < 0; f++ {
+		if f == maxFlowSearch {
+			t.Fatalf("no synth flow outside flow %d's bucket %d among the first %d, with key %x", r.fa, ba, maxFlowSearch, d.Config().Hash.Key)
+		}
 		bk := r.bucket(r.frame(f, 1, 64))
 		switch {
 		case r.fa < 0:
