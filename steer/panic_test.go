@@ -258,9 +258,7 @@ func TestHookPanicsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A flow of bucket 0, which starts on worker 0.
-	flow := 0
-	for ; flowBucket(d, flow) != 0; flow++ {
-	}
+	flow := flowInBucket(t, d, 0)
 	in := d.NewInput()
 	for ticks.Load() < 4 { // ticks go on after a Tick panicked
 		time.Sleep(time.Millisecond)
@@ -303,4 +301,25 @@ func flowBucket(d *Dispatcher, f int) int {
 	var c Classification
 	d.cls.Classify(dtFrame(f, 1), &c)
 	return int(c.FlowID) & (d.Config().Buckets - 1)
+}
+
+// maxFlowSearch bounds flowInBucket's search, which takes one or two flows
+// with the tests' key (MicrosoftKey, two buckets): a degenerate key, one
+// that hashes every flow into another bucket, fails the test instead of
+// spinning until its timeout.
+const maxFlowSearch = 1 << 20
+
+// flowInBucket returns the first of dtFrame's flows in bucket. When none of
+// the first maxFlowSearch is, it closes d, so that a goroutine-leak check
+// reports nothing more, and fails t.
+func flowInBucket(t *testing.T, d *Dispatcher, bucket int) int {
+	t.Helper()
+	for f := range maxFlowSearch {
+		if flowBucket(d, f) == bucket {
+			return f
+		}
+	}
+	d.Close(context.Background())
+	t.Fatalf("no dtFrame flow in bucket %d of %d among the first %d, with key %x", bucket, d.Config().Buckets, maxFlowSearch, d.Config().Hash.Key)
+	return -1
 }
