@@ -179,11 +179,7 @@ func TestMoveHookAfterCloseTimedOut(t *testing.T) {
 		t.Fatalf("table %v, want [0 1]", tab)
 	}
 	// Flow a (bucket 1, worker 1) stalls its handler; flow b is bucket 0's.
-	a, b := 0, 0
-	for ; flowBucket(d, a) != 1; a++ {
-	}
-	for ; flowBucket(d, b) != 0; b++ {
-	}
+	a, b := flowInBucket(t, d, 1), flowInBucket(t, d, 0)
 	other = dtFrame(b, 1)
 	if err := d.NewInput().Dispatch([]Frame{{Data: append(dtFrame(a, 1), 0)}}, nil); err != nil {
 		t.Fatal(err)

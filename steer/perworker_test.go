@@ -179,9 +179,7 @@ func TestNewPerWorkerMover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			flow := 0
-			for ; flowBucket(d, flow) != 0; flow++ {
-			}
+			flow := flowInBucket(t, d, 0)
 			in := d.NewInput()
 			send := func(seq uint32) {
 				if err := in.Dispatch([]Frame{{Data: dtFrame(flow, seq)}}, nil); err != nil {
