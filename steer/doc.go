@@ -36,7 +36,10 @@
 // A flow's frames are handled by one worker at a time, in the order its
 // input received them: a flow changes worker (a reprogrammed bucket, RFS,
 // the rebalancer) only once the old worker has handled its frames already
-// queued there, Linux's last_qtail rule.
+// queued there, Linux's last_qtail rule. An input that waits for room (a
+// file's) waits for that too, since it keeps the queues full; a live input
+// keeps sending the flow to the old worker until its queue has let the
+// last frame go, as Linux does.
 //
 // Every frame handed in is handled, dropped with a reason or panicked;
 // once the dispatcher is closed, Stats.Frames == Handled() + Dropped() +

@@ -88,9 +88,21 @@ func (p *producer) flushTo(cur int) {
 // frame from this producer sits at position lastTail in worker cur's queue
 // may now go to worker to. The caller has handed cur's pending batch over
 // (flushTo) before reading lastTail.
+//
+// A producer that waits for room (an input whose source can wait) waits
+// for the old worker to pass lastTail, too, rather than send the frame
+// after the others: such an input keeps its workers' queues full, and a
+// busy flow, whose last frame is then always still queued, would never
+// move. Any other producer keeps the flow where it is for now, as Linux
+// does: a live input's queues run empty often, and a worker's own
+// producer never waits. So does an input fed from a handler of this
+// dispatcher, which would wait for its own worker.
 func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
 	old := p.d.workers[cur]
 	ok := old.passed(lastTail)
+	if !ok && lastTail != tailPending && p.held && p.wait && p.self == nil && p.live == nil && !p.d.inWorker() {
+		ok = old.awaitPassed(lastTail, p)
+	}
 	if p.tr != nil {
 		p.traceMove(cur, to, old.head.Load(), lastTail, ok)
 	}
@@ -100,6 +112,33 @@ func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
 // passed reports whether the worker's head has passed queue position
 // lastTail: the frame there, and every one before it, has been handled.
 func (w *Worker) passed(lastTail uint64) bool { return w.head.Load() >= lastTail }
+
+// awaitPassed waits until the worker's head has passed lastTail, for a move
+// of producer p (mayLeave), and reports whether it has: not when Close gave
+// up waiting first. p's locks are let go meanwhile, as for a wait for room
+// (enqueue); the worker wakes its waiters after every batch while a move
+// waits (next).
+func (w *Worker) awaitPassed(lastTail uint64, p *producer) bool {
+	w.mu.Lock()
+	for !w.passed(lastTail) && !w.d.abort.Load() {
+		w.waiters++
+		w.moveWaits++
+		p.lockers.Unlock()
+		w.space.Wait()
+		// Lock order is producer then worker.
+		w.mu.Unlock()
+		p.lockers.Lock()
+		w.mu.Lock()
+		w.moveWaits--
+		w.waiters--
+		if w.waiters == 0 {
+			w.wakeAt = 0
+		}
+	}
+	ok := w.passed(lastTail)
+	w.mu.Unlock()
+	return ok
+}
 
 // moveHooks queues MoveOut on the old worker and MoveIn on the new one.
 func (p *producer) moveHooks(m Move) {

@@ -752,3 +752,73 @@ func TestRFSFollowsChangedDesired(t *testing.T) {
 		return moved(f)
 	})
 }
+
+// TestMoveUnderBacklog: an input that waits for room keeps its workers'
+// queues full, so a busy flow's last frame is always still queued on its
+// old worker; the input then waits for the old worker to handle it, and the
+// flow moves (to the worker its consumer names with RFS, or to the one a
+// reprogrammed table names) instead of staying where it was for good. The
+// flow's frames stay in order throughout.
+func TestMoveUnderBacklog(t *testing.T) {
+	for _, how := range []string{"rfs", "table"} {
+		t.Run(how, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			const limit, total = 256, 2048
+			var byWorker [2]atomic.Int64
+			var last atomic.Uint32
+			var bad atomic.Int64
+			d, err := New(Config{Workers: 2, Buckets: 2, Hash: HashConfig{Key: hash.MicrosoftKey[:]},
+				Queue: QueueConfig{Limit: limit}, RFS: RFSConfig{Enabled: how == "rfs"}}, func(p *Packet) {
+				if s := dtSeq(p); s != last.Load()+1 {
+					bad.Add(1)
+				} else {
+					last.Store(s)
+				}
+				byWorker[p.Worker].Add(1)
+				// A slow handler: the input fills the queue much faster
+				// than the worker empties it.
+				for end := time.Now().Add(10 * time.Microsecond); time.Now().Before(end); {
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			flow := flowInBucket(t, d, 0) // on worker 0 under the default table
+			var c Classification
+			d.cls.Classify(dtFrame(flow, 1), &c)
+			in := d.NewInput()
+			for seq := 1; seq <= total; seq += BatchSize {
+				if seq == 4*BatchSize+1 { // the queue is full by now
+					switch how {
+					case "rfs":
+						err = d.SetDesired(c.FlowID, 1)
+					case "table":
+						err = d.SetTable([]int{1, 1})
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				batch := make([]Frame, BatchSize)
+				for i := range batch {
+					batch[i] = Frame{Data: dtFrame(flow, uint32(seq+i))}
+				}
+				if err := in.Dispatch(batch, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			checkAccounting(t, d, total)
+			if bad.Load() != 0 {
+				t.Errorf("%d frames out of order", bad.Load())
+			}
+			// The move waits for at most the queue and the batch pending
+			// when it was asked for.
+			if w1 := byWorker[1].Load(); w1 < total-4*BatchSize-limit-BatchSize {
+				t.Errorf("worker 1 handled %d of the flow's %d frames (worker 0 %d): the flow did not move under the backlog", w1, total, byWorker[0].Load())
+			}
+		})
+	}
+}

@@ -20,7 +20,7 @@ type Worker struct {
 	// The queue, a FIFO of batches, guarded by mu.
 	mu      sync.Mutex
 	space   sync.Cond // signalled when frames leave the queue (blocking mode)
-	waiters int       // producers waiting for space
+	waiters int       // producers waiting for space, or for a move (moveWaits)
 	wakeAt  int       // wake them once qlen is down to this (half their limit)
 	ring    []*pbatch
 	rhead   int
@@ -30,6 +30,10 @@ type Worker struct {
 	idle    bool
 	closing bool
 	notify  chan struct{}
+	// moveWaits counts the producers among waiters that wait for head to
+	// pass a flow's last frame (awaitPassed): they are woken after every
+	// batch.
+	moveWaits int
 
 	// Queue positions for the last_qtail rule: tail counts frames enqueued,
 	// head frames handled. A flow may leave this worker once head has passed
@@ -114,14 +118,15 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 }
 
 // next returns the next batch to serve, once done frames of the last one
-// have left the queue (waking a producer waiting for room). With nothing
-// queued it reads a source RunOnWorkers offered, or waits (park); it
-// returns false once Close has told it to exit and the queue is empty.
+// have left the queue (waking a producer waiting for room, or for a move).
+// With nothing queued it reads a source RunOnWorkers offered, or waits
+// (park); it returns false once Close has told it to exit and the queue is
+// empty.
 func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 	for {
 		w.mu.Lock()
 		w.qlen -= done
-		if done > 0 && w.waiters > 0 && w.qlen <= w.wakeAt {
+		if done > 0 && w.waiters > 0 && (w.qlen <= w.wakeAt || w.moveWaits > 0) {
 			w.space.Broadcast()
 		}
 		done = 0
