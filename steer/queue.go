@@ -177,7 +177,7 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 		}
 		waited = true
 		w.waiters++
-		w.wakeAt = max(w.wakeAt, limit/2)
+		w.wakeAt = max(w.wakeAt, limit/4)
 		if unlock != nil {
 			unlock.Unlock()
 		}

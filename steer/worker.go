@@ -21,7 +21,7 @@ type Worker struct {
 	mu      sync.Mutex
 	space   sync.Cond // signalled when frames leave the queue (blocking mode)
 	waiters int       // producers waiting for space, or for a move (moveWaits)
-	wakeAt  int       // wake them once qlen is down to this (half their limit)
+	wakeAt  int       // wake them once qlen is down to this (a quarter of their limit: see next)
 	ring    []*pbatch
 	rhead   int
 	rcount  int
@@ -122,12 +122,28 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 // With nothing queued it reads a source RunOnWorkers offered, or waits
 // (park); it returns false once Close has told it to exit and the queue is
 // empty.
+//
+// An unpinned worker that wakes a producer, when there are as many workers
+// as goroutines the Go scheduler runs at once (GOMAXPROCS), then yields
+// its CPU to it. Woken, the producer waits in the worker's own run slot,
+// and with every CPU busy nothing takes it from there: it would run only
+// once the worker had emptied its queue and parked, and the CPU would idle
+// between the worker's last frame and the producer's next. A pinned worker
+// does not yield: the producer then has a CPU of its own. Producers are
+// woken once the queue is down to a quarter of their limit, not half: each
+// wake-up so brings three quarters of a queue, and costs the worker a
+// yield less often.
 func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 	for {
 		w.mu.Lock()
 		w.qlen -= done
 		if done > 0 && w.waiters > 0 && (w.qlen <= w.wakeAt || w.moveWaits > 0) {
 			w.space.Broadcast()
+			if w.cpu < 0 && len(w.d.workers) >= runtime.GOMAXPROCS(0) {
+				w.mu.Unlock()
+				runtime.Gosched()
+				w.mu.Lock()
+			}
 		}
 		done = 0
 		if w.rcount > 0 {
