@@ -281,7 +281,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var hf capture.HashFlags
 	hf.Register(fs)
 	fs.IntVar(&o.buckets, "buckets", steer.DefaultBuckets, "indirection table size, a power of two (RSS policy: bucket = flowid & (`n`-1))")
-	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: the library's default", steer.MaxQLimit))
+	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: %d while the reading waits for room (twice the library's default: see replayQLimit), the library's default with -overflow drop", steer.MaxQLimit, replayQLimit))
 	fs.TextVar(&o.overflow, "overflow", steer.OverflowAuto, "what a full queue does to the reader: auto (wait: a file can wait), wait, or drop at the tail as a live source would")
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
 	fs.BoolVar(&o.verify, "verify-checksums", false, "verify each frame's IPv4 header, TCP and UDP checksums in the workers; a bad one is counted as the reason bad-checksum")
@@ -377,6 +377,25 @@ const (
 	// what flowtable.New accepts.
 	maxFlowTable = 1 << 28
 )
+
+// replayQLimit is the queue limit a replay that waits for room gets by
+// default: twice steer.DefaultWaitQLimit. The reader then fills three
+// quarters of a queue each time a worker wakes it, rather than three
+// eighths, and the CPU passes between the reader and the workers half as
+// often: a replay of 4M small frames with 2 workers on 2 CPUs took 0.93
+// of the time (docs/performance.md). The library keeps the shorter queue,
+// which costs its no-op dispatch to 4 workers on 2 CPUs less.
+const replayQLimit = 2 * steer.DefaultWaitQLimit
+
+// queueLimit is Config.Queue.Limit: -qlimit, or by default replayQLimit
+// unless the reading drops at the tail (-overflow drop), which keeps the
+// library's latency bound.
+func queueLimit(o *options) int {
+	if o.qlimit == 0 && o.overflow != steer.OverflowDrop {
+		return replayQLimit
+	}
+	return o.qlimit
+}
 
 // workerCount returns how many workers the dispatcher will start, as steer
 // counts them: -workers, else one per -cpus entry, else
@@ -570,7 +589,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		Dispatch: o.dispatch,
 		Buckets:  o.buckets,
 		Hash:     o.hash,
-		Queue:    steer.QueueConfig{Limit: o.qlimit, Overflow: o.overflow},
+		Queue:    steer.QueueConfig{Limit: queueLimit(o), Overflow: o.overflow},
 		RFS:      steer.RFSConfig{Enabled: o.rfs},
 
 		VerifyChecksums: o.verify,

@@ -1590,3 +1590,34 @@ func TestCPUProfile(t *testing.T) {
 		t.Errorf("an unwritable profile: %v, output %q", err, out)
 	}
 }
+
+// TestQueueLimitDefault: a replay that waits for room gets replayQLimit
+// frames a queue by default, one that drops the library's default, and
+// -qlimit overrides both.
+func TestQueueLimitDefault(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, replayQLimit},
+		{[]string{"-overflow", "wait"}, replayQLimit},
+		{[]string{"-overflow", "drop"}, 0},
+		{[]string{"-qlimit", "100"}, 100},
+		{[]string{"-qlimit", "100", "-overflow", "drop"}, 100},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := queueLimit(o); got != c.want {
+			t.Errorf("%q: queue limit %d, want %d", c.args, got, c.want)
+		}
+	}
+	stdout, _, err := runCmd(t, "-c", "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d/%d", replayQLimit, replayQLimit); !strings.Contains(stdout, want) {
+		t.Errorf("the report does not give the queue limits %s:\n%s", want, stdout)
+	}
+}
