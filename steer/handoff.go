@@ -134,7 +134,9 @@ func (p *producer) inline(f *Frame, c *Classification, ref *batchRef, w int, dep
 	}
 	p.fillInline(pkt, f, c, ref, ww.index, depth)
 	took := p.lockState(ww)
+	p.inHandler++
 	ok := ww.call(pkt)
+	p.inHandler--
 	p.unlockState(ww, took)
 	switch {
 	case mode == DispatchDirect:

@@ -77,6 +77,7 @@ type producer struct {
 	selfWait     bool        // it waited in a worker's goroutine until Close gave up (enqueue)
 	readerWaits  bool        // a worker's, reading Run's source under HYBRID: it waits for room in other workers' queues
 	stateHeld    *Worker     // the shared state this goroutine holds the lock of (lockState)
+	inHandler    int         // handlers this producer's goroutine is running inline (inline), nested
 	limit        int         // the queue limit this producer fills to
 	source       int         // the source id its packets carry: id, or a re-dispatched packet's
 	stock        batchStock  // the batches this producer fills

@@ -87,26 +87,40 @@ func (p *producer) flushTo(cur int) {
 // mayLeave is the rule for one move: whether a bucket or flow whose last
 // frame from this producer sits at position lastTail in worker cur's queue
 // may now go to worker to. The caller has handed cur's pending batch over
-// (flushTo) before reading lastTail.
-//
-// A producer that waits for room (an input whose source can wait) waits
-// for the old worker to pass lastTail, too, rather than send the frame
-// after the others: such an input keeps its workers' queues full, and a
-// busy flow, whose last frame is then always still queued, would never
-// move. Any other producer keeps the flow where it is for now, as Linux
-// does: a live input's queues run empty often, and a worker's own
-// producer never waits. So does an input fed from a handler of this
-// dispatcher, which would wait for its own worker.
+// (flushTo) before reading lastTail. A producer that waits for room in
+// cur's queue waits for the move too (waitsForMove).
 func (p *producer) mayLeave(cur int, lastTail uint64, to int) bool {
 	old := p.d.workers[cur]
 	ok := old.passed(lastTail)
-	if !ok && lastTail != tailPending && p.held && p.wait && p.self == nil && p.live == nil && !p.d.inWorker() {
+	if !ok && lastTail != tailPending && p.waitsForMove(cur) {
 		ok = old.awaitPassed(lastTail, p)
 	}
 	if p.tr != nil {
 		p.traceMove(cur, to, old.head.Load(), lastTail, ok)
 	}
 	return ok
+}
+
+// waitsForMove reports whether the producer, held back from a move by its
+// last frame still queued on worker cur, waits for cur to handle it
+// rather than send the frame after the others. A producer that waits for
+// room does (an input whose source can wait, or the worker that reads
+// Run's source under HYBRID, for the other workers): it keeps their queues
+// full, and a busy flow, whose last frame is then always still queued,
+// would never move. Any other keeps the flow where it is for now, as Linux
+// does: a live input's queues run empty often, and a worker's own producer
+// never waits. So does a producer inside a handler it runs inline (DIRECT,
+// HYBRID), whose worker, or whose state's lock, the move may need, and an
+// input fed from a handler of this dispatcher, which would wait for its
+// own worker.
+func (p *producer) waitsForMove(cur int) bool {
+	switch {
+	case !p.held || p.inHandler > 0 || p.live != nil:
+		return false
+	case p.self != nil:
+		return p.readerWaits && cur != p.self.index
+	}
+	return p.wait && !p.d.inWorker()
 }
 
 // passed reports whether the worker's head has passed queue position
@@ -117,7 +131,7 @@ func (w *Worker) passed(lastTail uint64) bool { return w.head.Load() >= lastTail
 // of producer p (mayLeave), and reports whether it has: not when Close gave
 // up waiting first. p's locks are let go meanwhile, as for a wait for room
 // (enqueue); the worker wakes its waiters after every batch while a move
-// waits (next).
+// waits (next, drainQueue).
 func (w *Worker) awaitPassed(lastTail uint64, p *producer) bool {
 	w.mu.Lock()
 	for !w.passed(lastTail) && !w.d.abort.Load() {

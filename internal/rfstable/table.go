@@ -151,7 +151,10 @@ func (t *Table) Capacity() int { return len(t.sets) * Ways }
 // Lock takes the table's lock for a batch of Lookup/Find calls.
 func (t *Table) Lock() { t.mu.Lock() }
 
-// Unlock releases the lock; entry pointers obtained under it become invalid.
+// Unlock releases the lock. Entry pointers obtained under it become invalid
+// once another call changes the table (Lookup, Expire); the table's owner,
+// the one goroutine that makes such calls, may keep them across an Unlock
+// and a Lock between which it made none, while others only read.
 func (t *Table) Unlock() { t.mu.Unlock() }
 
 // altMul scatters a flowid's upper bits into its alternate set index.
