@@ -177,7 +177,7 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 		}
 		waited = true
 		w.waiters++
-		w.wakeAt = max(w.wakeAt, limit/4)
+		w.wakeAt = max(w.wakeAt, wakeLevel(limit))
 		if unlock != nil {
 			unlock.Unlock()
 		}
@@ -237,6 +237,18 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 	}
 	return base, n
 }
+
+// wakeLevel is the queue length at which a worker wakes the producers
+// waiting for room in a queue of limit frames: once it has room for three
+// quarters of the limit, or for wakeRoom frames if that is less. Each
+// wake-up so brings a long run of frames (a worker that wakes a producer
+// may yield it its CPU: see Worker.next), and in a deep queue the producer
+// is not kept waiting for one worker while the others run dry.
+func wakeLevel(limit int) int { return limit - min(3*limit/4, wakeRoom) }
+
+// wakeRoom is the most room a queue makes before it wakes the producers
+// waiting for it: six batches.
+const wakeRoom = 6 * BatchSize
 
 // enqueueCut finishes enqueue for a batch of which only the first n frames
 // fit: the others are cut off before the worker can see b, and their

@@ -159,3 +159,21 @@ func TestConfigIsACopy(t *testing.T) {
 		t.Errorf("the dispatcher's key changed through a returned Config: %x", got)
 	}
 }
+
+// TestWakeLevel pins when a worker wakes the producers waiting for room:
+// at a quarter of the library's default limits, with room for six batches
+// in deeper queues.
+func TestWakeLevel(t *testing.T) {
+	for _, c := range []struct{ limit, want int }{
+		{DefaultQLimit, DefaultQLimit / 4},
+		{DefaultWaitQLimit, DefaultWaitQLimit / 4},
+		{1024, 1024 - 6*BatchSize},
+		{MaxQLimit, MaxQLimit - 6*BatchSize},
+		{4, 1},
+		{1, 1},
+	} {
+		if got := wakeLevel(c.limit); got != c.want {
+			t.Errorf("wakeLevel(%d) = %d, want %d", c.limit, got, c.want)
+		}
+	}
+}

@@ -21,7 +21,7 @@ type Worker struct {
 	mu      sync.Mutex
 	space   sync.Cond // signalled when frames leave the queue (blocking mode)
 	waiters int       // producers waiting for space, or for a move (moveWaits)
-	wakeAt  int       // wake them once qlen is down to this (a quarter of their limit: see next)
+	wakeAt  int       // wake them once qlen is down to this (wakeLevel)
 	ring    []*pbatch
 	rhead   int
 	rcount  int
@@ -130,9 +130,8 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 // once the worker had emptied its queue and parked, and the CPU would idle
 // between the worker's last frame and the producer's next. A pinned worker
 // does not yield: the producer then has a CPU of its own. Producers are
-// woken once the queue is down to a quarter of their limit, not half: each
-// wake-up so brings three quarters of a queue, and costs the worker a
-// yield less often.
+// woken once the queue has room for a long run of frames (wakeLevel), so
+// that the worker yields seldom.
 func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 	for {
 		w.mu.Lock()

@@ -281,7 +281,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var hf capture.HashFlags
 	hf.Register(fs)
 	fs.IntVar(&o.buckets, "buckets", steer.DefaultBuckets, "indirection table size, a power of two (RSS policy: bucket = flowid & (`n`-1))")
-	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: %d while the reading waits for room (twice the library's default: see replayQLimit), the library's default with -overflow drop", steer.MaxQLimit, replayQLimit))
+	fs.IntVar(&o.qlimit, "qlimit", 0, fmt.Sprintf("each worker's queue limit in `frames`, at most %d; 0: %d while the reading waits for room (twice the library's default for a file: a replay runs faster), the library's default with -overflow drop", steer.MaxQLimit, replayQLimit))
 	fs.TextVar(&o.overflow, "overflow", steer.OverflowAuto, "what a full queue does to the reader: auto (wait: a file can wait), wait, or drop at the tail as a live source would")
 	fs.BoolVar(&o.rfs, "rfs", false, "keep the RFS flow table (no consumer moves flows here; the report then lists the top flows)")
 	fs.BoolVar(&o.verify, "verify-checksums", false, "verify each frame's IPv4 header, TCP and UDP checksums in the workers; a bad one is counted as the reason bad-checksum")
@@ -379,12 +379,15 @@ const (
 )
 
 // replayQLimit is the queue limit a replay that waits for room gets by
-// default: twice steer.DefaultWaitQLimit. The reader then fills three
-// quarters of a queue each time a worker wakes it, rather than three
-// eighths, and the CPU passes between the reader and the workers half as
-// often: a replay of 4M small frames with 2 workers on 2 CPUs took 0.93
-// of the time (docs/performance.md). The library keeps the shorter queue,
-// which costs its no-op dispatch to 4 workers on 2 CPUs less.
+// default: twice steer.DefaultWaitQLimit. A worker wakes the waiting
+// reader once its queue has room for a run of frames (384), and a deeper
+// queue still holds more then (640 frames, not 128): the reader refills
+// it, and the other workers' queues, before any runs dry. A replay of 4M
+// small frames with 2 workers on 2 CPUs took 0.93 of the time, and 0.96
+// of that again once steer woke the reader at that level rather than at a
+// quarter of the queue (docs/performance.md). The library keeps the
+// shorter queue, which costs its no-op dispatch to 4 workers on 2 CPUs
+// less.
 const replayQLimit = 2 * steer.DefaultWaitQLimit
 
 // queueLimit is Config.Queue.Limit: -qlimit, or by default replayQLimit
