@@ -46,6 +46,7 @@ type producer struct {
 	hints       [chunkLen]rfstable.Hint  // RFS: the slots found while prefetching
 	hint        rfstable.Hint            // the slot rfs may find its flow in, 0 if none
 	rfsMiss     bool                     // a flow went without an entry since the last flush
+	missSeq     []uint64                 // per worker: the hand-over of the last frame steered there without an entry (missTail)
 	desiredGen  uint64                   // the desired table's Gen that prefetchFlows last saw
 	sinceChange int                      // frames steered since desiredGen changed
 
@@ -257,6 +258,7 @@ func (p *producer) makeTables() {
 // initFlows gives the producer its RFS flow table.
 func (p *producer) initFlows() {
 	wk := p.d.workers
+	p.missSeq = make([]uint64, len(wk))
 	// A flow with frames still queued must keep its entry: losing its
 	// LastTail would let a move skip ahead of them.
 	// New cannot fail: RFSConfig.normalize checked the size against the

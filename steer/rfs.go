@@ -61,14 +61,15 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *rfstab
 	if inserted {
 		// The flow has no frame queued under an entry (an entry is never
 		// evicted while it has), but it may have frames queued through the
-		// policy path: take the policy's worker and, conservatively, that
-		// worker's whole queue as the flow's last position.
+		// policy path, steered while the table had no entry to give it:
+		// take the policy's worker and, as the flow's last position, that
+		// of the last frame steered there without an entry (missTail).
 		if p.rfsMiss {
 			p.flushAll()
 		}
 		cur := p.policyWorker(c, f, bucket)
 		e.Current = int32(cur)
-		e.LastTail = d.workers[cur].tail.Load()
+		e.LastTail = p.missTail(cur)
 	}
 	// The desired worker: the entry's copy while no desired worker has
 	// changed since it was read (Desired.Gen), else the flow's slot.
@@ -107,6 +108,17 @@ func (p *producer) rfs(c *Classification, bucket uint32, f *Frame) (int, *rfstab
 	p.flowMoves++
 	p.moveHooks(Move{Bucket: -1, Mask: d.table.mask, FlowID: flowid, From: cur, To: want})
 	return want, e
+}
+
+// missTail is a position in worker w's queue at or after that of every
+// frame this producer steered to w without an RFS entry (selectWorker),
+// 0 if there was none. Pending batches must have been handed over.
+func (p *producer) missTail(w int) uint64 {
+	seq := min(p.missSeq[w], p.handOvers[w]) // a later hand-over only makes it later
+	if seq == 0 {
+		return 0
+	}
+	return p.tailAt[w][seq%tailRing]
 }
 
 // prefetchFlows starts the loads RFS will need for a classified chunk.

@@ -944,3 +944,55 @@ func TestNoMoveWaitInInlineHandler(t *testing.T) {
 	}
 	t.Skip("worker 1 handled X before handler B ran, in every attempt: the case did not arise")
 }
+
+// TestRFSNewFlowGoesToDesired: a flow's first frame goes straight to the
+// worker its consumer named, even while its policy worker is busy: the
+// flow has nothing queued anywhere (no frame went without an RFS entry),
+// so nothing holds the move back. It used to be sent after the policy
+// worker's whole queue, or, from an input that waits, to wait for it.
+func TestRFSNewFlowGoesToDesired(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	gate := make(chan struct{})
+	handled := make(chan int, 1)
+	d, err := New(Config{Workers: 2, Buckets: 2, Hash: HashConfig{Key: hash.MicrosoftKey[:]}, RFS: RFSConfig{Enabled: true}},
+		func(p *Packet) {
+			if dtSeq(p) == 1 { // the gate flow's frame: worker 0 is busy until the gate opens
+				<-gate
+				return
+			}
+			handled <- p.Worker
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateFlow := flowInBucket(t, d, 0)
+	flow := gateFlow + 1
+	for ; flowBucket(d, flow) != 0; flow++ {
+	}
+	var c Classification
+	d.cls.Classify(dtFrame(flow, 2), &c)
+	if err := d.SetDesired(c.FlowID, 1); err != nil {
+		t.Fatal(err)
+	}
+	in := d.NewInput()
+	if err := in.Dispatch([]Frame{{Data: dtFrame(gateFlow, 1)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Dispatch([]Frame{{Data: dtFrame(flow, 2)}}, nil) }()
+	select {
+	case w := <-handled:
+		if w != 1 {
+			t.Errorf("the new flow's first frame was handled by worker %d, want its desired worker 1", w)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("the new flow's first frame was not handled in 2 s: it went after its policy worker's busy queue instead of to its desired worker")
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+}

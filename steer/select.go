@@ -18,6 +18,11 @@ func (p *producer) selectWorker(f *Frame, c *Classification) (int, *rfstable.Ent
 		if w, ent := p.rfs(c, bucket, f); ent != nil {
 			return w, ent
 		}
+		// No entry: the policy decides, and the frame's hand-over is
+		// remembered, for the flow's entry when it gets one (missTail).
+		w := p.policyWorker(c, f, bucket)
+		p.missSeq[w] = p.handOvers[w] + 1
+		return w, nil
 	}
 	return p.policyWorker(c, f, bucket), nil
 }
