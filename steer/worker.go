@@ -123,15 +123,16 @@ func (w *Worker) run(wg *sync.WaitGroup) {
 // (park); it returns false once Close has told it to exit and the queue is
 // empty.
 //
-// An unpinned worker that wakes a producer, when there are as many workers
-// as goroutines the Go scheduler runs at once (GOMAXPROCS), then yields
-// its CPU to it. Woken, the producer waits in the worker's own run slot,
-// and with every CPU busy nothing takes it from there: it would run only
-// once the worker had emptied its queue and parked, and the CPU would idle
-// between the worker's last frame and the producer's next. A pinned worker
-// does not yield: the producer then has a CPU of its own. Producers are
-// woken once the queue has room for a long run of frames (wakeLevel), so
-// that the worker yields seldom.
+// An unpinned worker that wakes a producer, when there are at least as
+// many workers as goroutines the Go scheduler runs at once (GOMAXPROCS),
+// then yields its CPU to it. Woken, the producer waits in the worker's own
+// run slot, and with every CPU busy nothing takes it from there: it would
+// run only once the worker had emptied its queue and parked, and the CPU
+// would idle between the worker's last frame and the producer's next. A
+// pinned worker does not yield: its goroutine is locked to its thread,
+// which a yield would hand over and take back. Producers are woken once
+// the queue has room for a long run of frames (wakeLevel), so that the
+// worker yields seldom.
 func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 	for {
 		w.mu.Lock()
