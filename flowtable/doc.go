@@ -107,22 +107,23 @@
 //
 // # How it works
 //
-// A table is three arrays, all allocated by New: the slots' bookkeeping
-// (32 bytes a flow: its flowid, the times it was last seen and last
-// moved in the recency list, and three slot numbers); the slots' keys and values, kept apart so that walking a chain
-// reads only bookkeeping; and the index, as many buckets as the next power
-// of two at or above the capacity, each the first slot of a chain of the
-// flows that share it. Removed flows' slots wait on a free list, so a
-// table that is not full never evicts. A flow's bucket is
-// taken from the top bits of flowid*0x9E3779B1 (Fibonacci hashing), which
-// depend on all 32 bits of the flowid: its low bits alone would not do,
-// since the dispatcher picks a flow's worker by them and one worker's
-// flows share them. A doubly linked list through the slots keeps the flows
-// in the order they were last looked up (see "Recency"), so that eviction
-// takes its tail and Expire visits only the flows it removes, plus one. On Linux, New asks
-// for huge pages for each array of 4 MiB or more (MADV_HUGEPAGE): a table
-// of a million flows is then missed in the TLB far less, for nothing more
-// than resident memory counted two megabytes at a time.
+// A table is three arrays, all allocated by New: the slots' bookkeeping (32
+// bytes a flow: its flowid, the times it was last seen and last moved in
+// the recency list, and three slot numbers); the slots' keys and values,
+// kept apart so that walking a chain reads only bookkeeping; and the index,
+// as many buckets as the next power of two at or above the capacity, each
+// the first slot of a chain of the flows that share it. Removed flows'
+// slots wait on a free list, so a table that is not full never evicts. A
+// flow's bucket is taken from the top bits of flowid*0x9E3779B1 (Fibonacci
+// hashing), which depend on all 32 bits of the flowid: its low bits alone
+// would not do, since the dispatcher picks a flow's worker by them and one
+// worker's flows share them. A doubly linked list through the slots keeps
+// the flows in the order they were last looked up (see "Recency"), so that
+// eviction takes its tail and Expire visits only the flows it removes, plus
+// one. On Linux, New asks for huge pages for each array of 4 MiB or more
+// (MADV_HUGEPAGE): a table of a million flows is then missed in the TLB far
+// less, for nothing more than resident memory counted two megabytes at a
+// time.
 //
 // # Recency
 //
