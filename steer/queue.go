@@ -156,10 +156,6 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 	n = b.n
 	w.mu.Lock()
 	wait := waiter != nil
-	var unlock sync.Locker
-	if wait {
-		unlock = waiter.lockers
-	}
 	waited := false
 	drops := &w.qdrops // what a frame that finds no room counts as
 	var lw liveWait
@@ -176,23 +172,8 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 			waiter.livePoll.Reset(livePollEvery)
 		}
 		waited = true
-		w.waiters++
 		w.wakeAt = max(w.wakeAt, wakeLevel(limit))
-		if unlock != nil {
-			unlock.Unlock()
-		}
-		w.space.Wait()
-		if unlock != nil {
-			// Lock order is producer then worker; take them again in
-			// that order.
-			w.mu.Unlock()
-			unlock.Lock()
-			w.mu.Lock()
-		}
-		w.waiters--
-		if w.waiters == 0 {
-			w.wakeAt = 0
-		}
+		w.awaitSignal(waiter)
 	}
 	if waited && w.d.abort.Load() && w.d.inWorker() {
 		// Close broke a wait no worker would have ended: this is a
@@ -236,6 +217,24 @@ func (w *Worker) enqueue(b *pbatch, waiter *producer, limit int) (base uint64, n
 		w.wake()
 	}
 	return base, n
+}
+
+// awaitSignal is a producer's one way of waiting on the worker, for room
+// (enqueue) or for a move (awaitPassed): w.mu held, it waits until the
+// worker wakes its waiters (next, drainQueue, dropQueued), letting p's
+// locks go meanwhile, and takes them again in the lock order, producer
+// then worker.
+func (w *Worker) awaitSignal(p *producer) {
+	w.waiters++
+	p.lockers.Unlock()
+	w.space.Wait()
+	w.mu.Unlock()
+	p.lockers.Lock()
+	w.mu.Lock()
+	w.waiters--
+	if w.waiters == 0 {
+		w.wakeAt = 0
+	}
 }
 
 // wakeLevel is the queue length at which a worker wakes the producers

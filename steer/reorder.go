@@ -129,25 +129,14 @@ func (w *Worker) passed(lastTail uint64) bool { return w.head.Load() >= lastTail
 
 // awaitPassed waits until the worker's head has passed lastTail, for a move
 // of producer p (mayLeave), and reports whether it has: not when Close gave
-// up waiting first. p's locks are let go meanwhile, as for a wait for room
-// (enqueue); the worker wakes its waiters after every batch while a move
-// waits (next, drainQueue).
+// up waiting first (awaitSignal, as for room); the worker wakes its
+// waiters after every batch while a move waits (next, drainQueue).
 func (w *Worker) awaitPassed(lastTail uint64, p *producer) bool {
 	w.mu.Lock()
 	for !w.passed(lastTail) && !w.d.abort.Load() {
-		w.waiters++
 		w.moveWaits++
-		p.lockers.Unlock()
-		w.space.Wait()
-		// Lock order is producer then worker.
-		w.mu.Unlock()
-		p.lockers.Lock()
-		w.mu.Lock()
+		w.awaitSignal(p)
 		w.moveWaits--
-		w.waiters--
-		if w.waiters == 0 {
-			w.wakeAt = 0
-		}
 	}
 	ok := w.passed(lastTail)
 	w.mu.Unlock()
