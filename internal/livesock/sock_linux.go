@@ -101,37 +101,58 @@ func (k *Sock) Stop() bool {
 }
 
 // Poll waits until the socket has one of the events Arm named, Stop is
-// called or ctx ends, or wait passes (negative: no limit). It returns the
-// socket's revents (zero when the poll timed out, was interrupted or was
-// woken for another reason), errClosed once stopped, ctx's error once it
-// ended, and an error only when poll(2) itself fails. It is for the
-// reader alone.
+// called or ctx ends, or wait passes (zero or negative: no limit). It
+// returns the socket's revents (zero when the wait passed), errClosed once
+// stopped, ctx's error once it ended, and an error only when poll(2)
+// itself fails. A signal that interrupts poll(2), or the late wake-up of a
+// context that ended earlier (see unwatch), does not end the wait: Poll
+// waits out the rest. It is for the reader alone.
 func (k *Sock) Poll(ctx context.Context, wait time.Duration) (int16, error) {
-	timeout := -1
-	if wait > 0 {
-		timeout = int((wait + time.Millisecond - 1) / time.Millisecond)
-	}
 	if err := k.watch(ctx); err != nil {
 		return 0, err
 	}
-	k.pfds[0].Revents, k.pfds[1].Revents, k.pfds[2].Revents = 0, 0, 0
-	n, err := unix.Poll(k.pfds[:], timeout)
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		return 0, fmt.Errorf("%s: poll: %w", k.pkg, err)
+	timeout := -1
+	var deadline time.Time
+	if wait > 0 {
+		timeout = pollMillis(wait)
+		deadline = time.Now().Add(wait)
 	}
-	if err := k.woken(ctx, k.pfds[2].Revents); err != nil {
-		return 0, err
+	for {
+		k.pfds[0].Revents, k.pfds[1].Revents, k.pfds[2].Revents = 0, 0, 0
+		n, err := unix.Poll(k.pfds[:], timeout)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return 0, fmt.Errorf("%s: poll: %w", k.pkg, err)
+		}
+		if err := k.woken(ctx, k.pfds[2].Revents); err != nil {
+			return 0, err
+		}
+		if rev := k.pfds[0].Revents; rev != 0 {
+			return rev, nil
+		}
+		if err == nil && n == 0 {
+			return 0, nil // the wait passed
+		}
+		if wait > 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, nil
+			}
+			timeout = pollMillis(left)
+		}
 	}
-	if n <= 0 {
-		return 0, nil
-	}
-	return k.pfds[0].Revents, nil
+}
+
+// pollMillis is d in poll(2)'s milliseconds, rounded up so that a wait is
+// never cut short.
+func pollMillis(d time.Duration) int {
+	return int((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // Nap waits d, to the nanosecond as the kernel's timer slack allows
 // (ppoll(2)), or until Stop is called or ctx ends, without watching the
 // socket: a reader's wait for more frames in a ring that already has some.
-// It returns errClosed once stopped and ctx's error once it ended, else
+// A signal, or a late context wake-up (see unwatch), may end it early. It
+// returns errClosed once stopped and ctx's error once it ended, else
 // nil. It is for the reader alone.
 func (k *Sock) Nap(ctx context.Context, d time.Duration) error {
 	if err := k.watch(ctx); err != nil {
@@ -207,7 +228,7 @@ func (k *Sock) wakeCtx() {
 // ring has nothing. It is for the reader alone.
 func (k *Sock) Pause(d time.Duration) {
 	k.pfds[1].Revents = 0
-	_, _ = unix.Poll(k.pfds[1:2], int((d+time.Millisecond-1)/time.Millisecond))
+	_, _ = unix.Poll(k.pfds[1:2], pollMillis(d))
 }
 
 // SocketError returns the socket's pending error (SO_ERROR, which the read

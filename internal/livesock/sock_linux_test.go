@@ -5,6 +5,7 @@ package livesock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,43 @@ func TestContextWakesPoll(t *testing.T) {
 	rev, err := k.Poll(context.Background(), 30*time.Millisecond)
 	if rev != 0 || err != nil || time.Since(start) < 25*time.Millisecond {
 		t.Fatalf("next Poll: revents %#x, %v after %v; want a timeout", rev, err, time.Since(start))
+	}
+}
+
+// TestStaleContextWake: a context that ended after its Poll returned
+// still writes its wake-up; the next Poll, with another context, waits
+// out its time all the same.
+func TestStaleContextWake(t *testing.T) {
+	k, _ := newSock(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := k.Poll(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	pfd := []unix.PollFd{{Fd: int32(k.ctxFD), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 2000); n != 1 || err != nil {
+		t.Fatalf("the ended context's wake-up was not written: %d, %v", n, err)
+	}
+	start := time.Now()
+	rev, err := k.Poll(context.Background(), 30*time.Millisecond)
+	if rev != 0 || err != nil || time.Since(start) < 25*time.Millisecond {
+		t.Fatalf("Poll after a stale wake-up: revents %#x, %v after %v; want a timeout", rev, err, time.Since(start))
+	}
+}
+
+// TestSignalDoesNotEndPoll: a signal that interrupts poll(2) (Go's
+// runtime sends SIGURG to preempt) does not end Poll's wait.
+func TestSignalDoesNotEndPoll(t *testing.T) {
+	k, _ := newSock(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	timer := time.AfterFunc(5*time.Millisecond, func() { _ = unix.Tgkill(pid, tid, unix.SIGURG) })
+	defer timer.Stop()
+	start := time.Now()
+	rev, err := k.Poll(context.Background(), 50*time.Millisecond)
+	if rev != 0 || err != nil || time.Since(start) < 45*time.Millisecond {
+		t.Fatalf("Poll across a signal: revents %#x, %v after %v; want a timeout", rev, err, time.Since(start))
 	}
 }
 
