@@ -50,6 +50,7 @@ func flowCount(t *testing.T, who, out string) int {
 // TestSameFlowsAsPcapsteer runs the baseline and pcapsteer on one small
 // capture: both read every frame and count the same flows, the capture's.
 func TestSameFlowsAsPcapsteer(t *testing.T) {
+	bin := buildPcapsteer(t)
 	for _, spec := range []synth.Spec{{Flows: 300, Seed: 1}, {Flows: 200, UDP: true, Size: 128, Seed: 2}} {
 		file := writeCapture(t, spec, 5000)
 		var out, errOut bytes.Buffer
@@ -62,7 +63,7 @@ func TestSameFlowsAsPcapsteer(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^  frames handled +5000 +`).MatchString(out.String()) {
 			t.Errorf("idiomatic did not handle the 5000 frames:\n%s", out.String())
 		}
-		ps, err := exec.Command(pcapsteer(t), "-r", file, "-workers", "2").CombinedOutput()
+		ps, err := exec.Command(bin, "-r", file, "-workers", "2").CombinedOutput()
 		if err != nil {
 			t.Fatalf("pcapsteer: %v\n%s", err, ps)
 		}
@@ -72,21 +73,16 @@ func TestSameFlowsAsPcapsteer(t *testing.T) {
 	}
 }
 
-var pcapsteerBin string
-
-// pcapsteer builds examples/pcapsteer once.
-func pcapsteer(t *testing.T) string {
+// buildPcapsteer builds examples/pcapsteer in the test's temporary
+// directory, which goes with the test (so each run of -count builds it).
+func buildPcapsteer(t *testing.T) string {
 	t.Helper()
-	if pcapsteerBin != "" {
-		return pcapsteerBin
-	}
 	bin := filepath.Join(t.TempDir(), "pcapsteer")
 	cmd := exec.Command("go", "build", "-o", bin, "../../examples/pcapsteer")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building pcapsteer: %v\n%s", err, out)
 	}
-	pcapsteerBin = bin
 	return bin
 }
 
