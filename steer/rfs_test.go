@@ -996,3 +996,83 @@ func TestRFSNewFlowGoesToDesired(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMoveWaitWokenPerBatch: an input waiting for a move is woken after
+// every batch its old worker handles, not only once the queue runs low: an
+// input that never waits (a live one) keeps that queue full, and the move
+// goes as soon as the moving flow's last frame there is handled.
+func TestMoveWaitWokenPerBatch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const limit, spin = 256, 50 * time.Microsecond
+	gate := make(chan struct{})
+	var gateOnce sync.Once
+	d, err := New(Config{Workers: 2, Buckets: 4, Hash: HashConfig{Key: hash.MicrosoftKey[:]},
+		Queue: QueueConfig{Limit: limit}}, func(p *Packet) {
+		<-gate
+		for end := time.Now().Add(spin); time.Now().Before(end); {
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gateOnce.Do(func() { close(gate) })
+	moving, staying := flowInBucket(t, d, 0), flowInBucket(t, d, 2)
+	if tab := d.Table(); tab[0] != 0 || tab[2] != 0 {
+		t.Fatalf("table %v: buckets 0 and 2 are not both on worker 0", tab)
+	}
+	batchOf := func(flow int) []Frame {
+		b := make([]Frame, BatchSize)
+		for i := range b {
+			b[i] = Frame{Data: dtFrame(flow, uint32(i))}
+		}
+		return b
+	}
+	waiting, live := d.NewInput(), d.newInput(false)
+	for range limit / BatchSize { // worker 0's queue is full of the moving flow
+		if err := waiting.Dispatch(batchOf(moving), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The live input keeps worker 0's queue about full until the move is
+	// done, or for 3 s at most.
+	moved := make(chan struct{})
+	var liveBatches int
+	liveDone := make(chan struct{})
+	go func() {
+		defer close(liveDone)
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+			select {
+			case <-moved:
+				return
+			default:
+			}
+			if err := live.Dispatch(batchOf(staying), nil); err != nil {
+				t.Error(err)
+				return
+			}
+			liveBatches++
+		}
+	}()
+	if err := d.SetTable([]int{1, 0, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	gateOnce.Do(func() { close(gate) })
+	err = waiting.Dispatch(batchOf(moving), nil) // waits for the move
+	handled := d.Stats().Workstreams[0].Handled
+	close(moved)
+	<-liveDone
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, d, uint64((limit/BatchSize+1+liveBatches)*BatchSize))
+	// The flow's last frame on worker 0 was its limit-th; a wake-up after
+	// each batch lets the move go within a few batches of it (each takes
+	// 64 x 50 us), where waiting for the queue to run low lasts until the
+	// live input falls behind.
+	if most := uint64(limit + 8*BatchSize); handled > most {
+		t.Errorf("the move waited until worker 0 had handled %d frames; the moving flow's last was the %dth", handled, limit)
+	}
+}
