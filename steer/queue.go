@@ -237,6 +237,14 @@ func (w *Worker) awaitSignal(p *producer) {
 	}
 }
 
+// waitersDue reports, w.mu held and frames just gone from the queue,
+// whether the producers waiting on it are to be woken: those waiting for
+// room once the queue is down to wakeAt, those waiting for a move after
+// every batch.
+func (w *Worker) waitersDue() bool {
+	return w.waiters > 0 && (w.qlen <= w.wakeAt || w.moveWaits > 0)
+}
+
 // wakeLevel is the queue length at which a worker wakes the producers
 // waiting for room in a queue of limit frames: once it has room for three
 // quarters of the limit, or for wakeRoom frames if that is less. Each

@@ -113,7 +113,7 @@ func (w *Worker) drainQueue() {
 		}
 		w.mu.Lock()
 		w.qlen -= n
-		if w.waiters > 0 && (w.qlen <= w.wakeAt || w.moveWaits > 0) {
+		if w.waitersDue() {
 			w.space.Broadcast()
 		}
 		w.mu.Unlock()

@@ -18,13 +18,14 @@ func (p *producer) selectWorker(f *Frame, c *Classification) (int, *rfstable.Ent
 		if w, ent := p.rfs(c, bucket, f); ent != nil {
 			return w, ent
 		}
-		// No entry: the policy decides, and the frame's hand-over is
-		// remembered, for the flow's entry when it gets one (missTail).
-		w := p.policyWorker(c, f, bucket)
-		p.missSeq[w] = p.handOvers[w] + 1
-		return w, nil
 	}
-	return p.policyWorker(c, f, bucket), nil
+	w := p.policyWorker(c, f, bucket)
+	if p.flows != nil {
+		// No RFS entry: the frame's hand-over is remembered, for the
+		// flow's entry when it gets one (missTail).
+		p.missSeq[w] = p.handOvers[w] + 1
+	}
+	return w, nil
 }
 
 // policyWorker applies the configured policy to a hashed frame.

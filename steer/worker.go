@@ -137,7 +137,7 @@ func (w *Worker) next(done int, tick <-chan time.Time) (*pbatch, bool) {
 	for {
 		w.mu.Lock()
 		w.qlen -= done
-		if done > 0 && w.waiters > 0 && (w.qlen <= w.wakeAt || w.moveWaits > 0) {
+		if done > 0 && w.waitersDue() {
 			w.space.Broadcast()
 			if w.cpu < 0 && len(w.d.workers) >= runtime.GOMAXPROCS(0) {
 				w.mu.Unlock()
